@@ -1,0 +1,55 @@
+# kvgate's front door. `make demo` and `make test` do all set-up on a fresh Debian 12 machine (as root).
+# Everything else: `make help`.
+SHELL := /bin/bash
+PRESET ?= release
+BUILD_DIR := build/$(PRESET)
+CTEST_JOBS ?= 2
+FORMAT_FILES = git ls-files -- '*.h' '*.cc' '*.cpp'
+
+.PHONY: help setup configure build test demo bench format format-check asan tsan fuzz clean
+
+help:
+	@echo "make demo          set up, build, run a mock fleet behind the gateway, print a report"
+	@echo "make test          set up, build, run every test (ctest)"
+	@echo "make build         set up and build the release preset (PRESET=debug|asan|tsan to change)"
+	@echo "make bench         build and run the micro benchmarks (results: bench-out/)"
+	@echo "make asan | tsan   build and test under ASan+UBSan | ThreadSanitizer (clang 14)"
+	@echo "make fuzz          build the libFuzzer targets and run each for FUZZ_SECONDS (default 60)"
+	@echo "make format        clang-format every C++ file in place; make format-check only checks"
+
+setup:
+	@tools/setup.sh
+
+configure: setup
+	@if [ ! -f $(BUILD_DIR)/build.ninja ]; then cmake --preset $(PRESET); fi
+
+build: configure
+	@cmake --build $(BUILD_DIR)
+
+test: build
+	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(CTEST_JOBS) $(CTEST_ARGS)
+
+demo: build
+	@tools/demo.sh $(BUILD_DIR)
+
+bench: build
+	@tools/bench.sh $(BUILD_DIR)
+
+asan:
+	@$(MAKE) --no-print-directory test PRESET=asan
+
+tsan:
+	@$(MAKE) --no-print-directory test PRESET=tsan
+
+fuzz:
+	@$(MAKE) --no-print-directory build PRESET=fuzz
+	@tools/fuzz.sh build/fuzz $${FUZZ_SECONDS:-60}
+
+format:
+	@$(FORMAT_FILES) | xargs -r clang-format -i
+
+format-check:
+	@$(FORMAT_FILES) | xargs -r clang-format --dry-run -Werror && echo "format-check: clean"
+
+clean:
+	rm -rf build

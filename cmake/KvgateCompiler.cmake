@@ -1,0 +1,42 @@
+# Compiler flags applied to kvgate's own targets (kvgate_project_options), never to dependencies.
+
+find_program(KVGATE_CCACHE ccache)
+if(KVGATE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_C_COMPILER_LAUNCHER "${KVGATE_CCACHE}")
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${KVGATE_CCACHE}")
+endif()
+
+# lld links our large test binaries several times faster than bfd on two cores.
+find_program(KVGATE_LLD ld.lld)
+if(KVGATE_LLD)
+  add_link_options(-fuse-ld=lld)
+endif()
+
+add_library(kvgate_project_options INTERFACE)
+target_compile_options(kvgate_project_options INTERFACE -Wall -Wextra -Wno-missing-field-initializers)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  target_compile_options(kvgate_project_options INTERFACE -Wshadow=local)
+else()
+  target_compile_options(kvgate_project_options INTERFACE -Wno-shadow)
+endif()
+if(KVGATE_WERROR)
+  target_compile_options(kvgate_project_options INTERFACE -Werror)
+endif()
+if(KVGATE_THREAD_SAFETY AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  target_compile_options(kvgate_project_options INTERFACE -Wthread-safety)
+endif()
+
+# Boost 1.74 Asio's awaitable.hpp needs <utility> first under C++20; clang 14 also needs to be told that
+# coroutines exist (Asio 1.74 only detects them on gcc and MSVC).
+add_compile_options("SHELL:-include utility")
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  add_compile_definitions(BOOST_ASIO_HAS_CO_AWAIT BOOST_ASIO_HAS_STD_COROUTINE)
+endif()
+add_compile_definitions(BOOST_ASIO_NO_DEPRECATED BOOST_BEAST_USE_STD_STRING_VIEW)
+
+if(KVGATE_SANITIZE)
+  set(_san "-fsanitize=${KVGATE_SANITIZE}")
+  add_compile_options(${_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(${_san})
+  set(KVGATE_JEMALLOC OFF CACHE BOOL "jemalloc is incompatible with sanitizers" FORCE)
+endif()

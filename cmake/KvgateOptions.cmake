@@ -1,0 +1,8 @@
+# User-facing build switches. Presets in CMakePresets.json set them per mode.
+option(KVGATE_BUILD_TESTS "Build unit and integration tests" ON)
+option(KVGATE_BUILD_BENCH "Build benchmarks (Google Benchmark and the index harness)" ON)
+option(KVGATE_BUILD_FUZZ "Build libFuzzer targets (clang only)" OFF)
+option(KVGATE_JEMALLOC "Link jemalloc into every binary (off under sanitizers)" ON)
+option(KVGATE_WERROR "Treat warnings in kvgate's own code as errors" ON)
+option(KVGATE_THREAD_SAFETY "Check lock annotations with clang -Wthread-safety" ON)
+set(KVGATE_SANITIZE "" CACHE STRING "Sanitizers: '' | address,undefined | thread")

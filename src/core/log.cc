@@ -1,0 +1,136 @@
+#include "kvgate/core/log.h"
+
+#include <mutex>
+
+#include "kvgate/core/json_writer.h"
+#include "spdlog/async.h"
+#include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/stdout_sinks.h"
+
+namespace kvgate::log {
+namespace {
+
+// %j: the message as a JSON string literal (quotes included), for the JSON line format.
+class JsonMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string s;
+    append_json_string(&s, std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(s.data(), s.data() + s.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+constexpr const char* kTextPattern = "%Y-%m-%dT%H:%M:%S.%fZ %^%L%$ [%n] %v";
+constexpr const char* kJsonPattern =
+    R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","component":"%n","msg":%j})";
+
+struct State {
+  std::mutex mu;  // guards creation of loggers and the sink swap, never held while logging
+  spdlog::sink_ptr sink;
+  std::shared_ptr<spdlog::details::thread_pool> pool;
+  spdlog::level::level_enum level = spdlog::level::info;
+  Format format = Format::kText;
+};
+
+State& state() {
+  static State* s = new State();  // leaked: loggers may log during static destruction
+  return *s;
+}
+
+std::unique_ptr<spdlog::formatter> make_formatter(Format f) {
+  auto fmt = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  if (f == Format::kJson) {
+    fmt->add_flag<JsonMessageFlag>('j').set_pattern(kJsonPattern);
+  } else {
+    fmt->set_pattern(kTextPattern);
+  }
+  return fmt;
+}
+
+std::shared_ptr<spdlog::logger> make_logger(State& s, const std::string& name) {
+  std::shared_ptr<spdlog::logger> logger;
+  if (s.pool) {
+    logger = std::make_shared<spdlog::async_logger>(name, s.sink, s.pool,
+                                                    spdlog::async_overflow_policy::overrun_oldest);
+  } else {
+    logger = std::make_shared<spdlog::logger>(name, s.sink);
+  }
+  logger->set_level(s.level);
+  logger->flush_on(spdlog::level::err);
+  spdlog::register_logger(logger);
+  return logger;
+}
+
+}  // namespace
+
+Result<Format> parse_format(std::string_view s) {
+  if (s == "text") return Format::kText;
+  if (s == "json") return Format::kJson;
+  return absl::InvalidArgumentError("log format must be 'text' or 'json'");
+}
+
+Status init(const Options& options) {
+  const auto level = spdlog::level::from_str(options.level);
+  if (level == spdlog::level::off && options.level != "off") {
+    return absl::InvalidArgumentError("unknown log level '" + options.level +
+                                      "' (trace, debug, info, warn, error, critical, off)");
+  }
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.level = level;
+  s.format = options.format;
+  s.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  s.sink->set_formatter(make_formatter(options.format));
+  // One writer thread for the process; it lives until shutdown().
+  s.pool = std::make_shared<spdlog::details::thread_pool>(options.queue_lines, 1);
+  spdlog::drop_all();
+  return absl::OkStatus();
+}
+
+void shutdown() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+  spdlog::drop_all();
+  s.pool.reset();
+  s.sink.reset();
+}
+
+std::shared_ptr<spdlog::logger> get(std::string_view component) {
+  const std::string name(component);
+  if (auto existing = spdlog::get(name)) return existing;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (auto existing = spdlog::get(name)) return existing;
+  if (!s.sink) {
+    s.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+    s.sink->set_formatter(make_formatter(s.format));
+  }
+  return make_logger(s, name);
+}
+
+uint64_t dropped_lines() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.pool ? s.pool->overrun_counter() : 0;
+}
+
+bool RateLimit::allow() {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t next = next_ns_.load(std::memory_order_relaxed);
+  if (now >= next &&
+      next_ns_.compare_exchange_strong(next, now + interval_ns_, std::memory_order_relaxed)) {
+    suppressed_.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  suppressed_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+}  // namespace kvgate::log

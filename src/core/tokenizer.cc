@@ -1,0 +1,52 @@
+#include "kvgate/core/tokenizer.h"
+
+#include "xxhash.h"
+
+namespace kvgate {
+namespace {
+
+enum class CharClass { kWord, kSpace, kOther };
+
+CharClass classify(unsigned char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80) {
+    return CharClass::kWord;
+  }
+  if (c == ' ' || c == '\n' || c == '\t' || c == '\r') return CharClass::kSpace;
+  return CharClass::kOther;
+}
+
+constexpr size_t kMaxPiece = 4;
+
+}  // namespace
+
+void TestTokenizer::encode(std::string_view text, std::vector<TokenId>* out) const {
+  out->reserve(out->size() + text.size() / 3 + 1);
+  const uint32_t span = vocab_ - 256;
+  size_t i = 0;
+  while (i < text.size()) {
+    const CharClass cls = classify(static_cast<unsigned char>(text[i]));
+    size_t j = i + 1;
+    if (cls != CharClass::kOther) {
+      while (j < text.size() && j - i < kMaxPiece &&
+             classify(static_cast<unsigned char>(text[j])) == cls)
+        ++j;
+    }
+    const uint64_t h = XXH3_64bits(text.data() + i, j - i);
+    out->push_back(256 + static_cast<TokenId>(h % span));
+    i = j;
+  }
+}
+
+std::string render_chat(std::span<const ChatMessage> messages) {
+  size_t n = 16;
+  for (const auto& m : messages) n += m.role.size() + m.content.size() + 6;
+  std::string s;
+  s.reserve(n);
+  for (const auto& m : messages) {
+    s.append("<|").append(m.role).append("|>\n").append(m.content).append("\n");
+  }
+  s.append("<|assistant|>\n");
+  return s;
+}
+
+}  // namespace kvgate

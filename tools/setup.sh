@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages kvgate needs to build, test, benchmark and demo.
+# Idempotent: when everything is present it only checks (well under a second).
+# Usage: tools/setup.sh [--check]   (--check lists what is missing and exits 1 if anything is)
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential g++ clang clang-format clang-tidy libclang-rt-14-dev lld cmake ninja-build ccache
+  pkg-config git gdb valgrind
+  # libraries
+  libboost-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libabsl-dev libjemalloc-dev prometheus-cpp-dev
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
+  libcli11-dev libnuma-dev libhiredis-dev libssl-dev
+  # servers and tools the tests, benches and demo start themselves
+  redis-server nginx-light wrk curl procps iproute2
+  # python helpers used by tests (Debian's /usr/bin/python3 only)
+  python3 python3-zmq python3-msgpack
+)
+
+missing=()
+installed="$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)"
+for p in "${PACKAGES[@]}"; do
+  if ! grep -q "^${p} install ok installed$" <<<"${installed}"; then
+    missing+=("${p}")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+if [[ "${1:-}" == "--check" ]]; then
+  echo "setup: missing: ${missing[*]}"
+  exit 1
+fi
+
+if [[ "$(id -u)" -ne 0 ]]; then
+  echo "setup: these packages are missing: ${missing[*]}" >&2
+  echo "setup: installing them needs root; run 'sudo tools/setup.sh' (or 'sudo make setup') once, then retry." >&2
+  exit 1
+fi
+
+echo "setup: installing ${#missing[@]} missing packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt_install() { apt-get install -y -q --no-install-recommends "${missing[@]}"; }
+# A fresh machine has no package lists; refresh them once when an install cannot find a package.
+if ! apt_install; then
+  apt-get update -q
+  apt_install
+fi
+# Installing nginx or redis-server may start system services; tests start their own on loopback ports.
+for svc in nginx redis-server; do
+  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now "${svc}" >/dev/null 2>&1 || true; fi
+  if command -v service >/dev/null 2>&1; then service "${svc}" stop >/dev/null 2>&1 || true; fi
+done
+echo "setup: done"

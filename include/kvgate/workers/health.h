@@ -1,0 +1,39 @@
+// HealthTracker: a worker's health from periodic probes, with hysteresis so one lost probe does not
+// flap it out of rotation: `failure_threshold` consecutive failures make it unhealthy,
+// `success_threshold` consecutive successes make it healthy again. A new worker starts unknown and
+// becomes healthy on its first success (so a fleet is routable as soon as it answers).
+//
+// Threading: record() from the prober (one thread per worker at a time); state() from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kvgate::workers {
+
+enum class Health : uint8_t { kUnknown = 0, kHealthy = 1, kUnhealthy = 2 };
+const char* health_name(Health h);
+
+struct HealthConfig {
+  uint32_t failure_threshold = 3;
+  uint32_t success_threshold = 2;
+};
+
+class HealthTracker {
+ public:
+  explicit HealthTracker(HealthConfig config) : config_(config) {}
+
+  // Returns true when the state changed.
+  bool record(bool probe_ok);
+  Health state() const { return static_cast<Health>(state_.load(std::memory_order_acquire)); }
+  // Operator override (e.g. a worker added with health checks off is healthy at once).
+  void force(Health h) { state_.store(static_cast<uint8_t>(h), std::memory_order_release); }
+
+ private:
+  const HealthConfig config_;
+  std::atomic<uint8_t> state_{0};
+  uint32_t consecutive_ok_ = 0;    // prober thread only
+  uint32_t consecutive_fail_ = 0;  // prober thread only
+};
+
+}  // namespace kvgate::workers

@@ -1,0 +1,38 @@
+// Load signals of one worker and the overload rule.
+//
+// Two sources feed a worker's load: the gateway's own count of requests it has in flight there
+// (exact, instant) and the engine's load report, polled on an interval (the engine's queue, which
+// also holds other clients' traffic, and its KV usage). A worker is overloaded when its KV usage
+// or its waiting queue crosses the configured thresholds; the policy steers around it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kvgate/core/clock.h"
+
+namespace kvgate::workers {
+
+// What an engine says about itself (mock: GET /load; vLLM: its /metrics gauges).
+struct EngineLoad {
+  uint32_t running = 0;                // sequences in the running batch
+  uint32_t waiting = 0;                // requests queued, not yet scheduled
+  double kv_usage = 0;                 // fraction of the KV pool in use, 0..1
+  uint64_t queued_prefill_tokens = 0;  // uncached prompt tokens not yet prefilled (0 if unknown)
+  friend bool operator==(const EngineLoad&, const EngineLoad&) = default;
+};
+
+struct OverloadThresholds {
+  // A worker at or above this KV usage is overloaded (nullopt: rule off).
+  std::optional<double> token_usage = 0.8;
+  // A worker with at least this many waiting requests is overloaded (nullopt: rule off).
+  std::optional<uint32_t> waiting_requests = 8;
+};
+
+inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t) {
+  if (t.token_usage && load.kv_usage >= *t.token_usage) return true;
+  if (t.waiting_requests && load.waiting >= *t.waiting_requests) return true;
+  return false;
+}
+
+}  // namespace kvgate::workers

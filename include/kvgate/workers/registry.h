@@ -1,0 +1,76 @@
+// WorkerRegistry: the fleet, and the immutable snapshot of it that every routing decision reads.
+//
+// The request path calls snapshot() (one atomic shared_ptr load, no registry lock) and works on a
+// FleetSnapshot that never changes under it. The control path (worker add/remove, discovery)
+// mutates under the registry's lock and publishes a new snapshot.
+//
+// Threading: every method is safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/core/clock.h"
+#include "kvgate/core/ids.h"
+#include "kvgate/core/result.h"
+#include "kvgate/core/thread_annotations.h"
+#include "kvgate/workers/worker.h"
+
+namespace kvgate::workers {
+
+struct FleetSnapshot {
+  uint64_t version = 0;
+  // Every registered worker, in registration order.
+  std::vector<std::shared_ptr<Worker>> workers;
+  // HolderId value -> index into `workers`, or -1 (holders of removed workers, unknown ids).
+  std::vector<int32_t> worker_of_holder;
+  // Union of the workers' models, sorted.
+  std::vector<std::string> models;
+
+  int32_t worker_index_of(HolderId h) const {
+    return h.valid() && h.value() < worker_of_holder.size() ? worker_of_holder[h.value()] : -1;
+  }
+  // True if some worker serves `model` (or no worker has reported models yet: nothing to check).
+  bool knows_model(std::string_view model) const;
+  const Worker* find(std::string_view url) const;
+};
+
+class WorkerRegistry {
+ public:
+  WorkerRegistry(WorkerOptions options, const Clock& clock);
+
+  // Registers a worker by URL (normalized: scheme and host lower-cased, no trailing slash).
+  // Fails with AlreadyExists if the URL is registered, InvalidArgument if it is not
+  // http://host:port.
+  Result<std::shared_ptr<Worker>> add(std::string_view url, WorkerInfo info = {});
+  // Unregisters; returns the worker so the caller can tear down what hangs off it.
+  std::shared_ptr<Worker> remove(std::string_view url);
+  // Replaces a worker's description and republishes. False if the worker is gone.
+  bool update_info(WorkerId id, const std::function<void(WorkerInfo&)>& edit);
+
+  std::shared_ptr<const FleetSnapshot> snapshot() const {
+    return snapshot_.load(std::memory_order_acquire);
+  }
+  std::shared_ptr<Worker> find(std::string_view url) const;
+  std::shared_ptr<Worker> find(WorkerId id) const;
+
+  static Result<std::string> normalize_url(std::string_view url);
+
+ private:
+  void publish_locked() KVGATE_REQUIRES(mu_);
+
+  const WorkerOptions options_;
+  const Clock& clock_;
+  mutable Mutex mu_;
+  std::vector<std::shared_ptr<Worker>> workers_ KVGATE_GUARDED_BY(mu_);
+  uint32_t next_id_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t version_ KVGATE_GUARDED_BY(mu_) = 0;
+  std::atomic<std::shared_ptr<const FleetSnapshot>> snapshot_;
+};
+
+}  // namespace kvgate::workers

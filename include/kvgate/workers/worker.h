@@ -1,0 +1,94 @@
+// Worker: one engine process behind one URL, as the gateway sees it.
+//
+// A Worker object lives as long as any snapshot references it. Its *live* state (in-flight count,
+// engine load, health, circuit breaker) is atomics shared by every snapshot; its *description*
+// (models, KV endpoints, holders, block size) is an immutable WorkerInfo swapped by the control
+// path, which then republishes the fleet snapshot (registry.h).
+//
+// Threading: live counters and load from any thread (relaxed atomics: a decision may see a value
+// a moment old, never a torn one); info() from any thread; set_info() from the control path.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvgate/core/clock.h"
+#include "kvgate/core/ids.h"
+#include "kvgate/workers/circuit_breaker.h"
+#include "kvgate/workers/health.h"
+#include "kvgate/workers/load.h"
+
+namespace kvgate::workers {
+
+// Where one data-parallel rank publishes its KV events.
+struct KvEndpoint {
+  DpRank rank = 0;
+  std::string publisher;  // tcp://host:port of the PUB socket
+  std::string replay;     // tcp://host:port of the replay ROUTER socket ("" if none)
+  std::string topic;      // subscription prefix ("" = everything)
+  friend bool operator==(const KvEndpoint&, const KvEndpoint&) = default;
+};
+
+struct WorkerInfo {
+  std::vector<std::string> models;       // from the worker's /v1/models
+  std::vector<KvEndpoint> kv_endpoints;  // empty: the worker publishes no KV events
+  std::vector<HolderId> holders;         // one per rank with a subscription, rank order
+  uint32_t block_size = 0;               // learned from its events (0: not yet known)
+  bool discovered = false;               // /server_info and /v1/models answered at least once
+};
+
+struct WorkerOptions {
+  HealthConfig health;
+  BreakerConfig breaker;
+};
+
+class Worker {
+ public:
+  Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock);
+
+  WorkerId id() const { return id_; }
+  const std::string& url() const { return url_; }
+
+  std::shared_ptr<const WorkerInfo> info() const { return info_.load(std::memory_order_acquire); }
+  void set_info(std::shared_ptr<const WorkerInfo> info) {
+    info_.store(std::move(info), std::memory_order_release);
+  }
+
+  // --- Live load -------------------------------------------------------------------------
+  // Requests this gateway has sent to the worker that have not ended (every path ends them).
+  int32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  void begin_request() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void end_request() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+
+  EngineLoad engine_load() const;
+  void set_engine_load(const EngineLoad& load, MonoTime at);
+  // When the last engine load report arrived (epoch if never).
+  MonoTime engine_load_at() const {
+    return MonoTime(Duration(load_at_ns_.load(std::memory_order_relaxed)));
+  }
+
+  // --- Health and failures ---------------------------------------------------------------
+  HealthTracker& health() { return health_; }
+  const HealthTracker& health() const { return health_; }
+  CircuitBreaker& breaker() { return breaker_; }
+  const CircuitBreaker& breaker() const { return breaker_; }
+  // Healthy (or not yet probed) and the breaker lets traffic through.
+  bool routable() const { return health_.state() != Health::kUnhealthy && breaker_.allows(); }
+
+ private:
+  const WorkerId id_;
+  const std::string url_;
+  std::atomic<std::shared_ptr<const WorkerInfo>> info_;
+  std::atomic<int32_t> in_flight_{0};
+  std::atomic<uint32_t> running_{0};
+  std::atomic<uint32_t> waiting_{0};
+  std::atomic<uint32_t> kv_usage_ppm_{0};  // parts per million
+  std::atomic<uint64_t> queued_prefill_tokens_{0};
+  std::atomic<int64_t> load_at_ns_{0};
+  HealthTracker health_;
+  CircuitBreaker breaker_;
+};
+
+}  // namespace kvgate::workers

@@ -1,0 +1,42 @@
+#include "kvgate/workers/load.h"
+
+#include <gtest/gtest.h>
+
+#include "kvgate/workers/worker.h"
+
+namespace kvgate::workers {
+namespace {
+
+TEST(Overload, DefaultThresholds) {
+  const OverloadThresholds t;
+  EXPECT_FALSE(is_overloaded({.running = 50, .waiting = 7, .kv_usage = 0.79}, t));
+  EXPECT_TRUE(is_overloaded({.waiting = 8}, t));
+  EXPECT_TRUE(is_overloaded({.kv_usage = 0.8}, t));
+}
+
+TEST(Overload, DisabledRules) {
+  const OverloadThresholds off{.token_usage = std::nullopt, .waiting_requests = std::nullopt};
+  EXPECT_FALSE(is_overloaded({.waiting = 1000, .kv_usage = 1.0}, off));
+}
+
+TEST(Worker, EngineLoadRoundTripsAndInFlightCounts) {
+  ManualClock clock;
+  Worker w(WorkerId(3), "http://127.0.0.1:8000", {}, clock);
+  w.set_engine_load(
+      {.running = 4, .waiting = 2, .kv_usage = 0.4567891, .queued_prefill_tokens = 900},
+      clock.now());
+  const auto l = w.engine_load();
+  EXPECT_EQ(l.running, 4u);
+  EXPECT_EQ(l.waiting, 2u);
+  EXPECT_NEAR(l.kv_usage, 0.4567891, 1e-6);
+  EXPECT_EQ(l.queued_prefill_tokens, 900u);
+  EXPECT_EQ(w.engine_load_at(), clock.now());
+  w.begin_request();
+  w.begin_request();
+  w.end_request();
+  EXPECT_EQ(w.in_flight(), 1);
+  EXPECT_TRUE(w.routable());
+}
+
+}  // namespace
+}  // namespace kvgate::workers

@@ -13,13 +13,15 @@
 namespace kvgate::events {
 
 // Appends the msgpack payload of `batch` in `format` to `out`:
-//   vllm-array  : [ts, [[tag, ...positional fields, every field known, trailing nils kept]...], dp_rank]
-//   vllm-map    : [ts, [{type, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium,
-//                        lora_name, and extra_keys/group_idx/kv_cache_spec_* only when set}...], dp_rank]
+//   vllm-array  : [ts, [[tag, ...positional fields, every field known, trailing nils kept]...],
+//   dp_rank] vllm-map    : [ts, [{type, block_hashes, parent_block_hash, token_ids, block_size,
+//   lora_id, medium,
+//                        lora_name, and extra_keys/group_idx/kv_cache_spec_* only when set}...],
+//                        dp_rank]
 //   sglang      : array events; a salted store appends the metadata map {"cache_salt": ...}
 //   sglang-map  : map events with cache_salt / session_id / lora_name
-// vLLM layouts write hashes as msgpack uint64; SGLang layouts as signed int64 (negative values occur).
-// A batch without dp_rank is written with a nil third element.
+// vLLM layouts write hashes as msgpack uint64; SGLang layouts as signed int64 (negative values
+// occur). A batch without dp_rank is written with a nil third element.
 void encode_batch(const WireBatch& batch, WireFormat format, std::string* out);
 
 // The 8-byte big-endian sequence frame of a live message and of replay requests/replies.

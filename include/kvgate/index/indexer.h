@@ -73,6 +73,19 @@ struct IndexStats {
   uint64_t bytes = 0;            // bytes the index's structures hold, as the index counts them
 };
 
+// One (holder, sequence hash) pair held on some tier: the index's content, as the exactness
+// harness compares it.
+struct Membership {
+  HolderId holder;
+  SeqHash seq = 0;
+  uint8_t tier_mask = 0;  // bit t set: the holder has a copy on Tier t
+  friend bool operator==(const Membership&, const Membership&) = default;
+};
+
+inline constexpr uint8_t tier_bit(Tier t) {
+  return static_cast<uint8_t>(1u << static_cast<unsigned>(t));
+}
+
 struct Concurrency {
   // lookup() may run on any number of threads concurrently with apply()/remove_holder().
   bool lookups_concurrent_with_writes = false;
@@ -99,14 +112,28 @@ class Indexer {
   virtual void remove_holder(HolderId holder) = 0;
 
   virtual IndexStats stats() const = 0;
+
+  // Debug and test only (the exactness harness compares content with them), never a hot path.
+  // Fill `out` (cleared first) with every membership, sorted by holder then sequence hash; the
+  // second form with one holder's. An indexer that cannot enumerate its content returns
+  // kUnimplemented (the default).
+  virtual Status memberships(std::vector<Membership>& out) const;
+  virtual Status holder_memberships(HolderId holder, std::vector<Membership>& out) const;
 };
 
 enum class IndexKind { kReference, kPositional, kChain };
 std::string_view index_kind_name(IndexKind k);
 Result<IndexKind> parse_index_kind(std::string_view s);
 
+struct IndexerOptions {
+  // Seed of the BlockHasher whose chain step derives stored blocks' sequence hashes; must be the
+  // router's (the step is unsalted, so LoRA and namespace salts need no index option).
+  uint64_t hash_seed = kDefaultHashSeed;
+};
+
 // A new, empty indexer of the given kind (kChain fails until the chain index lands).
 Result<std::unique_ptr<Indexer>> make_indexer(IndexKind kind);
+Result<std::unique_ptr<Indexer>> make_indexer(IndexKind kind, const IndexerOptions& options);
 
 // Wraps an indexer that is not safe for concurrent use so that lookups share a reader lock and
 // writes take it exclusively. Indexers that are already concurrent are returned unchanged.

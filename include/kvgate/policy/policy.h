@@ -1,0 +1,128 @@
+// Routing policies: given a request's block chain and the fleet snapshot, pick a worker.
+//
+// A policy never blocks and allocates nothing after warm-up (per-thread Scratch holds the buffers).
+// It returns a Decision with the branch that decided it, which the caller counts
+// (kvgate_router_decisions_total{policy, branch}); the caller also tells the policy about every
+// request's end on every path (success, error, client abort, retry).
+//
+// Threading: select() and on_request_end() may run on any number of threads at once; each thread
+// passes its own Scratch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/core/block_hash.h"
+#include "kvgate/core/clock.h"
+#include "kvgate/core/result.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/workers/registry.h"
+
+namespace kvgate::policy {
+
+struct RouteRequest {
+  std::span<const SeqHash> chain;  // the prompt's block chain at the fleet's block size
+  uint32_t prompt_tokens = 0;
+  uint32_t block_size = 0;       // tokens per block of `chain` (0 when the chain is empty)
+  std::string_view routing_key;  // consistent_hashing; empty when the request has none
+  std::string_view model;        // empty: any worker
+};
+
+enum class Branch : uint8_t {
+  kAffinity,        // cache_aware: the deepest holder of the prefix
+  kFreshPrefix,     // cache_aware: nobody holds a block; least expected wait
+  kImbalanceSpill,  // cache_aware: the deepest holder was far above the fleet mean; least wait
+                    // instead
+  kOverloadSteer,   // cache_aware: the deepest holder was overloaded; the best of the others
+  kAllOverloaded,   // every candidate overloaded: the least-loaded one
+  kShed,            // every candidate overloaded and shedding on: no worker (503)
+  kNoWorker,        // no routable worker serves the model (503)
+  kRandom,
+  kRoundRobin,
+  kPowerOfTwo,
+  kLeastLoad,
+  kConsistentHash,
+  kCount,
+};
+const char* branch_name(Branch b);
+
+struct Decision {
+  int32_t worker = -1;  // index into FleetSnapshot::workers; -1 with kShed / kNoWorker
+  Branch branch = Branch::kNoWorker;
+  uint32_t matched_blocks = 0;  // blocks of the chain the chosen worker holds (cache_aware)
+};
+
+// A candidate worker as a policy sees it during one decision.
+struct Candidate {
+  int32_t index = 0;  // into FleetSnapshot::workers
+  double load = 0;    // effective load: max(gateway in-flight, engine running + waiting)
+  double expected_wait_us = 0;
+  uint32_t matched_blocks = 0;
+  bool overloaded = false;
+};
+
+// Per-thread buffers for decisions; keep one per executor thread.
+struct Scratch {
+  std::vector<index::HolderMatch> matches;
+  std::vector<Candidate> candidates;
+  std::vector<uint32_t> depth_by_worker;
+  std::mt19937_64 rng{std::random_device{}()};
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  virtual Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                          Scratch& scratch) = 0;
+  // The request went to `worker` (after select(), when it is actually sent).
+  virtual void on_dispatch(const workers::Worker& /*worker*/, const RouteRequest& /*req*/) {}
+  // The request ended on `worker` with `outcome` (every path, exactly once per dispatch).
+  virtual void on_request_end(const workers::Worker& /*worker*/, workers::Outcome /*outcome*/) {}
+  // The worker left the fleet: forget anything kept about it.
+  virtual void on_worker_removed(WorkerId /*worker*/) {}
+};
+
+enum class PolicyKind {
+  kRandom,
+  kRoundRobin,
+  kPowerOfTwo,
+  kLeastLoad,
+  kConsistentHashing,
+  kCacheAware
+};
+std::string_view policy_kind_name(PolicyKind k);
+Result<PolicyKind> parse_policy_kind(std::string_view s);
+
+struct CacheAwareConfig {
+  // Spill off the deepest holder when its load exceeds the fleet mean by both of these.
+  double balance_abs_threshold = 32;
+  double balance_rel_threshold = 1.5;
+  workers::OverloadThresholds overload;
+  bool shed_when_all_overloaded = false;  // 503 instead of the least-loaded worker
+  // Decisions whose expected waits differ by less than this are ties, drawn uniformly.
+  double tie_window_us = 1.0;
+  // Cost model for expected wait: prefill throughput of one worker, and the prompt length assumed
+  // for requests the engine has queued when it does not report queued tokens.
+  double prefill_tokens_per_second = 10000;
+  double assumed_queued_prompt_tokens = 1024;
+  // Approximate mode for workers without KV events: a routed prompt is assumed cached there for
+  // this long.
+  Duration prediction_ttl = std::chrono::seconds(120);
+  size_t prediction_capacity_blocks = 1 << 20;
+};
+
+struct PolicyDeps {
+  const index::Indexer* index = nullptr;  // cache_aware; may be null (then everything is predicted)
+  const Clock* clock = nullptr;           // defaults to Clock::real()
+};
+
+Result<std::unique_ptr<Policy>> make_policy(PolicyKind kind, const CacheAwareConfig& config,
+                                            PolicyDeps deps);
+
+}  // namespace kvgate::policy

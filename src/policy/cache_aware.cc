@@ -1,0 +1,124 @@
+// cache_aware: affinity first (the deepest holder of the request's prefix wins), then gates.
+//
+//  1. Candidates: routable workers serving the model. None -> kNoWorker.
+//  2. Overload: workers over the KV-usage or waiting thresholds are steered around. When every
+//     candidate is over: 503 (kShed) if shedding is on, else the least-loaded one (kAllOverloaded).
+//  3. Depth: the index's matched depth on any tier, per worker (max over its ranks); a worker
+//     without KV events gets the approximate mode's prediction instead.
+//  4. Affinity: the deepest non-overloaded worker(s); among equals the least expected wait, ties
+//     within tie_window_us drawn uniformly. No holder at all: least expected wait (kFreshPrefix).
+//  5. Imbalance: if the winner's load exceeds the fleet mean by balance_abs_threshold and by the
+//     factor balance_rel_threshold, the least-expected-wait worker takes it (kImbalanceSpill).
+#include <algorithm>
+
+#include "kvgate/workers/load.h"
+#include "policy/detail/candidates.h"
+#include "policy/detail/predicted_cache.h"
+#include "policy/detail/simple_policies.h"
+
+namespace kvgate::policy::detail {
+namespace {
+
+class CacheAwarePolicy final : public Policy {
+ public:
+  CacheAwarePolicy(const CacheAwareConfig& config, PolicyDeps deps)
+      : config_(config),
+        index_(deps.index),
+        clock_(deps.clock ? *deps.clock : Clock::real()),
+        predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock_) {}
+
+  std::string_view name() const override { return "cache_aware"; }
+
+  Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                  Scratch& s) override {
+    if (collect_candidates(req, fleet, s) == 0) return {.worker = -1, .branch = Branch::kNoWorker};
+    auto& cands = s.candidates;
+    size_t ok_count = 0;
+    for (auto& c : cands) {
+      c.overloaded =
+          workers::is_overloaded(fleet.workers[c.index]->engine_load(), config_.overload);
+      ok_count += c.overloaded ? 0 : 1;
+    }
+    if (ok_count == 0) {
+      if (config_.shed_when_all_overloaded) return {.worker = -1, .branch = Branch::kShed};
+      const int32_t i = pick_min(
+          cands, [](const Candidate&) { return true; }, [](const Candidate& c) { return c.load; },
+          0.0, s.rng);
+      return {.worker = cands[i].index, .branch = Branch::kAllOverloaded};
+    }
+
+    fill_depths(req, fleet, s);
+    uint32_t deepest_any = 0, deepest_ok = 0;
+    double load_sum = 0;
+    for (auto& c : cands) {
+      c.expected_wait_us = expected_wait_us(c, *fleet.workers[c.index], req, config_);
+      deepest_any = std::max(deepest_any, c.matched_blocks);
+      if (!c.overloaded) deepest_ok = std::max(deepest_ok, c.matched_blocks);
+      load_sum += c.load;
+    }
+    const auto by_wait = [](const Candidate& c) { return c.expected_wait_us; };
+    const auto not_overloaded = [](const Candidate& c) { return !c.overloaded; };
+
+    if (deepest_ok == 0) {
+      const int32_t i = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+      return {.worker = cands[i].index,
+              .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
+              .matched_blocks = 0};
+    }
+    int32_t i = pick_min(
+        cands, [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest_ok; },
+        by_wait, config_.tie_window_us, s.rng);
+    Branch branch = deepest_any > deepest_ok ? Branch::kOverloadSteer : Branch::kAffinity;
+
+    const double mean = load_sum / static_cast<double>(cands.size());
+    const double load = cands[i].load;
+    if (load > mean + config_.balance_abs_threshold &&
+        load > mean * config_.balance_rel_threshold) {
+      const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+      if (cands[j].load < load) {
+        i = j;
+        branch = Branch::kImbalanceSpill;
+      }
+    }
+    return {.worker = cands[i].index, .branch = branch, .matched_blocks = cands[i].matched_blocks};
+  }
+
+  void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
+    if (!req.chain.empty() && !has_events(worker)) predicted_.record(worker.id(), req.chain);
+  }
+
+  void on_worker_removed(WorkerId worker) override { predicted_.forget(worker); }
+
+ private:
+  static bool has_events(const workers::Worker& w) { return !w.info()->holders.empty(); }
+
+  void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
+    if (req.chain.empty()) return;
+    s.depth_by_worker.assign(fleet.workers.size(), 0);
+    if (index_ != nullptr) {
+      index_->lookup(req.chain, s.matches);
+      for (const auto& m : s.matches) {
+        const int32_t w = fleet.worker_index_of(m.holder);
+        if (w >= 0) s.depth_by_worker[w] = std::max(s.depth_by_worker[w], m.any_depth);
+      }
+    }
+    for (auto& c : s.candidates) {
+      const workers::Worker& w = *fleet.workers[c.index];
+      c.matched_blocks =
+          has_events(w) ? s.depth_by_worker[c.index] : predicted_.depth(w.id(), req.chain);
+    }
+  }
+
+  const CacheAwareConfig config_;
+  const index::Indexer* index_;
+  const Clock& clock_;
+  PredictedCache predicted_;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> make_cache_aware(const CacheAwareConfig& config, PolicyDeps deps) {
+  return std::make_unique<CacheAwarePolicy>(config, deps);
+}
+
+}  // namespace kvgate::policy::detail

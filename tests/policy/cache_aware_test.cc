@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "policy/fleet_fixture.h"
+
+namespace kvgate::policy {
+namespace {
+
+using CacheAware = FleetTest;
+
+TEST_F(CacheAware, FreshPrefixesSpreadOverAnIdleFleet) {
+  make_fleet(128);
+  auto p = make(PolicyKind::kCacheAware);
+  std::map<int32_t, int> hits;
+  for (SeqHash i = 1; i <= 1000; ++i) {
+    const auto d = route(*p, {i * 7919, i});
+    ASSERT_EQ(d.branch, Branch::kFreshPrefix);
+    ++hits[d.worker];
+  }
+  // Ties within the window are drawn uniformly: with 1,000 misses over 128 identical workers,
+  // nearly every worker is reached and none gets more than three times the mean (7.8).
+  EXPECT_GE(hits.size(), 120u);
+  for (const auto& [w, n] : hits) EXPECT_LE(n, 24) << "worker " << w;
+}
+
+TEST_F(CacheAware, DeepestHolderWins) {
+  make_fleet(4);
+  index.set(100, HolderId(1), 2);
+  index.set(100, HolderId(3), 5);
+  auto p = make(PolicyKind::kCacheAware);
+  const auto d = route(*p, {100, 101, 102, 103, 104, 105});
+  EXPECT_EQ(d.branch, Branch::kAffinity);
+  EXPECT_EQ(d.worker, 3);
+  EXPECT_EQ(d.matched_blocks, 5u);
+  EXPECT_EQ(index.lookups, 1);
+}
+
+TEST_F(CacheAware, EqualDepthGoesToTheLeastExpectedWait) {
+  make_fleet(3);
+  index.set(100, HolderId(0), 3);
+  index.set(100, HolderId(2), 3);
+  fleet[0]->set_engine_load({.running = 4, .waiting = 2}, clock.now());
+  auto p = make(PolicyKind::kCacheAware);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(route(*p, {100, 1, 2}).worker, 2);
+}
+
+TEST_F(CacheAware, OverloadedHolderIsSteeredAround) {
+  make_fleet(3);
+  index.set(100, HolderId(0), 4);
+  index.set(100, HolderId(1), 2);
+  fleet[0]->set_engine_load({.running = 10, .kv_usage = 0.85}, clock.now());
+  auto p = make(PolicyKind::kCacheAware);
+  const auto d = route(*p, {100, 1, 2, 3});
+  EXPECT_EQ(d.branch, Branch::kOverloadSteer);
+  EXPECT_EQ(d.worker, 1);  // the deepest of the others
+  fleet[1]->set_engine_load({.waiting = 8}, clock.now());
+  const auto d2 = route(*p, {100, 1, 2, 3});
+  EXPECT_EQ(d2.branch, Branch::kOverloadSteer);
+  EXPECT_EQ(d2.worker, 2);
+}
+
+TEST_F(CacheAware, AllOverloadedTakesTheLeastLoadedOrShedsWhenAsked) {
+  make_fleet(3);
+  fleet[0]->set_engine_load({.running = 30, .waiting = 9}, clock.now());
+  fleet[1]->set_engine_load({.running = 10, .waiting = 9}, clock.now());
+  fleet[2]->set_engine_load({.running = 20, .kv_usage = 0.95}, clock.now());
+  auto p = make(PolicyKind::kCacheAware);
+  const auto d = route(*p, {1, 2});
+  EXPECT_EQ(d.branch, Branch::kAllOverloaded);
+  EXPECT_EQ(d.worker, 1);
+  auto shed = make(PolicyKind::kCacheAware, {.shed_when_all_overloaded = true});
+  const auto s = route(*shed, {1, 2});
+  EXPECT_EQ(s.branch, Branch::kShed);
+  EXPECT_EQ(s.worker, -1);
+}
+
+TEST_F(CacheAware, DisabledOverloadThresholdsNeverSteer) {
+  make_fleet(2);
+  index.set(100, HolderId(0), 2);
+  fleet[0]->set_engine_load({.waiting = 50, .kv_usage = 0.99}, clock.now());
+  auto p = make(PolicyKind::kCacheAware,
+                {.overload = {.token_usage = std::nullopt, .waiting_requests = std::nullopt}});
+  EXPECT_EQ(route(*p, {100, 1}).worker, 0);
+}
+
+TEST_F(CacheAware, ImbalanceSpillsOffAHotHolder) {
+  make_fleet(4);
+  index.set(100, HolderId(2), 3);
+  for (int i = 0; i < 60; ++i) fleet[2]->begin_request();  // mean 15: 60 > 15 + 32 and > 15 * 1.5
+  auto p = make(PolicyKind::kCacheAware);
+  const auto d = route(*p, {100, 1, 2});
+  EXPECT_EQ(d.branch, Branch::kImbalanceSpill);
+  EXPECT_NE(d.worker, 2);
+  for (int i = 0; i < 30; ++i) fleet[2]->end_request();  // 30 vs mean 7.5: under the absolute gap
+  EXPECT_EQ(route(*p, {100, 1, 2}).branch, Branch::kAffinity);
+}
+
+TEST_F(CacheAware, UnroutableAndOtherModelWorkersAreNotCandidates) {
+  make_fleet(3);
+  index.set(100, HolderId(0), 3);
+  index.set(100, HolderId(1), 2);
+  for (int i = 0; i < 3; ++i) fleet[0]->health().record(false);
+  for (int i = 0; i < 5; ++i) fleet[1]->breaker().record(workers::Outcome::kServerError);
+  auto p = make(PolicyKind::kCacheAware);
+  const auto d = route(*p, {100, 1, 2});
+  EXPECT_EQ(d.worker, 2);
+  EXPECT_EQ(d.branch, Branch::kFreshPrefix);
+  ASSERT_TRUE(
+      registry.update_info(fleet[2]->id(), [](workers::WorkerInfo& i) { i.models = {"other"}; }));
+  EXPECT_EQ(route(*p, {100, 1, 2}).branch, Branch::kNoWorker);
+}
+
+TEST_F(CacheAware, ApproximateModeFollowsItsOwnDecisionsUntilTheTtl) {
+  make_fleet(8, /*with_events=*/false);
+  auto p = make(PolicyKind::kCacheAware, {.prediction_ttl = std::chrono::seconds(30)});
+  const std::vector<SeqHash> chain = {11, 12, 13, 14};
+  const auto first = route(*p, chain);
+  ASSERT_EQ(first.branch, Branch::kFreshPrefix);
+  RouteRequest req{.chain = chain, .prompt_tokens = 64, .block_size = 16, .model = "m"};
+  p->on_dispatch(*registry.snapshot()->workers[first.worker], req);
+  for (int i = 0; i < 10; ++i) {
+    const auto d = route(*p, chain);
+    EXPECT_EQ(d.worker, first.worker);
+    EXPECT_EQ(d.branch, Branch::kAffinity);
+    EXPECT_EQ(d.matched_blocks, 4u);
+  }
+  EXPECT_EQ(route(*p, {11, 12, 99}).matched_blocks, 2u);
+  clock.advance(std::chrono::seconds(31));
+  EXPECT_EQ(route(*p, chain).branch, Branch::kFreshPrefix);
+}
+
+}  // namespace
+}  // namespace kvgate::policy

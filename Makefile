@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 CTEST_JOBS ?= 2
-FORMAT_FILES = git ls-files -- '*.h' '*.cc' '*.cpp'
+FORMAT_FILES = git ls-files --cached --others --exclude-standard -- '*.h' '*.cc' '*.cpp'
 
 .PHONY: help setup configure build test demo bench format format-check asan tsan fuzz clean
 

@@ -10,11 +10,12 @@ TEST(Metrics, TextExpositionCarriesHelpTypeAndLabels) {
   auto& fam = counter_family(reg, "kvgate_test_events_total", "Events seen, by reason.");
   auto& bad = fam.Add({{"reason", "truncated"}});
   bad.Increment(3);
-  auto& h = histogram_family(reg, "kvgate_test_seconds", "Latency.")
-                .Add({}, latency_buckets_seconds());
+  auto& h =
+      histogram_family(reg, "kvgate_test_seconds", "Latency.").Add({}, latency_buckets_seconds());
   h.Observe(0.002);
   const std::string text = text_exposition(reg);
-  EXPECT_NE(text.find("# HELP kvgate_test_events_total Events seen, by reason."), std::string::npos);
+  EXPECT_NE(text.find("# HELP kvgate_test_events_total Events seen, by reason."),
+            std::string::npos);
   EXPECT_NE(text.find("# TYPE kvgate_test_events_total counter"), std::string::npos);
   EXPECT_NE(text.find("kvgate_test_events_total{reason=\"truncated\"} 3"), std::string::npos);
   EXPECT_NE(text.find("kvgate_test_seconds_count 1"), std::string::npos);

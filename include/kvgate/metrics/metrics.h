@@ -39,6 +39,7 @@ const prometheus::Histogram::BucketBoundaries& fast_op_buckets_seconds();
 //   Family<Counter>& f = counter_family(reg, "kvgate_x_total", "Help.");
 Family<Counter>& counter_family(Registry& reg, const std::string& name, const std::string& help);
 Family<Gauge>& gauge_family(Registry& reg, const std::string& name, const std::string& help);
-Family<Histogram>& histogram_family(Registry& reg, const std::string& name, const std::string& help);
+Family<Histogram>& histogram_family(Registry& reg, const std::string& name,
+                                    const std::string& help);
 
 }  // namespace kvgate::metrics

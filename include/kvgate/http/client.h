@@ -1,0 +1,128 @@
+// HTTP/1.1 client: one keep-alive connection at a time, coroutine-based, with a synchronous
+// wrapper for tests and tools.
+//
+//   // In a coroutine on some executor:
+//   auto conn = co_await http::Connection::connect("127.0.0.1", port, {});
+//   auto res = co_await (*conn)->send({.method = http::Verb::post, .target = "/v1/completions",
+//                                      .body = json});
+//   // Streaming: the body arrives piece by piece (chunked transfer decoded), e.g. into SseParser.
+//   auto head = co_await (*conn)->send_streaming(req, [&](std::string_view piece) {
+//     parser.feed(piece, on_event); return Status();
+//   });
+//
+// A connection is reusable() after a complete response that allowed keep-alive; the gateway's
+// upstream pool keeps such connections per worker. Timeouts: connecting is bounded by
+// connect_timeout; a whole send() and the response head of send_streaming() by request_timeout;
+// each body read of send_streaming() by idle_timeout (a stream may run long, but not go quiet).
+//
+// Threading: a Connection is used by one coroutine at a time, on the executor it was connected
+// on. SyncClient is not thread-safe; use one per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "boost/asio/awaitable.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/core/tcp_stream.hpp"
+#include "boost/beast/http/fields.hpp"
+#include "kvgate/core/result.h"
+#include "kvgate/http/message.h"
+
+namespace kvgate::http {
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{5'000};
+  std::chrono::milliseconds request_timeout{60'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  size_t body_limit = 64 << 20;  // bytes, for send(); streamed bodies are not limited
+};
+
+struct ClientRequest {
+  Verb method = Verb::get;
+  std::string target = "/";
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<Header> headers;
+};
+
+struct ClientResponse {
+  unsigned status = 0;
+  beast_http::fields headers;
+  std::string body;  // empty for send_streaming()
+  std::string_view header(std::string_view name) const;
+};
+
+// Receives each piece of a streamed body as it arrives; a non-OK status aborts the exchange
+// (the connection is then closed) and is returned by send_streaming().
+using BodyCallback = std::function<Status(std::string_view)>;
+
+class Connection {
+ public:
+  // Resolves `host` and connects on the calling coroutine's executor.
+  static boost::asio::awaitable<Result<std::unique_ptr<Connection>>> connect(
+      std::string host, uint16_t port, ClientOptions options = {});
+
+  // Sends the request and reads the whole response.
+  boost::asio::awaitable<Result<ClientResponse>> send(const ClientRequest& request);
+  // Sends the request and streams the response body to `on_body`; returns the head when the body
+  // has ended.
+  boost::asio::awaitable<Result<ClientResponse>> send_streaming(const ClientRequest& request,
+                                                                BodyCallback on_body);
+
+  bool reusable() const { return reusable_; }
+  // Whether the last exchange failed before any byte of its response arrived (on a reused
+  // connection this usually means the server had closed it while idle: safe to retry).
+  bool failed_before_response() const { return failed_before_response_; }
+  uint64_t exchanges() const { return exchanges_; }
+  void close();
+
+  Connection(boost::beast::tcp_stream stream, std::string host_header, ClientOptions options);
+
+ private:
+  boost::asio::awaitable<Status> write_request(const ClientRequest& request);
+  Status failure(const char* what, const boost::system::error_code& ec);
+
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_;
+  std::string host_header_;
+  ClientOptions options_;
+  bool reusable_ = true;
+  bool failed_before_response_ = false;
+  uint64_t exchanges_ = 0;
+};
+
+// A blocking client over one reusable connection, for tests and tools. Reconnects when the
+// connection is not reusable, and retries once when a reused connection turns out to be closed.
+class SyncClient {
+ public:
+  SyncClient(std::string host, uint16_t port, ClientOptions options = {});
+  ~SyncClient();
+
+  Result<ClientResponse> request(const ClientRequest& request);
+  Result<ClientResponse> get(std::string target);
+  Result<ClientResponse> post(std::string target, std::string body);
+  Result<ClientResponse> stream(const ClientRequest& request, BodyCallback on_body);
+
+  // Connections opened so far (keep-alive reuse keeps this at 1).
+  uint64_t connects() const { return connects_; }
+  void close();
+
+ private:
+  Result<ClientResponse> run(const ClientRequest& request, const BodyCallback* on_body);
+
+  boost::asio::io_context ctx_;
+  std::string host_;
+  uint16_t port_;
+  ClientOptions options_;
+  std::unique_ptr<Connection> conn_;
+  uint64_t connects_ = 0;
+};
+
+}  // namespace kvgate::http

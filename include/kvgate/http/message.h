@@ -1,0 +1,59 @@
+// HTTP messages as handlers and clients see them: thin wrappers over Beast's messages that add
+// what every route needs (path and query split, OpenAI-shaped errors).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/http/message.hpp"
+#include "boost/beast/http/string_body.hpp"
+#include "boost/beast/http/verb.hpp"
+
+namespace kvgate::http {
+
+namespace beast_http = boost::beast::http;
+using Verb = beast_http::verb;
+using Header = std::pair<std::string, std::string>;
+
+// One parsed request. The message owns its storage; the views stay valid while it lives.
+struct Request {
+  beast_http::request<beast_http::string_body> msg;
+  boost::asio::ip::tcp::endpoint remote;
+
+  Verb method() const { return msg.method(); }
+  std::string_view target() const { return msg.target(); }
+  // The target without its query string.
+  std::string_view path() const;
+  // The query string without '?', empty if none.
+  std::string_view query() const;
+  // The raw (not percent-decoded) value of a query parameter; "" for a key without '='.
+  std::optional<std::string_view> query_param(std::string_view key) const;
+  // A header's value, empty if absent.
+  std::string_view header(std::string_view name) const;
+  const std::string& body() const { return msg.body(); }
+};
+
+// A whole response.
+struct Response {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<Header> headers;
+  // Close the connection after this response even if the client asked for keep-alive.
+  bool close = false;
+
+  static Response json(unsigned status, std::string body);
+  static Response text(unsigned status, std::string body, std::string content_type = "text/plain");
+  // OpenAI's error shape: {"error":{"message":...,"type":...,"param":null,"code":<status>}}.
+  static Response error(unsigned status, std::string_view message,
+                        std::string_view type = "invalid_request_error");
+};
+
+// The reason phrase's error type for a status, as OpenAI-style APIs name them.
+std::string_view error_type_for(unsigned status);
+
+}  // namespace kvgate::http

@@ -1,0 +1,146 @@
+// Server: an HTTP/1.1 server on Boost.Asio/Beast with C++20 coroutine handlers.
+//
+//   http::IoPool pool(2);
+//   http::Server server(pool, {.address = "127.0.0.1", .port = 0});
+//   server.route(http::Verb::get, "/health", [](const http::Request&, http::Responder& r)
+//       -> boost::asio::awaitable<void> { co_await r.send(http::Response::json(200, "{}")); });
+//   pool.start();
+//   KVGATE_CHECK_OK(server.start());   // server.port() is the bound port
+//
+// Connections are kept alive between requests (no pipelining: one request at a time per
+// connection). A handler either sends one whole response (Responder::send) or streams one
+// (start_stream, then write / write_sse, then finish): every write awaits the socket, so a slow
+// client slows its handler instead of growing a buffer. Bodies above `body_limit` get 413, a
+// malformed request 400, a header block above `header_limit` 431; each then closes the connection.
+//
+// Threading: the listener and each connection run on one context of the pool (all of them on
+// `pin_context` when it is set, else the listener on context 0 and connections round-robin), and a
+// handler runs on its connection's context; with `pin_context` every handler of the server runs on
+// that one thread, so the owner may keep its state unsynchronized. Routes are added before start()
+// and not changed afterwards. start(), close_listener(), reopen_listener(), stats() and
+// open_connections() are safe from any thread. stop() waits for connections to end and so must be
+// called from outside the pool (request_stop() works anywhere). The pool must outlive the server.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "boost/asio/awaitable.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "kvgate/core/result.h"
+#include "kvgate/http/io_pool.h"
+#include "kvgate/http/message.h"
+
+namespace kvgate::http {
+
+namespace detail {
+struct Session;
+struct ServerState;
+}  // namespace detail
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";  // "0.0.0.0" or "::" for every interface
+  uint16_t port = 0;                  // 0 picks a free port; port() reports it
+  size_t body_limit = 16 << 20;       // bytes; larger bodies get 413
+  uint32_t header_limit = 64 << 10;   // bytes; larger header blocks get 431
+  // A kept-alive connection with no request for this long is closed; also bounds reading one
+  // request once its first byte arrived.
+  std::chrono::milliseconds idle_timeout{60'000};
+  // Each write (a whole response, or one chunk) must complete within this.
+  std::chrono::milliseconds write_timeout{60'000};
+  std::optional<size_t> pin_context;  // run everything on this context of the pool
+  int backlog = 1024;
+  std::string server_name = "kvgate";
+};
+
+// The response side of one request. Either send() once, or start_stream(), write()* and finish().
+// A handler that returns without responding gets a 500; one that leaves a stream open has it
+// finished for it. After any failed write the connection is closed and later calls fail at once.
+class Responder {
+ public:
+  boost::asio::awaitable<Status> send(Response response);
+
+  // Sends the status line and headers with Transfer-Encoding: chunked.
+  boost::asio::awaitable<Status> start_stream(unsigned status, std::string_view content_type,
+                                              const std::vector<Header>& headers = {});
+  // start_stream for Server-Sent Events (text/event-stream, no caching, no proxy buffering).
+  boost::asio::awaitable<Status> start_sse(unsigned status = 200);
+  // One chunk (empty data is skipped: an empty chunk would end the body).
+  boost::asio::awaitable<Status> write(std::string_view data);
+  // One SSE event: "data: <payload>\n\n", as one chunk.
+  boost::asio::awaitable<Status> write_sse(std::string_view payload);
+  // The terminating chunk.
+  boost::asio::awaitable<Status> finish();
+
+  bool started() const { return state_ != State::kIdle; }
+  bool streaming() const { return state_ == State::kStreaming; }
+  bool failed() const { return failed_; }
+  // Whether the connection stays open after this response.
+  bool keep_alive() const { return keep_alive_; }
+  boost::asio::any_io_executor get_executor() const;
+
+ private:
+  friend struct detail::Session;
+  enum class State { kIdle, kStreaming, kDone };
+  Responder(detail::Session* session, bool keep_alive)
+      : session_(session), keep_alive_(keep_alive) {}
+  Status fail(const char* what, const boost::system::error_code& ec);
+
+  detail::Session* session_;
+  bool keep_alive_;
+  State state_ = State::kIdle;
+  bool failed_ = false;
+  std::string sse_scratch_;
+};
+
+using Handler = std::function<boost::asio::awaitable<void>(const Request&, Responder&)>;
+
+struct ServerStats {
+  uint64_t connections_accepted = 0;
+  uint64_t requests = 0;
+  uint64_t bad_requests = 0;  // malformed (400), too large (413 / 431)
+  uint64_t open_connections = 0;
+};
+
+class Server {
+ public:
+  Server(IoPool& pool, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Exact-path route. A later route for the same (method, path) replaces the earlier one.
+  void route(Verb method, std::string path, Handler handler);
+  // Every path starting with `prefix` (after exact routes; the longest prefix wins).
+  void route_prefix(Verb method, std::string prefix, Handler handler);
+
+  // Binds and listens. After it returns OK, port() is the bound port.
+  Status start();
+  uint16_t port() const;
+  boost::asio::ip::tcp::endpoint endpoint() const;
+
+  // Closes the listening socket: new connections are refused. With drop_connections, the open
+  // connections are closed too (streams in flight fail). The port stays reserved for reopen.
+  void close_listener(bool drop_connections);
+  // Listens again on the same address and port.
+  Status reopen_listener();
+  bool listening() const;
+
+  // Stops listening, closes every connection and waits up to `grace` for their handlers to end.
+  // Returns whether all ended in time. Call from outside the pool.
+  bool stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+  // stop() without the wait, callable from anywhere (also from a handler).
+  void request_stop();
+
+  ServerStats stats() const;
+
+ private:
+  std::shared_ptr<detail::ServerState> state_;
+};
+
+}  // namespace kvgate::http

@@ -1,0 +1,214 @@
+#include "kvgate/http/client.h"
+
+#include <utility>
+
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/this_coro.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "boost/asio/use_future.hpp"
+#include "boost/beast/http/buffer_body.hpp"
+#include "boost/beast/http/empty_body.hpp"
+#include "boost/beast/http/error.hpp"
+#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/string_body.hpp"
+#include "boost/beast/http/write.hpp"
+
+namespace kvgate::http {
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+std::string_view ClientResponse::header(std::string_view name) const {
+  auto it = headers.find(name);
+  return it == headers.end() ? std::string_view() : it->value();
+}
+
+Connection::Connection(beast::tcp_stream stream, std::string host_header, ClientOptions options)
+    : stream_(std::move(stream)), host_header_(std::move(host_header)), options_(options) {}
+
+net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::string host,
+                                                                        uint16_t port,
+                                                                        ClientOptions options) {
+  auto executor = co_await net::this_coro::executor;
+  tcp::resolver resolver(executor);
+  boost::system::error_code ec;
+  auto results = co_await resolver.async_resolve(host, std::to_string(port),
+                                                 net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return absl::UnavailableError("resolve " + host + ": " + ec.message());
+  beast::tcp_stream stream(executor);
+  stream.expires_after(options.connect_timeout);
+  co_await stream.async_connect(results, net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    co_return absl::UnavailableError("connect " + host + ":" + std::to_string(port) + ": " +
+                                     ec.message());
+  }
+  stream.socket().set_option(tcp::no_delay(true), ec);
+  co_return std::make_unique<Connection>(std::move(stream), host + ":" + std::to_string(port),
+                                         options);
+}
+
+Status Connection::failure(const char* what, const boost::system::error_code& ec) {
+  reusable_ = false;
+  boost::system::error_code ignored;
+  stream_.socket().close(ignored);
+  if (ec == beast::error::timeout)
+    return absl::DeadlineExceededError(std::string(what) + ": timeout");
+  return absl::UnavailableError(std::string(what) + ": " + ec.message());
+}
+
+void Connection::close() {
+  reusable_ = false;
+  boost::system::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
+}
+
+net::awaitable<Status> Connection::write_request(const ClientRequest& request) {
+  ++exchanges_;
+  failed_before_response_ = false;
+  if (!reusable_) co_return absl::FailedPreconditionError("connection is not reusable");
+  beast_http::request<beast_http::string_body> req{request.method, request.target, 11};
+  req.set(beast_http::field::host, host_header_);
+  req.set(beast_http::field::user_agent, "kvgate");
+  if (!request.body.empty() || request.method == Verb::post || request.method == Verb::put) {
+    req.set(beast_http::field::content_type, request.content_type);
+  }
+  req.keep_alive(true);
+  for (const auto& [k, v] : request.headers) req.set(k, v);  // may ask for Connection: close
+  req.body() = request.body;
+  req.prepare_payload();
+  stream_.expires_after(options_.request_timeout);
+  boost::system::error_code ec;
+  co_await beast_http::async_write(stream_, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    failed_before_response_ = true;
+    co_return failure("write request", ec);
+  }
+  co_return Status();
+}
+
+net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& request) {
+  if (Status s = co_await write_request(request); !s.ok()) co_return s;
+  beast_http::response_parser<beast_http::string_body> parser;
+  parser.body_limit(options_.body_limit);
+  boost::system::error_code ec;
+  // The deadline set by write_request covers the whole exchange.
+  co_await beast_http::async_read(stream_, buffer_, parser,
+                                  net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    failed_before_response_ = !parser.got_some();
+    co_return failure("read response", ec);
+  }
+  auto msg = parser.release();
+  ClientResponse out;
+  out.status = msg.result_int();
+  reusable_ = msg.keep_alive() && !parser.need_eof();
+  out.body = std::move(msg.body());
+  out.headers = std::move(msg.base());
+  if (!reusable_) close();
+  co_return out;
+}
+
+net::awaitable<Result<ClientResponse>> Connection::send_streaming(const ClientRequest& request,
+                                                                  BodyCallback on_body) {
+  if (Status s = co_await write_request(request); !s.ok()) co_return s;
+  beast_http::response_parser<beast_http::buffer_body> parser;
+  parser.body_limit(boost::none);
+  boost::system::error_code ec;
+  co_await beast_http::async_read_header(stream_, buffer_, parser,
+                                         net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    failed_before_response_ = !parser.got_some();
+    co_return failure("read response head", ec);
+  }
+  char piece[16 << 10];
+  while (!parser.is_done()) {
+    parser.get().body().data = piece;
+    parser.get().body().size = sizeof(piece);
+    stream_.expires_after(options_.idle_timeout);
+    // read_some: hand each piece over as soon as it is parsed, not when `piece` is full.
+    co_await beast_http::async_read_some(stream_, buffer_, parser,
+                                         net::redirect_error(net::use_awaitable, ec));
+    if (ec == beast_http::error::need_buffer) ec = {};
+    if (ec) co_return failure("read response body", ec);
+    size_t n = sizeof(piece) - parser.get().body().size;
+    if (n > 0) {
+      if (Status s = on_body(std::string_view(piece, n)); !s.ok()) {
+        close();
+        co_return s;
+      }
+    }
+  }
+  auto& msg = parser.get();
+  ClientResponse out;
+  out.status = msg.result_int();
+  reusable_ = msg.keep_alive() && !parser.need_eof();
+  out.headers = msg.base();
+  if (!reusable_) close();
+  co_return out;
+}
+
+// ---- SyncClient ----
+
+SyncClient::SyncClient(std::string host, uint16_t port, ClientOptions options)
+    : ctx_(1), host_(std::move(host)), port_(port), options_(options) {}
+
+SyncClient::~SyncClient() { close(); }
+
+void SyncClient::close() {
+  if (conn_) conn_->close();
+  conn_.reset();
+}
+
+Result<ClientResponse> SyncClient::run(const ClientRequest& request, const BodyCallback* on_body) {
+  for (int attempt = 0;; ++attempt) {
+    bool reused = conn_ != nullptr && conn_->reusable();
+    if (!reused) {
+      conn_.reset();
+      auto fut = net::co_spawn(ctx_, Connection::connect(host_, port_, options_), net::use_future);
+      ctx_.restart();
+      ctx_.run();
+      auto c = fut.get();
+      if (!c.ok()) return c.status();
+      conn_ = std::move(*c);
+      ++connects_;
+    }
+    Connection* conn = conn_.get();
+    auto op = [conn, &request, on_body]() -> net::awaitable<Result<ClientResponse>> {
+      if (on_body != nullptr) co_return co_await conn->send_streaming(request, *on_body);
+      co_return co_await conn->send(request);
+    };
+    auto fut = net::co_spawn(ctx_, op(), net::use_future);
+    ctx_.restart();
+    ctx_.run();
+    auto res = fut.get();
+    if (!res.ok() && reused && attempt == 0 && conn_->failed_before_response()) continue;
+    return res;
+  }
+}
+
+Result<ClientResponse> SyncClient::request(const ClientRequest& request) {
+  return run(request, nullptr);
+}
+
+Result<ClientResponse> SyncClient::get(std::string target) {
+  ClientRequest r;
+  r.target = std::move(target);
+  return run(r, nullptr);
+}
+
+Result<ClientResponse> SyncClient::post(std::string target, std::string body) {
+  ClientRequest r;
+  r.method = Verb::post;
+  r.target = std::move(target);
+  r.body = std::move(body);
+  return run(r, nullptr);
+}
+
+Result<ClientResponse> SyncClient::stream(const ClientRequest& request, BodyCallback on_body) {
+  return run(request, &on_body);
+}
+
+}  // namespace kvgate::http

@@ -1,0 +1,69 @@
+// The server's internals: shared state (kept alive by every connection coroutine, so a coroutine
+// that outlives Server never touches freed memory) and one connection.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/beast/core/tcp_stream.hpp"
+#include "kvgate/core/thread_annotations.h"
+#include "kvgate/http/server.h"
+
+namespace kvgate::http::detail {
+
+struct Session : std::enable_shared_from_this<Session> {
+  Session(uint64_t id, boost::asio::ip::tcp::socket socket, const ServerOptions& options)
+      : id(id), stream(std::move(socket)), options(options) {}
+
+  // Closes the socket on its own context (pending operations fail with operation_aborted).
+  void close_async();
+  Responder responder(bool keep_alive) { return Responder(this, keep_alive); }
+
+  const uint64_t id;
+  boost::beast::tcp_stream stream;
+  const ServerOptions& options;
+};
+
+struct Route {
+  Verb method;
+  Handler handler;
+};
+
+struct ServerState {
+  ServerState(IoPool& pool, ServerOptions options) : pool(pool), options(std::move(options)) {}
+
+  boost::asio::io_context& listener_context() {
+    return pool.context(options.pin_context.value_or(0));
+  }
+  boost::asio::io_context& connection_context() {
+    return options.pin_context ? pool.context(*options.pin_context) : pool.next();
+  }
+  // The handler for a request, or the error to answer with (404, 405).
+  const Handler* find(Verb method, std::string_view path, unsigned* error_status) const;
+
+  IoPool& pool;
+  const ServerOptions options;
+  // Written before start() only.
+  absl::flat_hash_map<std::string, std::vector<Route>> exact;
+  std::map<std::string, std::vector<Route>, std::greater<>> prefixes;  // longest first
+
+  mutable Mutex mu;
+  std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor KVGATE_GUARDED_BY(mu);
+  boost::asio::ip::tcp::endpoint bound KVGATE_GUARDED_BY(mu);
+  absl::flat_hash_map<uint64_t, std::weak_ptr<Session>> sessions KVGATE_GUARDED_BY(mu);
+  bool stopping KVGATE_GUARDED_BY(mu) = false;
+  bool started KVGATE_GUARDED_BY(mu) = false;
+  uint64_t next_session_id KVGATE_GUARDED_BY(mu) = 1;
+
+  std::atomic<uint64_t> connections_accepted{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> bad_requests{0};
+};
+
+}  // namespace kvgate::http::detail

@@ -1,0 +1,86 @@
+#include "kvgate/http/message.h"
+
+#include "kvgate/core/json_writer.h"
+
+namespace kvgate::http {
+
+std::string_view Request::path() const {
+  std::string_view t = target();
+  size_t q = t.find('?');
+  return q == std::string_view::npos ? t : t.substr(0, q);
+}
+
+std::string_view Request::query() const {
+  std::string_view t = target();
+  size_t q = t.find('?');
+  return q == std::string_view::npos ? std::string_view() : t.substr(q + 1);
+}
+
+std::optional<std::string_view> Request::query_param(std::string_view key) const {
+  std::string_view q = query();
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view part = q.substr(0, amp);
+    size_t eq = part.find('=');
+    std::string_view k = part.substr(0, eq);
+    if (k == key) return eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    q.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+std::string_view Request::header(std::string_view name) const {
+  auto it = msg.find(name);
+  return it == msg.end() ? std::string_view() : it->value();
+}
+
+Response Response::json(unsigned status, std::string body) {
+  Response r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+Response Response::text(unsigned status, std::string body, std::string content_type) {
+  Response r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = std::move(content_type);
+  return r;
+}
+
+Response Response::error(unsigned status, std::string_view message, std::string_view type) {
+  Response r;
+  r.status = status;
+  JsonWriter w(&r.body);
+  w.begin_object().key("error").begin_object();
+  w.member("message", message).member("type", type);
+  w.key("param").null();
+  w.member("code", status);
+  w.end_object().end_object();
+  return r;
+}
+
+std::string_view error_type_for(unsigned status) {
+  switch (status) {
+    case 400:
+    case 413:
+    case 422:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 405:
+      return "method_not_allowed";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+}  // namespace kvgate::http

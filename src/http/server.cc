@@ -1,0 +1,440 @@
+#include "kvgate/http/server.h"
+
+#include <exception>
+#include <utility>
+
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/detached.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/this_coro.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/http/empty_body.hpp"
+#include "boost/beast/http/error.hpp"
+#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/write.hpp"
+#include "http/detail/session.h"
+#include "kvgate/core/log.h"
+
+namespace kvgate::http {
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+using detail::ServerState;
+using detail::Session;
+
+namespace detail {
+
+void Session::close_async() {
+  net::post(stream.get_executor(), [self = shared_from_this()] {
+    boost::system::error_code ec;
+    self->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    self->stream.close();
+  });
+}
+
+const Handler* ServerState::find(Verb method, std::string_view path, unsigned* error_status) const {
+  const std::vector<Route>* routes = nullptr;
+  if (auto it = exact.find(absl::string_view(path.data(), path.size())); it != exact.end()) {
+    routes = &it->second;
+  } else {
+    for (const auto& [prefix, r] : prefixes) {
+      if (path.substr(0, prefix.size()) == prefix) {
+        routes = &r;
+        break;
+      }
+    }
+  }
+  if (routes == nullptr) {
+    *error_status = 404;
+    return nullptr;
+  }
+  for (const Route& r : *routes) {
+    if (r.method == method) return &r.handler;
+  }
+  *error_status = 405;
+  return nullptr;
+}
+
+}  // namespace detail
+
+namespace {
+
+const std::shared_ptr<spdlog::logger>& logger() {
+  static const auto l = log::get("http");
+  return l;
+}
+
+bool is_parse_error(const boost::system::error_code& ec) {
+  if (ec.category() != beast_http::make_error_code(beast_http::error::bad_method).category()) {
+    return false;
+  }
+  return ec != beast_http::error::end_of_stream && ec != beast_http::error::partial_message &&
+         ec != beast_http::error::need_more;
+}
+
+bool sessions_empty(absl::flat_hash_map<uint64_t, std::weak_ptr<Session>>* m) { return m->empty(); }
+
+void unregister(ServerState& st, uint64_t id) {
+  MutexLock l(&st.mu);
+  st.sessions.erase(id);
+}
+
+// Answers a request the server itself rejects, then the connection closes.
+net::awaitable<void> reject(Session& s, unsigned status, std::string_view message) {
+  Response r = Response::error(status, message, error_type_for(status));
+  beast_http::response<beast_http::string_body> res{static_cast<beast_http::status>(status), 11};
+  res.set(beast_http::field::server, s.options.server_name);
+  res.set(beast_http::field::content_type, r.content_type);
+  res.keep_alive(false);
+  res.body() = std::move(r.body);
+  res.prepare_payload();
+  s.stream.expires_after(s.options.write_timeout);
+  boost::system::error_code ec;
+  co_await beast_http::async_write(s.stream, res, net::redirect_error(net::use_awaitable, ec));
+}
+
+net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_ptr<Session> s) {
+  beast::flat_buffer buffer;
+  boost::system::error_code ec;
+  tcp::endpoint remote = s->stream.socket().remote_endpoint(ec);
+  for (;;) {
+    beast_http::request_parser<beast_http::string_body> parser;
+    parser.body_limit(st->options.body_limit);
+    parser.header_limit(st->options.header_limit);
+    s->stream.expires_after(st->options.idle_timeout);
+    co_await beast_http::async_read_header(s->stream, buffer, parser,
+                                           net::redirect_error(net::use_awaitable, ec));
+    if (!ec && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
+      beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
+      co_await beast_http::async_write(s->stream, cont,
+                                       net::redirect_error(net::use_awaitable, ec));
+    }
+    if (!ec && !parser.is_done()) {
+      co_await beast_http::async_read(s->stream, buffer, parser,
+                                      net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec) {
+      unsigned status = 0;
+      if (ec == beast_http::error::body_limit) {
+        status = 413;
+      } else if (ec == beast_http::error::header_limit) {
+        status = 431;
+      } else if (is_parse_error(ec)) {
+        status = 400;
+      }
+      if (status != 0) {
+        st->bad_requests.fetch_add(1, std::memory_order_relaxed);
+        co_await reject(*s, status,
+                        status == 413   ? "request body too large"
+                        : status == 431 ? "request header too large"
+                                        : "malformed HTTP request");
+      }
+      break;
+    }
+    st->requests.fetch_add(1, std::memory_order_relaxed);
+    Request req{parser.release(), remote};
+    Responder responder = s->responder(req.msg.keep_alive());
+    unsigned error_status = 0;
+    const Handler* handler = st->find(req.method(), req.path(), &error_status);
+    std::string failure;
+    try {
+      if (handler != nullptr) {
+        co_await (*handler)(req, responder);
+      } else {
+        co_await responder.send(Response::error(
+            error_status, error_status == 404 ? "no such route" : "method not allowed",
+            error_type_for(error_status)));
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::err, 1000, "handler for {} threw: {}",
+                          std::string(req.path()), failure);
+    }
+    if (!responder.started()) {
+      co_await responder.send(Response::error(500, "handler sent no response", "server_error"));
+    } else if (responder.streaming()) {
+      co_await responder.finish();
+    }
+    if (responder.failed() || !responder.keep_alive()) break;
+  }
+  s->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  s->stream.close();
+  unregister(*st, s->id);
+}
+
+net::awaitable<void> accept_loop(std::shared_ptr<ServerState> st,
+                                 std::shared_ptr<tcp::acceptor> acceptor) {
+  for (;;) {
+    tcp::socket socket(st->connection_context());
+    boost::system::error_code ec;
+    co_await acceptor->async_accept(socket, net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
+      // Out of descriptors and the like: back off instead of spinning on the error.
+      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 1000, "accept failed: {}", ec.message());
+      net::steady_timer pause(co_await net::this_coro::executor, std::chrono::milliseconds(50));
+      co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    st->connections_accepted.fetch_add(1, std::memory_order_relaxed);
+    std::shared_ptr<Session> session;
+    {
+      MutexLock l(&st->mu);
+      if (st->stopping) {
+        socket.close(ec);
+        continue;
+      }
+      session = std::make_shared<Session>(st->next_session_id++, std::move(socket), st->options);
+      st->sessions.emplace(session->id, session);
+    }
+    net::co_spawn(session->stream.get_executor(), run_session(st, session), net::detached);
+  }
+}
+
+// Opens, binds and listens on `endpoint`; on success starts the accept loop.
+Result<std::shared_ptr<tcp::acceptor>> listen_on(const std::shared_ptr<ServerState>& st,
+                                                 const tcp::endpoint& endpoint) {
+  auto acceptor = std::make_shared<tcp::acceptor>(st->listener_context());
+  boost::system::error_code ec;
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(st->options.backlog, ec);
+  if (ec) {
+    return absl::UnavailableError("cannot listen on " + endpoint.address().to_string() + ":" +
+                                  std::to_string(endpoint.port()) + ": " + ec.message());
+  }
+  net::co_spawn(acceptor->get_executor(), accept_loop(st, acceptor), net::detached);
+  return acceptor;
+}
+
+void close_acceptor(std::shared_ptr<tcp::acceptor> acceptor) {
+  if (!acceptor) return;
+  net::post(acceptor->get_executor(), [acceptor] {
+    boost::system::error_code ec;
+    acceptor->close(ec);
+  });
+}
+
+}  // namespace
+
+// ---- Responder ----
+
+Status Responder::fail(const char* what, const boost::system::error_code& ec) {
+  failed_ = true;
+  keep_alive_ = false;
+  state_ = State::kDone;
+  return absl::UnavailableError(std::string(what) + ": " + ec.message());
+}
+
+boost::asio::any_io_executor Responder::get_executor() const {
+  return session_->stream.get_executor();
+}
+
+net::awaitable<Status> Responder::send(Response response) {
+  if (state_ != State::kIdle || failed_) {
+    co_return absl::FailedPreconditionError("response already started");
+  }
+  state_ = State::kDone;
+  keep_alive_ = keep_alive_ && !response.close;
+  beast_http::response<beast_http::string_body> res{
+      static_cast<beast_http::status>(response.status), 11};
+  res.set(beast_http::field::server, session_->options.server_name);
+  res.set(beast_http::field::content_type, response.content_type);
+  for (auto& [k, v] : response.headers) res.set(k, v);
+  res.keep_alive(keep_alive_);
+  res.body() = std::move(response.body);
+  res.prepare_payload();
+  session_->stream.expires_after(session_->options.write_timeout);
+  boost::system::error_code ec;
+  co_await beast_http::async_write(session_->stream, res,
+                                   net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return fail("write", ec);
+  co_return Status();
+}
+
+net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view content_type,
+                                               const std::vector<Header>& headers) {
+  if (state_ != State::kIdle || failed_) {
+    co_return absl::FailedPreconditionError("response already started");
+  }
+  state_ = State::kStreaming;
+  beast_http::response<beast_http::empty_body> res{static_cast<beast_http::status>(status), 11};
+  res.set(beast_http::field::server, session_->options.server_name);
+  res.set(beast_http::field::content_type, content_type);
+  for (const auto& [k, v] : headers) res.set(k, v);
+  res.keep_alive(keep_alive_);
+  res.chunked(true);
+  beast_http::response_serializer<beast_http::empty_body> sr{res};
+  session_->stream.expires_after(session_->options.write_timeout);
+  boost::system::error_code ec;
+  co_await beast_http::async_write_header(session_->stream, sr,
+                                          net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return fail("write header", ec);
+  co_return Status();
+}
+
+net::awaitable<Status> Responder::start_sse(unsigned status) {
+  static const std::vector<Header> kSseHeaders = {{"Cache-Control", "no-cache"},
+                                                  {"X-Accel-Buffering", "no"}};
+  co_return co_await start_stream(status, "text/event-stream", kSseHeaders);
+}
+
+net::awaitable<Status> Responder::write(std::string_view data) {
+  if (state_ != State::kStreaming) {
+    co_return failed_ ? absl::UnavailableError("connection failed")
+                      : absl::FailedPreconditionError("no stream started");
+  }
+  if (data.empty()) co_return Status();
+  session_->stream.expires_after(session_->options.write_timeout);
+  boost::system::error_code ec;
+  co_await net::async_write(session_->stream,
+                            beast_http::make_chunk(net::const_buffer(data.data(), data.size())),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return fail("write chunk", ec);
+  co_return Status();
+}
+
+net::awaitable<Status> Responder::write_sse(std::string_view payload) {
+  sse_scratch_.clear();
+  sse_scratch_.append("data: ").append(payload).append("\n\n");
+  co_return co_await write(sse_scratch_);
+}
+
+net::awaitable<Status> Responder::finish() {
+  if (state_ != State::kStreaming) {
+    co_return failed_ ? absl::UnavailableError("connection failed")
+                      : absl::FailedPreconditionError("no stream started");
+  }
+  state_ = State::kDone;
+  session_->stream.expires_after(session_->options.write_timeout);
+  boost::system::error_code ec;
+  co_await net::async_write(session_->stream, beast_http::make_chunk_last(),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return fail("write last chunk", ec);
+  co_return Status();
+}
+
+// ---- Server ----
+
+Server::Server(IoPool& pool, ServerOptions options)
+    : state_(std::make_shared<ServerState>(pool, std::move(options))) {}
+
+Server::~Server() {
+  if (state_->pool.in_pool_thread()) {
+    request_stop();
+  } else {
+    stop();
+  }
+}
+
+void Server::route(Verb method, std::string path, Handler handler) {
+  auto& routes = state_->exact[std::move(path)];
+  for (auto& r : routes) {
+    if (r.method == method) {
+      r.handler = std::move(handler);
+      return;
+    }
+  }
+  routes.push_back({method, std::move(handler)});
+}
+
+void Server::route_prefix(Verb method, std::string prefix, Handler handler) {
+  auto& routes = state_->prefixes[std::move(prefix)];
+  for (auto& r : routes) {
+    if (r.method == method) {
+      r.handler = std::move(handler);
+      return;
+    }
+  }
+  routes.push_back({method, std::move(handler)});
+}
+
+Status Server::start() {
+  boost::system::error_code ec;
+  net::ip::address address = net::ip::make_address(state_->options.address, ec);
+  if (ec) return absl::InvalidArgumentError("bad listen address: " + state_->options.address);
+  MutexLock l(&state_->mu);
+  if (state_->started) return absl::FailedPreconditionError("server already started");
+  auto acceptor = listen_on(state_, tcp::endpoint(address, state_->options.port));
+  if (!acceptor.ok()) return acceptor.status();
+  state_->started = true;
+  state_->acceptor = *acceptor;
+  state_->bound = (*acceptor)->local_endpoint(ec);
+  return Status();
+}
+
+uint16_t Server::port() const {
+  MutexLock l(&state_->mu);
+  return state_->bound.port();
+}
+
+boost::asio::ip::tcp::endpoint Server::endpoint() const {
+  MutexLock l(&state_->mu);
+  return state_->bound;
+}
+
+void Server::close_listener(bool drop_connections) {
+  std::vector<std::shared_ptr<Session>> open;
+  {
+    MutexLock l(&state_->mu);
+    close_acceptor(std::move(state_->acceptor));
+    state_->acceptor = nullptr;
+    if (drop_connections) {
+      for (auto& [id, weak] : state_->sessions) {
+        if (auto s = weak.lock()) open.push_back(std::move(s));
+      }
+    }
+  }
+  for (auto& s : open) s->close_async();
+}
+
+Status Server::reopen_listener() {
+  MutexLock l(&state_->mu);
+  if (!state_->started || state_->stopping) {
+    return absl::FailedPreconditionError("server not running");
+  }
+  if (state_->acceptor) return Status();
+  auto acceptor = listen_on(state_, state_->bound);
+  if (!acceptor.ok()) return acceptor.status();
+  state_->acceptor = *acceptor;
+  return Status();
+}
+
+bool Server::listening() const {
+  MutexLock l(&state_->mu);
+  return state_->acceptor != nullptr;
+}
+
+void Server::request_stop() {
+  {
+    MutexLock l(&state_->mu);
+    state_->stopping = true;
+  }
+  close_listener(/*drop_connections=*/true);
+}
+
+bool Server::stop(std::chrono::milliseconds grace) {
+  request_stop();
+  MutexLock l(&state_->mu);
+  return state_->mu.AwaitWithTimeout(absl::Condition(&sessions_empty, &state_->sessions),
+                                     absl::FromChrono(grace));
+}
+
+ServerStats Server::stats() const {
+  ServerStats s;
+  s.connections_accepted = state_->connections_accepted.load(std::memory_order_relaxed);
+  s.requests = state_->requests.load(std::memory_order_relaxed);
+  s.bad_requests = state_->bad_requests.load(std::memory_order_relaxed);
+  MutexLock l(&state_->mu);
+  s.open_connections = state_->sessions.size();
+  return s;
+}
+
+}  // namespace kvgate::http

@@ -1,0 +1,335 @@
+// The server and client together on loopback: routing, keep-alive, streaming with backpressure,
+// limits, malformed input, listener close/reopen, stop with a stream open, client timeouts.
+#include "kvgate/http/server.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "boost/asio/read.hpp"
+#include "boost/asio/write.hpp"
+#include "gtest/gtest.h"
+#include "http/test_util.h"
+#include "kvgate/http/client.h"
+#include "kvgate/http/sse.h"
+
+namespace kvgate::http {
+namespace {
+
+namespace net = boost::asio;
+using namespace std::chrono_literals;
+using testing::co_wait_until;
+using testing::wait_until;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { pool_.start(); }
+  void TearDown() override {
+    if (server_) server_->stop();
+    pool_.stop();
+  }
+  void start(ServerOptions options = {}) {
+    server_ = std::make_unique<Server>(pool_, std::move(options));
+    add_routes();
+    ASSERT_TRUE(server_->start().ok());
+    ASSERT_NE(server_->port(), 0);
+  }
+  virtual void add_routes() {
+    server_->route(
+        Verb::get, "/hello", [](const Request& req, Responder& r) -> net::awaitable<void> {
+          co_await r.send(
+              Response::text(200, "hello " + std::string(req.query_param("name").value_or("?"))));
+        });
+    server_->route(Verb::post, "/echo",
+                   [](const Request& req, Responder& r) -> net::awaitable<void> {
+                     co_await r.send(Response::json(200, req.body()));
+                   });
+    server_->route_prefix(Verb::get, "/files/",
+                          [](const Request& req, Responder& r) -> net::awaitable<void> {
+                            co_await r.send(Response::text(200, std::string(req.path())));
+                          });
+    server_->route(Verb::get, "/silent",
+                   [](const Request&, Responder&) -> net::awaitable<void> { co_return; });
+  }
+  // A raw exchange: writes `bytes`, reads until the server closes; returns what it sent back.
+  std::string raw_exchange(std::string_view bytes) {
+    net::io_context ctx;
+    net::ip::tcp::socket s(ctx);
+    s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+    net::write(s, net::buffer(bytes.data(), bytes.size()));
+    std::string out;
+    boost::system::error_code ec;
+    char buf[4096];
+    for (;;) {
+      size_t n = s.read_some(net::buffer(buf), ec);
+      out.append(buf, n);
+      if (ec) break;
+    }
+    return out;
+  }
+
+  IoPool pool_{2};
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, RoutesNotFoundAndWrongMethod) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  auto r = c.get("/hello?x=1&name=kv");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->body, "hello kv");
+  r = c.get("/files/a/b.txt");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->body, "/files/a/b.txt");
+  r = c.get("/nope");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 404u);
+  EXPECT_NE(r->body.find("\"error\""), std::string::npos);
+  r = c.post("/hello", "{}");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 405u);
+  r = c.get("/silent");  // a handler that forgets to answer gets a 500, the connection lives
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 500u);
+  EXPECT_EQ(c.connects(), 1u);
+}
+
+TEST_F(ServerTest, KeepAliveReusesOneConnection) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.post("/echo", "{\"i\":" + std::to_string(i) + "}");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->body, "{\"i\":" + std::to_string(i) + "}");
+  }
+  EXPECT_EQ(c.connects(), 1u);
+  EXPECT_EQ(server_->stats().connections_accepted, 1u);
+  EXPECT_EQ(server_->stats().requests, 20u);
+}
+
+TEST_F(ServerTest, ConnectionCloseIsHonoured) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  ClientRequest req;
+  req.target = "/hello";
+  req.headers = {{"Connection", "close"}};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c.request(req).ok());
+  EXPECT_EQ(c.connects(), 3u);
+}
+
+TEST_F(ServerTest, ReusedConnectionClosedByServerIsRetried) {
+  ServerOptions o;
+  o.idle_timeout = 50ms;
+  start(o);
+  SyncClient c("127.0.0.1", server_->port());
+  ASSERT_TRUE(c.get("/hello").ok());
+  ASSERT_TRUE(wait_until([&] { return server_->stats().open_connections == 0; }));
+  auto r = c.get("/hello");  // the pooled connection is dead; one retry on a new one
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(c.connects(), 2u);
+}
+
+TEST_F(ServerTest, BodyOverLimitGets413) {
+  ServerOptions o;
+  o.body_limit = 1000;
+  start(o);
+  SyncClient c("127.0.0.1", server_->port());
+  auto ok = c.post("/echo", std::string(1000, 'x'));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200u);
+  auto r = c.post("/echo", std::string(1001, 'x'));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 413u);
+  EXPECT_EQ(server_->stats().bad_requests, 1u);
+}
+
+TEST_F(ServerTest, MalformedRequestGets400AndClose) {
+  start();
+  std::string out = raw_exchange("GARBAGE NOT HTTP\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+  out = raw_exchange("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 400", 0), 0u) << out;
+  out = raw_exchange("GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(70000, 'a') +
+                     "\r\n\r\n");
+  EXPECT_EQ(out.rfind("HTTP/1.1 431", 0), 0u) << out.substr(0, 100);
+  EXPECT_EQ(server_->stats().bad_requests, 3u);
+  // The server still serves.
+  SyncClient c("127.0.0.1", server_->port());
+  EXPECT_TRUE(c.get("/hello").ok());
+}
+
+class StreamingTest : public ServerTest {
+ protected:
+  void add_routes() override {
+    ServerTest::add_routes();
+    // Writes event 0, then each next event only after the client has received the previous one:
+    // passes only if every chunk reaches the client as it is written.
+    server_->route(Verb::get, "/lockstep",
+                   [this](const Request&, Responder& r) -> net::awaitable<void> {
+                     if (!(co_await r.start_sse()).ok()) co_return;
+                     for (int i = 0; i < 5; ++i) {
+                       if (!(co_await r.write_sse("{\"i\":" + std::to_string(i) + "}")).ok())
+                         co_return;
+                       bool seen = co_await co_wait_until([this, i] { return received_ > i; }, 10s);
+                       if (!seen) co_return;
+                     }
+                     co_await r.write_sse("[DONE]");
+                     co_await r.finish();
+                   });
+    // Writes 1 MiB chunks until 256 MiB or a write fails.
+    server_->route(Verb::get, "/flood",
+                   [this](const Request&, Responder& r) -> net::awaitable<void> {
+                     if (!(co_await r.start_stream(200, "application/octet-stream")).ok())
+                       co_return;
+                     std::string chunk(1 << 20, 'z');
+                     for (int i = 0; i < 256; ++i) {
+                       if (!(co_await r.write(chunk)).ok()) {
+                         flood_failed_ = true;
+                         co_return;
+                       }
+                       flood_written_ += chunk.size();
+                     }
+                   });
+    // Streams until its writes fail.
+    server_->route(Verb::get, "/forever",
+                   [this](const Request&, Responder& r) -> net::awaitable<void> {
+                     if (!(co_await r.start_sse()).ok()) co_return;
+                     net::steady_timer t(r.get_executor());
+                     for (;;) {
+                       if (!(co_await r.write_sse("{}")).ok()) break;
+                       ++forever_events_;
+                       t.expires_after(2ms);
+                       boost::system::error_code ec;
+                       co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+                     }
+                     forever_ended_ = true;
+                   });
+  }
+  std::atomic<int> received_{0};
+  std::atomic<uint64_t> flood_written_{0};
+  std::atomic<bool> flood_failed_{false};
+  std::atomic<int> forever_events_{0};
+  std::atomic<bool> forever_ended_{false};
+};
+
+TEST_F(StreamingTest, ChunksArriveAsWritten) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  SseParser parser;
+  std::vector<std::string> events;
+  ClientRequest req;
+  req.target = "/lockstep";
+  auto r = c.stream(req, [&](std::string_view piece) {
+    parser.feed(piece, [&](std::string_view d) {
+      events.emplace_back(d);
+      received_ = static_cast<int>(events.size());
+    });
+    return Status();
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("Content-Type"), "text/event-stream");
+  ASSERT_EQ(events.size(), 6u);
+  EXPECT_EQ(events[0], "{\"i\":0}");
+  EXPECT_EQ(events[4], "{\"i\":4}");
+  EXPECT_TRUE(parser.done());
+  // The connection is reusable after a finished chunked stream.
+  EXPECT_TRUE(c.get("/hello").ok());
+  EXPECT_EQ(c.connects(), 1u);
+}
+
+TEST_F(StreamingTest, WritesAwaitASlowReader) {
+  start();
+  net::io_context ctx;
+  net::ip::tcp::socket s(ctx);
+  s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+  std::string req = "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n";
+  net::write(s, net::buffer(req));
+  ASSERT_TRUE(wait_until([&] { return flood_written_ >= (2u << 20); }));
+  // Without backpressure the handler would write all 256 MiB in well under this window.
+  std::this_thread::sleep_for(300ms);
+  uint64_t written = flood_written_;
+  EXPECT_LT(written, 64u << 20) << "writes did not wait for the reader";
+  // Reading drains it to the end.
+  uint64_t got = 0;
+  char buf[1 << 16];
+  boost::system::error_code ec;
+  while (got < (256u << 20)) {
+    got += s.read_some(net::buffer(buf), ec);
+    if (ec) break;
+  }
+  EXPECT_GE(got, 256u << 20);
+  EXPECT_TRUE(wait_until([&] { return flood_written_ == (256u << 20); }));
+  EXPECT_FALSE(flood_failed_);
+}
+
+TEST_F(StreamingTest, StopWhileStreamOpen) {
+  start();
+  std::atomic<bool> client_done{false};
+  Status client_status;
+  std::thread client([&] {
+    SyncClient c("127.0.0.1", server_->port());
+    ClientRequest req;
+    req.target = "/forever";
+    auto r = c.stream(req, [](std::string_view) { return Status(); });
+    client_status = r.status();
+    client_done = true;
+  });
+  ASSERT_TRUE(wait_until([&] { return forever_events_ > 3; }));
+  EXPECT_TRUE(server_->stop(5s));  // every connection ended within the grace period
+  EXPECT_TRUE(forever_ended_);
+  ASSERT_TRUE(wait_until([&] { return client_done.load(); }));
+  client.join();
+  EXPECT_FALSE(client_status.ok());  // the stream was cut, not finished
+  SyncClient late("127.0.0.1", server_->port(), {.connect_timeout = 1s});
+  EXPECT_FALSE(late.get("/hello").ok());
+}
+
+TEST_F(StreamingTest, ListenerCloseAndReopen) {
+  start();
+  uint16_t port = server_->port();
+  std::atomic<bool> client_done{false};
+  Status client_status;
+  std::thread client([&] {
+    SyncClient c("127.0.0.1", port);
+    ClientRequest req;
+    req.target = "/forever";
+    client_status = c.stream(req, [](std::string_view) { return Status(); }).status();
+    client_done = true;
+  });
+  ASSERT_TRUE(wait_until([&] { return forever_events_ > 3; }));
+  server_->close_listener(/*drop_connections=*/true);
+  EXPECT_FALSE(server_->listening());
+  ASSERT_TRUE(wait_until([&] { return client_done.load(); }));
+  client.join();
+  EXPECT_FALSE(client_status.ok());
+  {
+    SyncClient c("127.0.0.1", port, {.connect_timeout = 1s});
+    EXPECT_FALSE(c.get("/hello").ok());  // refused
+  }
+  ASSERT_TRUE(server_->reopen_listener().ok());
+  EXPECT_TRUE(server_->listening());
+  EXPECT_EQ(server_->port(), port);
+  SyncClient c("127.0.0.1", port);
+  auto r = c.get("/hello");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+}
+
+TEST_F(ServerTest, ClientRequestTimeout) {
+  // A listener that accepts and never answers.
+  net::io_context ctx;
+  net::ip::tcp::acceptor acc(ctx, {net::ip::make_address("127.0.0.1"), 0});
+  SyncClient c("127.0.0.1", acc.local_endpoint().port(), {.request_timeout = 100ms});
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = c.get("/x");
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+}
+
+}  // namespace
+}  // namespace kvgate::http

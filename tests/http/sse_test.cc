@@ -1,0 +1,43 @@
+#include "kvgate/http/sse.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kvgate::http {
+namespace {
+
+std::vector<std::string> parse_in_pieces(std::string_view body, size_t piece) {
+  SseParser p;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < body.size(); i += piece) {
+    p.feed(body.substr(i, piece), [&](std::string_view d) { out.emplace_back(d); });
+  }
+  return out;
+}
+
+TEST(SseParser, SameEventsWhateverTheCuts) {
+  const std::string body =
+      "data: {\"a\":1}\n\n: comment\n\ndata:{\"b\":2}\r\n\r\nevent: x\ndata: l1\ndata: l2\n\n"
+      "data: [DONE]\n\n";
+  const std::vector<std::string> want = {"{\"a\":1}", "{\"b\":2}", "l1\nl2", "[DONE]"};
+  for (size_t piece = 1; piece <= body.size(); ++piece) {
+    EXPECT_EQ(parse_in_pieces(body, piece), want) << "piece size " << piece;
+  }
+}
+
+TEST(SseParser, DoneAndIncompleteEvent) {
+  SseParser p;
+  int n = 0;
+  p.feed("data: x\n\ndata: [DONE]\n", [&](std::string_view) { ++n; });
+  EXPECT_EQ(n, 1);  // the second event has no blank line yet
+  EXPECT_FALSE(p.done());
+  p.feed("\n", [&](std::string_view) { ++n; });
+  EXPECT_EQ(n, 2);
+  EXPECT_TRUE(p.done());
+  EXPECT_EQ(p.events(), 2u);
+}
+
+}  // namespace
+}  // namespace kvgate::http

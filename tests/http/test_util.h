@@ -1,0 +1,40 @@
+// Helpers shared by the http tests.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/this_coro.hpp"
+#include "boost/asio/use_awaitable.hpp"
+
+namespace kvgate::http::testing {
+
+// Polls `done` every millisecond until it holds or `timeout` passes; returns whether it held.
+inline bool wait_until(const std::function<bool()>& done,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// The coroutine form of wait_until, for handlers.
+inline boost::asio::awaitable<bool> co_wait_until(std::function<bool()> done,
+                                                  std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  boost::asio::steady_timer t(co_await boost::asio::this_coro::executor);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) co_return false;
+    t.expires_after(std::chrono::milliseconds(1));
+    boost::system::error_code ec;
+    co_await t.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+  }
+  co_return true;
+}
+
+}  // namespace kvgate::http::testing

@@ -1,0 +1,111 @@
+#include "index/chain/detail/word_slab.h"
+
+#include <numa.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <new>
+
+namespace kvgate::index::chain::detail {
+namespace {
+
+constexpr uint64_t kAddressMask = (uint64_t{1} << 48) - 1;
+
+uint64_t pack(Word* p, uint64_t tag) {
+  return (reinterpret_cast<uint64_t>(p) & kAddressMask) | (tag << 48);
+}
+Word* address(uint64_t v) { return reinterpret_cast<Word*>(v & kAddressMask); }
+uint64_t tag(uint64_t v) { return v >> 48; }
+
+}  // namespace
+
+WordSlab::WordSlab(int numa_node)
+    : numa_node_(numa_node >= 0 && numa_available() >= 0 ? numa_node : -1) {}
+
+WordSlab::~WordSlab() {
+  for (auto& [p, bytes] : chunks_) {
+    if (numa_node_ >= 0) {
+      numa_free(p, bytes);
+    } else {
+      ::operator delete(p, std::align_val_t(64));
+    }
+  }
+}
+
+int WordSlab::class_of(size_t words) {
+  const int c = std::bit_width(words - 1);  // smallest c with 2^c >= words
+  return c < 1 ? 1 : c;
+}
+
+Word* WordSlab::allocate(size_t data_words) {
+  const int cls = class_of(data_words + 1);
+  if (cls > kMaxClass) return nullptr;
+  Class& c = classes_[cls];
+  Word* block = pop(c);
+  if (block == nullptr) block = carve(cls);
+  block[0].store((uint64_t{1} << cls) - 1, std::memory_order_relaxed);
+  live_.fetch_add(sizeof(Word) << cls, std::memory_order_relaxed);
+  return block;
+}
+
+void WordSlab::free(Word* block) {
+  if (block == nullptr) return;
+  const size_t words = capacity(block) + 1;
+  const int cls = std::countr_zero(words);
+  live_.fetch_sub(sizeof(Word) << cls, std::memory_order_relaxed);
+  push(classes_[cls], block);
+}
+
+// Treiber stack: the link lives in data word 0 (block[1]); the 16-bit tag in the head makes a
+// pop that raced a pop-push of the same block fail its CAS.
+Word* WordSlab::pop(Class& c) {
+  uint64_t head = c.free_head.load(std::memory_order_acquire);
+  while (address(head) != nullptr) {
+    Word* top = address(head);
+    const uint64_t next = top[1].load(std::memory_order_relaxed);
+    if (c.free_head.compare_exchange_weak(head, pack(address(next), tag(head) + 1),
+                                          std::memory_order_acq_rel, std::memory_order_acquire)) {
+      return top;
+    }
+  }
+  return nullptr;
+}
+
+void WordSlab::push(Class& c, Word* block) {
+  uint64_t head = c.free_head.load(std::memory_order_relaxed);
+  do {
+    block[1].store(reinterpret_cast<uint64_t>(address(head)), std::memory_order_relaxed);
+  } while (!c.free_head.compare_exchange_weak(
+      head, pack(block, tag(head) + 1), std::memory_order_release, std::memory_order_relaxed));
+}
+
+Word* WordSlab::carve(int cls) {
+  Class& c = classes_[cls];
+  const size_t block_words = size_t{1} << cls;
+  std::lock_guard<std::mutex> lock(c.refill_mu);
+  if (c.bump == nullptr || c.bump + block_words > c.bump_end) {
+    // Small classes carve from 64 KiB chunks, so a class used a little costs little.
+    const size_t block_bytes = block_words * sizeof(Word);
+    const size_t bytes =
+        std::max(block_bytes, std::clamp<size_t>(block_bytes * 16, 64 << 10, kChunkBytes));
+    void* p = numa_node_ >= 0 ? numa_alloc_onnode(bytes, numa_node_)
+                              : ::operator new(bytes, std::align_val_t(64));
+    if (p == nullptr) throw std::bad_alloc();
+    // The words are atomics for their whole life: construct them once, here.
+    Word* words = static_cast<Word*>(p);
+    for (size_t i = 0; i < bytes / sizeof(Word); ++i) new (&words[i]) Word(0);
+    {
+      std::lock_guard<std::mutex> chunks_lock(chunks_mu_);
+      chunks_.emplace_back(p, bytes);
+    }
+    reserved_.fetch_add(bytes, std::memory_order_relaxed);
+    c.bump = words;
+    c.bump_end = words + bytes / sizeof(Word);
+  }
+  Word* block = c.bump;
+  c.bump += block_words;
+  return block;
+}
+
+}  // namespace kvgate::index::chain::detail

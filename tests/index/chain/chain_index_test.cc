@@ -1,0 +1,61 @@
+#include "index/chain/chain_index.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/exactness.h"
+
+namespace kvgate::index::chain {
+namespace {
+
+harness::IndexerFactory chain_factory() {
+  return [] { return std::unique_ptr<Indexer>(new ChainIndex()); };
+}
+
+TEST(ChainIndex, BasicStoreLookupRemove) {
+  ChainIndex idx;
+  BlockHasher h;
+  const std::vector<EngineHash> eng = {11, 12, 13};
+  const std::vector<LocalHash> loc = {101, 102, 103};
+  Event st{
+      .kind = EventKind::kStored, .tier = Tier::kDevice, .engine_hashes = eng, .local_hashes = loc};
+  auto r = idx.apply(HolderId(0), std::span(&st, 1));
+  EXPECT_EQ(r.stored_blocks, 3u);
+  std::vector<SeqHash> chain = {101, h.chain(101, 102), h.chain(h.chain(101, 102), 103)};
+  std::vector<HolderMatch> out;
+  idx.lookup(chain, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].any_depth, 3u);
+  EXPECT_EQ(out[0].device_depth, 3u);
+  const std::vector<EngineHash> rm = {12};
+  Event re{.kind = EventKind::kRemoved, .tier = Tier::kDevice, .engine_hashes = rm};
+  idx.apply(HolderId(0), std::span(&re, 1));
+  idx.lookup(chain, out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].any_depth, 1u);
+  EXPECT_EQ(idx.stats().memberships, 2u);
+  EXPECT_EQ(idx.stats().resident_blocks, 2u);
+}
+
+TEST(ChainIndex, ExactAgainstReferenceSequential) {
+  for (uint64_t seed : harness::seeds_from_env({1, 2})) {
+    harness::HarnessOptions o;
+    o.seed = seed;
+    auto report = harness::run_exactness(chain_factory(), harness::options_from_env(o));
+    ASSERT_TRUE(report.ok()) << report.status();
+    std::cout << report->summary() << "\n";
+  }
+}
+
+TEST(ChainIndex, ExactAgainstReferenceConcurrent) {
+  harness::HarnessOptions o;
+  o.seed = 7;
+  o.lanes = 4;
+  o.readers = 2;
+  o.events = 200'000;
+  auto report = harness::run_exactness(chain_factory(), harness::options_from_env(o));
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::cout << report->summary() << "\n";
+}
+
+}  // namespace
+}  // namespace kvgate::index::chain

@@ -126,7 +126,9 @@ void pack_extra_keys(Packer& pk, const BlockStored& e) {
     if (e.extra_keys_cbor && i < e.extra_keys_cbor->size()) {
       item = (*e.extra_keys_cbor)[i];
     } else {
-      synthesized = VllmSha256Cbor::extra_keys_cbor(e.lora_name, e.cache_salt, i);
+      // A store that continues a chain (has a parent) never holds the request's block 0.
+      synthesized =
+          VllmSha256Cbor::extra_keys_cbor(e.lora_name, e.cache_salt, i + (e.parent ? 1 : 0));
       item = synthesized;
     }
     std::string_view rest = item;

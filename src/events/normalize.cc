@@ -55,6 +55,13 @@ void NormalizedBatch::clear() {
   seq = 0;
 }
 
+void Normalizer::reset_chains() {
+  salt_of_.clear();
+  salt_order_.clear();
+  salt_ids_.clear();
+  salts_.clear();
+}
+
 bool Normalizer::group_allowed(const DecodedEvent& e) const {
   if (!e.group_idx || !full_group_seen_) return true;
   auto it = groups_.find(*e.group_idx);
@@ -86,6 +93,7 @@ void Normalizer::normalize(const DecodedBatch& in, NormalizedBatch* out) {
       out->events.push_back(index::Event{});
       ranges_.emplace_back(0, 0);
       window_applied_ = false;
+      reset_chains();
       continue;
     }
     if (e.hash_count == 0) {
@@ -123,7 +131,25 @@ void Normalizer::normalize(const DecodedBatch& in, NormalizedBatch* out) {
       }
       ev.has_parent = e.has_parent;
       ev.parent = e.parent;
-      const std::string salt = routing_salt(e.lora_name, e.cache_salt);
+      std::optional<std::string_view> cache_salt = e.cache_salt;
+      if (!cache_salt && e.has_parent && !salt_of_.empty()) {
+        if (auto it = salt_of_.find(e.parent); it != salt_of_.end()) {
+          cache_salt = salts_[it->second];
+        }
+      }
+      if (cache_salt && !cache_salt->empty() && max_salted_blocks_ > 0) {
+        auto [id_it, added] =
+            salt_ids_.try_emplace(std::string(*cache_salt), static_cast<uint32_t>(salts_.size()));
+        if (added) salts_.push_back(id_it->first);
+        for (EngineHash h : hashes) {
+          if (salt_of_.insert_or_assign(h, id_it->second).second) salt_order_.push_back(h);
+        }
+        while (salt_order_.size() > max_salted_blocks_) {
+          salt_of_.erase(salt_order_.front());
+          salt_order_.pop_front();
+        }
+      }
+      const std::string salt = routing_salt(e.lora_name, cache_salt);
       if (!salted_valid_ || salt != salt_) {
         salted_ = hasher_.salted(salt);
         salt_ = salt;

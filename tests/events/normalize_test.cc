@@ -166,33 +166,39 @@ TEST(Normalize, WindowOnlyGroupsApplyUntilAFullGroupAppears) {
 // Normalized events applied to the reference index answer a request whose chain the router
 // computes from the same tokens and salt.
 TEST(Normalize, AppliedStoresMeetTheRequestChain) {
-  auto idx = index::make_indexer(index::IndexKind::kReference);
-  ASSERT_TRUE(idx.ok());
-  Normalizer n;
-  BlockStored a = store({100, 101}, {1, 2, 3, 4}, 2);
-  a.cache_salt = "tenant";
-  BlockStored b = store({102}, {5, 6}, 2, 101);
-  b.cache_salt = "tenant";
-  auto out = normalize(n, {a, b}, WireFormat::kSglangArray);
-  const HolderId holder(3);
-  const auto r = (*idx)->apply(holder, out.events);
-  EXPECT_EQ(r.stored_blocks, 3u);
-  EXPECT_EQ(r.orphan_events, 0u);
-  std::vector<SeqHash> chain;
-  const std::vector<TokenId> prompt = {1, 2, 3, 4, 5, 6, 7};
-  BlockHasher()
-      .salted(routing_salt(std::nullopt, "tenant"))
-      .hash_blocks(prompt, 2, nullptr, &chain);
-  std::vector<index::HolderMatch> matches;
-  (*idx)->lookup(chain, matches);
-  ASSERT_EQ(matches.size(), 1u);
-  EXPECT_EQ(matches[0].holder, holder);
-  EXPECT_EQ(matches[0].device_depth, 3u);
-  // Without the salt the request meets nothing.
-  chain.clear();
-  BlockHasher().hash_blocks(prompt, 2, nullptr, &chain);
-  (*idx)->lookup(chain, matches);
-  EXPECT_TRUE(matches.empty());
+  for (WireFormat f : kAllWireFormats) {
+    SCOPED_TRACE(wire_format_name(f));
+    auto idx = index::make_indexer(index::IndexKind::kReference);
+    ASSERT_TRUE(idx.ok());
+    Normalizer n;
+    BlockStored a = store({100, 101}, {1, 2, 3, 4}, 2);
+    a.cache_salt = "tenant";
+    BlockStored b = store({102}, {5, 6}, 2, 101);
+    b.cache_salt = "tenant";
+    // Two batches: vLLM names the salt only in the first store's extra keys.
+    auto out = normalize(n, {a}, f);
+    auto out2 = normalize(n, {b}, f);
+    out.events.insert(out.events.end(), out2.events.begin(), out2.events.end());
+    const HolderId holder(3);
+    const auto r = (*idx)->apply(holder, out.events);
+    EXPECT_EQ(r.stored_blocks, 3u);
+    EXPECT_EQ(r.orphan_events, 0u);
+    std::vector<SeqHash> chain;
+    const std::vector<TokenId> prompt = {1, 2, 3, 4, 5, 6, 7};
+    BlockHasher()
+        .salted(routing_salt(std::nullopt, "tenant"))
+        .hash_blocks(prompt, 2, nullptr, &chain);
+    std::vector<index::HolderMatch> matches;
+    (*idx)->lookup(chain, matches);
+    ASSERT_EQ(matches.size(), 1u);
+    EXPECT_EQ(matches[0].holder, holder);
+    EXPECT_EQ(matches[0].device_depth, 3u);
+    // Without the salt the request meets nothing.
+    chain.clear();
+    BlockHasher().hash_blocks(prompt, 2, nullptr, &chain);
+    (*idx)->lookup(chain, matches);
+    EXPECT_TRUE(matches.empty());
+  }
 }
 
 }  // namespace

@@ -79,11 +79,12 @@ WireBatch representable(WireBatch b, WireFormat f) {
         if (s->lora_name || salt) {
           s->extra_keys_cbor.emplace();
           for (size_t i = 0; i < s->block_hashes.size(); ++i) {
-            s->extra_keys_cbor->push_back(
-                VllmSha256Cbor::extra_keys_cbor(s->lora_name, s->cache_salt, i));
+            s->extra_keys_cbor->push_back(VllmSha256Cbor::extra_keys_cbor(
+                s->lora_name, s->cache_salt, i + (s->parent ? 1 : 0)));
           }
         }
-        if (!salt) s->cache_salt.reset();
+        // vLLM carries the salt only in the extra keys of a request's block 0.
+        if (!salt || s->parent) s->cache_salt.reset();
       } else {
         s->group_idx.reset();
         s->kv_cache_spec_kind.reset();

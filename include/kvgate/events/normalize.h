@@ -16,6 +16,9 @@
 //     so the index stays exact for what they hold. When the first full-attention group appears
 //     after window-group events were applied, the batch starts with a clear of the holder (those
 //     window blocks would otherwise never be removed).
+//   * vLLM names a request's cache salt only in the extra keys of its block 0: a store that
+//     continues a chain without naming a salt inherits its parent's (a bounded map of salted
+//     blocks per holder; an evicted parent leaves the continuation unsalted).
 //   * Stores whose token count is not block_size per hash, and stores/removals without hashes,
 //     are dropped with a reason.
 //
@@ -23,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,11 +83,15 @@ struct NormalizerStats {
 
 class Normalizer {
  public:
-  explicit Normalizer(uint64_t hash_seed = kDefaultHashSeed) : hasher_(hash_seed) {}
+  explicit Normalizer(uint64_t hash_seed = kDefaultHashSeed, size_t max_salted_blocks = 65536)
+      : hasher_(hash_seed), max_salted_blocks_(max_salted_blocks) {}
 
   // Fills `out` (its events and buffers cleared first; key, seq and flags left to the caller)
   // from `in`, adding normalization drops to out->dropped on top of the decode drops.
   void normalize(const DecodedBatch& in, NormalizedBatch* out);
+
+  // Forgets per-holder chain state (salts of stored blocks): the holder was cleared.
+  void reset_chains();
 
   // The block size learned from this holder's stores (0 until the first store).
   uint32_t block_size() const { return block_size_; }
@@ -103,6 +111,11 @@ class Normalizer {
   bool full_group_seen_ = false;
   bool window_applied_ = false;
   NormalizerStats stats_;
+  size_t max_salted_blocks_;
+  absl::flat_hash_map<std::string, uint32_t> salt_ids_;
+  std::vector<std::string> salts_;
+  absl::flat_hash_map<EngineHash, uint32_t> salt_of_;  // salted block -> index in salts_
+  std::deque<EngineHash> salt_order_;                  // FIFO eviction of salt_of_
   std::vector<std::pair<uint32_t, uint32_t>> ranges_;  // per event: (hash offset, count)
 };
 

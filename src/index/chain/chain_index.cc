@@ -14,9 +14,9 @@ using detail::kMaxRunLength;
 using detail::kNoRun;
 using detail::kRootRun;
 using detail::Record;
-using detail::RunId;
 using detail::Run;
 using detail::RunGuard;
+using detail::RunId;
 using detail::TierCopies;
 using detail::Word;
 using detail::WordSlab;
@@ -823,6 +823,20 @@ uint64_t ChainIndex::live_positions() const {
   for (RunId id = 1; arena_.valid(id); ++id)
     n += arena_.at(id).length.load(std::memory_order_relaxed);
   return n;
+}
+
+void ChainIndex::collect_resident(absl::flat_hash_set<SeqHash>& out) const {
+  for (RunId id = 1; arena_.valid(id); ++id) {
+    Run& r = arena_.at(id);
+    RunGuard g(r);
+    if (!r.live) continue;
+    const Word* h = r.hashes.load(std::memory_order_relaxed);
+    const uint32_t len = r.length.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < len; ++i) {
+      if (count_at(r.holder_counts, i) > 0)
+        out.insert(WordSlab::data(h)[i].load(std::memory_order_relaxed));
+    }
+  }
 }
 
 namespace {

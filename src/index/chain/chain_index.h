@@ -26,6 +26,7 @@
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "index/chain/detail/record_map.h"
 #include "index/chain/detail/run.h"
 #include "index/chain/detail/word_slab.h"
@@ -62,6 +63,8 @@ class ChainIndex final : public Indexer {
   // Positions stored in live runs (for mean run length).
   uint64_t live_positions() const;
   const ChainCounters& counters() const { return counters_; }
+  // Adds the sequence hash of every position some holder holds (locks each run briefly).
+  void collect_resident(absl::flat_hash_set<SeqHash>& out) const;
 
  private:
   struct HolderState;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/exactness.h"
+#include "index/chain/sharded_index.h"
 
 namespace kvgate::index::chain {
 namespace {
@@ -55,6 +56,36 @@ TEST(ChainIndex, ExactAgainstReferenceConcurrent) {
   auto report = harness::run_exactness(chain_factory(), harness::options_from_env(o));
   ASSERT_TRUE(report.ok()) << report.status();
   std::cout << report->summary() << "\n";
+}
+
+}  // namespace
+}  // namespace kvgate::index::chain
+
+namespace kvgate::index::chain {
+namespace {
+
+TEST(ShardedIndex, ExactAgainstReferenceWithTwoShards) {
+  for (uint64_t seed : harness::seeds_from_env({3, 4})) {
+    harness::HarnessOptions o;
+    o.seed = seed;
+    o.events = 150'000;
+    auto report = harness::run_exactness(
+        [] { return std::unique_ptr<Indexer>(ShardedIndex::chain_shards(2, {})); },
+        harness::options_from_env(o));
+    ASSERT_TRUE(report.ok()) << report.status();
+  }
+}
+
+TEST(ShardedIndex, ConcurrentLanesAndReadersWithTwoShards) {
+  harness::HarnessOptions o;
+  o.seed = 11;
+  o.lanes = 4;
+  o.readers = 2;
+  o.events = 150'000;
+  auto report = harness::run_exactness(
+      [] { return std::unique_ptr<Indexer>(ShardedIndex::chain_shards(2, {})); },
+      harness::options_from_env(o));
+  ASSERT_TRUE(report.ok()) << report.status();
 }
 
 }  // namespace

@@ -1,0 +1,89 @@
+// LanePool: applies KV-event work on a fixed set of lane threads, one worker at a time.
+//
+// Work is submitted per key (a worker: all its dp ranks share one key). A key's tasks run in
+// submission order and never on two lanes at once; a key with pending work waits in one ready
+// queue that every lane takes from, so a busy worker does not leave other lanes idle behind a
+// static assignment. A lane runs at most `burst` tasks of one key before putting it back, so one
+// firehose worker cannot starve the others.
+//
+// Threading: submit(), flush(), forget() and stats() from any thread. Tasks run on lane threads
+// and must not call back into the pool's flush() for their own key.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace kvgate::index {
+
+struct LanePoolOptions {
+  uint32_t lanes = 2;
+  // Tasks queued per key before submit() refuses (the caller counts the drop and resyncs).
+  size_t max_queued_per_key = 4096;
+  // Tasks a lane runs for one key before letting the next key go first.
+  uint32_t burst = 64;
+};
+
+struct LanePoolStats {
+  uint64_t submitted = 0;
+  uint64_t executed = 0;
+  uint64_t refused = 0;  // submit() over max_queued_per_key
+  uint64_t queued = 0;   // tasks waiting now
+};
+
+class LanePool {
+ public:
+  using Task = std::function<void()>;
+
+  explicit LanePool(LanePoolOptions options);
+  ~LanePool();  // runs every queued task, then joins the lanes
+  LanePool(const LanePool&) = delete;
+  LanePool& operator=(const LanePool&) = delete;
+
+  // Queues `task` for `key`. False (task dropped) when the key's queue is full.
+  bool submit(uint64_t key, Task task);
+  // Waits until every task submitted for `key` before this call has run.
+  void flush(uint64_t key);
+  // Waits until the pool is idle: nothing queued, nothing running.
+  void flush_all();
+  // Drops the key's queued tasks (a running one finishes) and its bookkeeping; returns how many
+  // were dropped. Call flush(key) first to run them instead.
+  size_t forget(uint64_t key);
+
+  LanePoolStats stats() const;
+  uint32_t lanes() const { return static_cast<uint32_t>(threads_.size()); }
+
+ private:
+  struct Key {
+    std::deque<Task> tasks;
+    bool scheduled = false;  // in the ready queue or running on a lane
+    bool forgotten = false;  // forget() ran while scheduled: the lane erases the key
+    uint64_t submitted = 0;  // tasks ever submitted
+    uint64_t done = 0;       // tasks ever finished (or dropped)
+  };
+  void run_lane();
+
+  const LanePoolOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable ready_cv_;  // lanes wait for ready keys
+  std::condition_variable done_cv_;   // flushers wait for progress
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Key>> keys_;
+  std::deque<uint64_t> ready_;
+  bool stopping_ = false;
+  uint64_t submitted_ = 0;
+  uint64_t executed_ = 0;
+  uint64_t refused_ = 0;
+  uint64_t queued_ = 0;
+  uint32_t running_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kvgate::index

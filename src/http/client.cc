@@ -111,43 +111,69 @@ net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& req
   co_return out;
 }
 
-net::awaitable<Result<ClientResponse>> Connection::send_streaming(const ClientRequest& request,
-                                                                  BodyCallback on_body) {
+namespace {
+constexpr size_t kPieceBytes = 16 << 10;
+}  // namespace
+
+net::awaitable<Result<ClientResponse>> Connection::start_streaming(const ClientRequest& request) {
   if (Status s = co_await write_request(request); !s.ok()) co_return s;
-  beast_http::response_parser<beast_http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  stream_parser_.emplace();
+  stream_parser_->body_limit(boost::none);
   boost::system::error_code ec;
-  co_await beast_http::async_read_header(stream_, buffer_, parser,
+  co_await beast_http::async_read_header(stream_, buffer_, *stream_parser_,
                                          net::redirect_error(net::use_awaitable, ec));
   if (ec) {
-    failed_before_response_ = !parser.got_some();
+    failed_before_response_ = !stream_parser_->got_some();
     co_return failure("read response head", ec);
   }
-  char piece[16 << 10];
+  const auto& msg = stream_parser_->get();
+  ClientResponse out;
+  out.status = msg.result_int();
+  out.headers = msg.base();
+  co_return out;
+}
+
+net::awaitable<Result<std::string_view>> Connection::next_piece() {
+  if (!stream_parser_) co_return absl::FailedPreconditionError("no streaming exchange in progress");
+  if (!piece_) piece_ = std::make_unique<char[]>(kPieceBytes);
+  auto& parser = *stream_parser_;
+  boost::system::error_code ec;
   while (!parser.is_done()) {
-    parser.get().body().data = piece;
-    parser.get().body().size = sizeof(piece);
+    parser.get().body().data = piece_.get();
+    parser.get().body().size = kPieceBytes;
     stream_.expires_after(options_.idle_timeout);
-    // read_some: hand each piece over as soon as it is parsed, not when `piece` is full.
+    // read_some: hand each piece over as soon as it is parsed, not when the buffer is full.
     co_await beast_http::async_read_some(stream_, buffer_, parser,
                                          net::redirect_error(net::use_awaitable, ec));
     if (ec == beast_http::error::need_buffer) ec = {};
-    if (ec) co_return failure("read response body", ec);
-    size_t n = sizeof(piece) - parser.get().body().size;
-    if (n > 0) {
-      if (Status s = on_body(std::string_view(piece, n)); !s.ok()) {
-        close();
-        co_return s;
-      }
+    if (ec) {
+      stream_parser_.reset();
+      co_return failure("read response body", ec);
+    }
+    const size_t n = kPieceBytes - parser.get().body().size;
+    if (n > 0) co_return std::string_view(piece_.get(), n);
+  }
+  reusable_ = parser.get().keep_alive() && !parser.need_eof();
+  stream_parser_.reset();
+  if (!reusable_) close();
+  co_return std::string_view();
+}
+
+net::awaitable<Result<ClientResponse>> Connection::send_streaming(const ClientRequest& request,
+                                                                  BodyCallback on_body) {
+  auto head = co_await start_streaming(request);
+  if (!head.ok()) co_return head;
+  for (;;) {
+    auto piece = co_await next_piece();
+    if (!piece.ok()) co_return piece.status();
+    if (piece->empty()) break;
+    if (Status s = on_body(*piece); !s.ok()) {
+      stream_parser_.reset();
+      close();
+      co_return s;
     }
   }
-  auto& msg = parser.get();
-  ClientResponse out;
-  out.status = msg.result_int();
-  reusable_ = msg.keep_alive() && !parser.need_eof();
-  out.headers = msg.base();
-  if (!reusable_) close();
-  co_return out;
+  co_return head;
 }
 
 // ---- SyncClient ----

@@ -19,6 +19,11 @@
 // on. SyncClient is not thread-safe; use one per thread.
 #pragma once
 
+#include "boost/beast/http/buffer_body.hpp"
+#include "boost/beast/http/parser.hpp"
+
+#include <optional>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -76,6 +81,12 @@ class Connection {
   boost::asio::awaitable<Result<ClientResponse>> send_streaming(const ClientRequest& request,
                                                                 BodyCallback on_body);
 
+  // The same exchange with the body pulled piece by piece, so the caller can await its own writes
+  // between pieces (a proxy's backpressure): start_streaming() returns the response head, then
+  // next_piece() returns each body piece (valid until the next call) and an empty view at the end.
+  boost::asio::awaitable<Result<ClientResponse>> start_streaming(const ClientRequest& request);
+  boost::asio::awaitable<Result<std::string_view>> next_piece();
+
   bool reusable() const { return reusable_; }
   // Whether the last exchange failed before any byte of its response arrived (on a reused
   // connection this usually means the server had closed it while idle: safe to retry).
@@ -91,6 +102,8 @@ class Connection {
 
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_;
+  std::optional<beast_http::response_parser<beast_http::buffer_body>> stream_parser_;
+  std::unique_ptr<char[]> piece_;
   std::string host_header_;
   ClientOptions options_;
   bool reusable_ = true;

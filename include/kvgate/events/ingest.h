@@ -1,0 +1,80 @@
+// EventIngest: the KV-event side of the gateway. Subscriptions per (worker, dp rank) on a few
+// event threads, and lanes that apply admitted batches to the index.
+//
+//   event threads (IngestOptions::event_threads): each polls the sockets of the subscriptions it
+//     owns and runs decode -> hash check -> normalize -> admission off the routing threads.
+//   lanes (IngestOptions::lanes): each applies batches from its bounded queue to the index. All
+//     ranks of a worker are pinned to one lane, so one worker's batches apply in order. A full
+//     queue drops the batch (counted) and the holder resyncs: its next batch clears it first.
+//
+// Removal leaves nothing behind: remove() returns after the subscription's sockets are closed,
+// every queued batch of the holder has been applied or discarded, the holder has been removed
+// from the index (EventIngest calls Indexer::remove_holder, so the caller need not), and its
+// metric series (and its worker's, with its last rank) are gone. Its HolderId may be reused then.
+//
+// The indexer must accept apply() from several lanes at once for different holders
+// (Concurrency::writers_per_holder), e.g. an indexer wrapped by index::make_synchronized().
+//
+// Threading: add(), remove(), state() and stop() are control-path calls from any thread (they
+// wait for the event thread or lane involved). The sinks and lanes are internal.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kvgate/core/clock.h"
+#include "kvgate/core/ids.h"
+#include "kvgate/core/result.h"
+#include "kvgate/events/subscription.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/metrics/metrics.h"
+
+namespace kvgate::events {
+
+struct IngestOptions {
+  size_t event_threads = 1;
+  size_t lanes = 2;
+  size_t lane_queue_batches = 1024;
+  std::chrono::milliseconds poll_interval{20};  // bounds shutdown and timeout latency
+  SubscriptionOptions subscription;
+};
+
+// A snapshot of one holder, for tools and tests.
+struct HolderState {
+  CursorStats cursor;
+  std::optional<uint64_t> last_seq;
+  bool degraded = false;
+  bool awaiting_replay = false;
+  uint32_t block_size = 0;
+  HashCheckCounts hash;
+  std::array<uint64_t, kDropReasonCount> dropped_events{};
+  uint64_t lane_dropped = 0;   // batches lost to a full lane queue
+  uint64_t applied_batches = 0;  // batches the lane applied to the index
+};
+
+class EventIngest {
+ public:
+  EventIngest(index::Indexer& index, metrics::Registry& registry, const Clock& clock,
+              IngestOptions options = {});
+  ~EventIngest();
+  EventIngest(const EventIngest&) = delete;
+  EventIngest& operator=(const EventIngest&) = delete;
+
+  // Starts a subscription (connects in the background). Fails for a key already subscribed or an
+  // endpoint ZMQ cannot parse.
+  Status add(SubscriptionSpec spec);
+  // See the header comment. Returns false if the key was not subscribed.
+  bool remove(HolderKey key);
+  std::optional<HolderState> state(HolderKey key) const;
+  // Stops every thread; subscriptions are closed, queued batches discarded. Idempotent.
+  void stop();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::events

@@ -1,0 +1,137 @@
+// Subscription: one holder's (worker, dp rank) KV-event stream. A SUB socket on the engine's
+// publisher with a topic filter, a DEALER on its replay socket, and the pipeline of one message:
+// decode -> engine-hash check -> normalize -> admission cursor -> sink.
+//
+// It has no thread of its own: its owner polls the sockets it lists (poll_items) and calls
+// handle() with the results, and tick() for timeouts. ZMQ connects in the background and
+// reconnects with exponential backoff (100 ms doubling to `reconnect_max`) when the engine goes
+// away; ZMTP heartbeats notice a silent peer. Nothing here blocks: a replay is waited for by the
+// owner's poll loop, so an owner that stops polling stops the subscription at once.
+//
+// Threading: every call from the owner's thread (ZMQ sockets are never shared between threads).
+// The zmq::context_t must outlive the subscription.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "kvgate/core/clock.h"
+#include "kvgate/core/ids.h"
+#include "kvgate/events/admission.h"
+#include "kvgate/events/decode.h"
+#include "kvgate/events/hash_check.h"
+#include "kvgate/events/normalize.h"
+
+namespace kvgate::events {
+
+struct SubscriptionSpec {
+  HolderKey key;
+  HolderId holder;              // the index's id for this holder
+  std::string worker_name;      // for metrics and logs (e.g. the worker's URL)
+  std::string endpoint;         // the engine's PUB socket, e.g. tcp://10.0.0.5:5557
+  std::string replay_endpoint;  // its replay ROUTER socket; empty: none
+  std::string topic;            // ZMQ prefix filter; empty: every message
+  HashCheckOptions hash_check;
+};
+
+struct SubscriptionOptions {
+  uint64_t hash_seed = kDefaultHashSeed;
+  DecodeLimits limits;
+  size_t max_buffered = 4096;  // live batches held while a replay is in flight
+  // A replay that sends nothing for this long has failed (measured from the request or the last
+  // replay message).
+  std::chrono::milliseconds replay_timeout{2000};
+  std::chrono::milliseconds reconnect_max{5000};
+  std::chrono::milliseconds heartbeat{1000};  // ZMTP heartbeat interval (timeout: 3x)
+};
+
+// What became of one received message, for observers (the operator's tool, tests, metrics).
+struct MessageReport {
+  bool from_replay = false;
+  bool replay_end = false;
+  std::optional<uint64_t> seq;  // nullopt: the frames were not a KV-event message
+  const DecodedBatch* batch = nullptr;  // decoded payload (nullptr for bad frames / end marker)
+  // The cursor's verdict, e.g. "applied", "duplicate", "gap: replay from 12",
+  // "resync (replay_window)", "restart", "buffered".
+  std::string verdict;
+};
+
+class Subscription {
+ public:
+  // Receives admitted batches in order (clear_first set where the holder must be cleared first;
+  // a batch with no events may carry only a clear). Returns false when it could not take the
+  // batch (a full lane queue): the holder resyncs, its next batch starting with a clear.
+  using Sink = std::function<bool(std::unique_ptr<NormalizedBatch>)>;
+  using Observer = std::function<void(const MessageReport&)>;
+
+  Subscription(zmq::context_t& ctx, SubscriptionSpec spec, SubscriptionOptions options, Sink sink,
+               const Clock& clock);
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  // Connects the sockets (asynchronously: an absent engine is not an error).
+  Status start();
+
+  // Appends this subscription's poll items (one or two) to `items`.
+  void poll_items(std::vector<zmq_pollitem_t>* items);
+  // Handles the items poll_items() added, starting at `items`; drains what is readable.
+  void handle(const zmq_pollitem_t* items);
+  // Timeouts (the replay's); call at least every poll interval.
+  void tick();
+
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+
+  const SubscriptionSpec& spec() const { return spec_; }
+  const CursorStats& cursor_stats() const { return cursor_.stats(); }
+  bool degraded() const { return cursor_.degraded(); }
+  bool awaiting_replay() const { return cursor_.awaiting_replay(); }
+  std::optional<uint64_t> cursor() const { return cursor_.cursor(); }
+  uint32_t block_size() const { return normalizer_.block_size(); }
+  const NormalizerStats& normalizer_stats() const { return normalizer_.stats(); }
+  const HashCheckCounts& hash_counts() const { return checker_.counts(); }
+  // Decode and normalization drops since start, per reason.
+  const std::array<uint64_t, kDropReasonCount>& dropped_events() const { return dropped_; }
+  uint64_t bad_frames() const { return bad_frames_; }
+  uint64_t rejected_payloads() const { return rejected_payloads_; }
+
+ private:
+  using Cursor = AdmissionCursor<std::unique_ptr<NormalizedBatch>>;
+
+  void open_replay_socket();
+  void on_live_message(std::vector<zmq::message_t>& frames);
+  void on_replay_message(std::vector<zmq::message_t>& frames);
+  // Decodes and normalizes a payload; nullptr never (a rejected payload yields an empty batch).
+  std::unique_ptr<NormalizedBatch> prepare(const zmq::message_t& payload, MessageReport* report);
+  void run_actions(MessageReport* report);
+  void report(MessageReport& r);
+
+  zmq::context_t& ctx_;
+  SubscriptionSpec spec_;
+  SubscriptionOptions options_;
+  Sink sink_;
+  Observer observer_;
+  const Clock& clock_;
+  zmq::socket_t sub_;
+  std::optional<zmq::socket_t> replay_;
+  BatchDecoder decoder_;
+  DecodedBatch decoded_;
+  Normalizer normalizer_;
+  EngineHashChecker checker_;
+  Cursor cursor_;
+  Cursor::Actions actions_;
+  MonoTime replay_deadline_{};
+  std::array<uint64_t, kDropReasonCount> dropped_{};
+  uint64_t bad_frames_ = 0;
+  uint64_t rejected_payloads_ = 0;
+  std::vector<zmq::message_t> frames_;
+};
+
+}  // namespace kvgate::events

@@ -1,0 +1,578 @@
+#include "kvgate/events/ingest.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <thread>
+#include <variant>
+
+#include "kvgate/core/log.h"
+#include "kvgate/core/thread_annotations.h"
+
+namespace kvgate::events {
+namespace {
+
+using metrics::Counter;
+using metrics::Family;
+using metrics::Gauge;
+using metrics::Histogram;
+
+constexpr const char* kDispositions[] = {"applied", "duplicate", "replayed", "dropped"};
+
+// The stats table: every family once, at construction.
+struct Families {
+  Family<Counter>& batches;
+  Family<Counter>& dropped_events;
+  Family<Counter>& gaps;
+  Family<Counter>& replays;
+  Family<Counter>& restarts;
+  Family<Counter>& resyncs;
+  Family<Counter>& bad_frames;
+  Family<Gauge>& degraded;
+  Family<Gauge>& degraded_ranks;
+  Family<Gauge>& block_size;
+  Family<Histogram>& apply_lag;
+  Family<Gauge>& mismatch_ratio;
+  Family<Counter>& hash_blocks;
+  Gauge& degraded_total;
+  Histogram& lag;
+
+  explicit Families(metrics::Registry& r)
+      : batches(metrics::counter_family(r, "kvgate_events_batches_total",
+                                        "KV-event batches per holder by disposition: applied "
+                                        "(live, in order), replayed, duplicate, dropped (lost "
+                                        "before the index).")),
+        dropped_events(metrics::counter_family(
+            r, "kvgate_events_dropped_events_total",
+            "KV events (or whole payloads, for batch-level reasons) not used, by reason.")),
+        gaps(metrics::counter_family(r, "kvgate_events_gaps_total",
+                                     "Sequence gaps seen on a holder's live stream.")),
+        replays(metrics::counter_family(r, "kvgate_events_replays_total",
+                                        "Replay requests sent to a holder's replay socket.")),
+        restarts(metrics::counter_family(r, "kvgate_events_publisher_restarts_total",
+                                         "Publisher restarts detected (seq going back).")),
+        resyncs(metrics::counter_family(
+            r, "kvgate_events_resyncs_total",
+            "Holders cleared and rebuilt after a gap that could not be replayed, by reason.")),
+        bad_frames(metrics::counter_family(r, "kvgate_events_bad_frames_total",
+                                           "ZMQ messages that were not [topic, seq, payload].")),
+        degraded(metrics::gauge_family(r, "kvgate_events_rank_degraded",
+                                       "1 while a holder's index content is known incomplete "
+                                       "(since a resync, until the engine clears or restarts).")),
+        degraded_ranks(metrics::gauge_family(r, "kvgate_events_degraded_ranks",
+                                             "Holders currently degraded.")),
+        block_size(metrics::gauge_family(r, "kvgate_events_block_size_tokens",
+                                         "Block size learned from a holder's stored events.")),
+        apply_lag(metrics::histogram_family(
+            r, "kvgate_events_apply_lag_seconds",
+            "Wall-clock time from a batch's publisher timestamp to its apply to the index.")),
+        mismatch_ratio(metrics::gauge_family(
+            r, "kvgate_events_hash_mismatch_ratio",
+            "Per worker: share of checked blocks whose engine hash the configured scheme does "
+            "not reproduce (misconfigured algorithm, seed, block size or tokenizer).")),
+        hash_blocks(metrics::counter_family(
+            r, "kvgate_events_hash_checked_blocks_total",
+            "Stored blocks by engine-hash check result: matched, mismatched, unchecked.")),
+        degraded_total(degraded_ranks.Add({})),
+        lag(apply_lag.Add({}, metrics::latency_buckets_seconds())) {}
+};
+
+// A worker's series (shared by its ranks).
+struct WorkerSeries {
+  int ranks = 0;
+  Gauge* mismatch_ratio = nullptr;
+  Counter* matched = nullptr;
+  Counter* mismatched = nullptr;
+  Counter* unchecked = nullptr;
+  std::atomic<uint64_t> n_matched{0};
+  std::atomic<uint64_t> n_mismatched{0};
+};
+
+// One holder's series and the counts already published to them.
+struct HolderSeries {
+  std::array<Counter*, 4> batches{};
+  std::array<Counter*, kDropReasonCount> dropped{};
+  std::array<Counter*, kResyncReasonCount> resyncs{};
+  Counter* gaps = nullptr;
+  Counter* replays = nullptr;
+  Counter* restarts = nullptr;
+  Counter* bad_frames = nullptr;
+  Gauge* degraded = nullptr;
+  Gauge* block_size = nullptr;
+  // Published so far (event thread only).
+  CursorStats seen;
+  std::array<uint64_t, kDropReasonCount> seen_dropped{};
+  uint64_t seen_bad_frames = 0;
+  HashCheckCounts seen_hash;
+  bool was_degraded = false;
+  // Written by the event thread (lane drops) and lanes (applied).
+  std::atomic<uint64_t> lane_dropped{0};
+  std::atomic<uint64_t> applied{0};
+};
+
+}  // namespace
+
+// ---- Lanes ------------------------------------------------------------------------------------
+
+class Lane {
+ public:
+  struct Removal {
+    HolderId holder;
+    std::promise<void>* done;
+  };
+  using Item = std::variant<std::unique_ptr<NormalizedBatch>, Removal>;
+
+  Lane(index::Indexer& index, const Clock& clock, Histogram& lag, size_t capacity)
+      : index_(index), clock_(clock), lag_(lag), capacity_(capacity) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Lane() { stop(); }
+
+  bool try_push(std::unique_ptr<NormalizedBatch> b) KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (queue_.size() >= capacity_ || stopping_) return false;
+    queue_.emplace_back(std::move(b));
+    return true;
+  }
+  // Never refused: removal must get through a full queue.
+  void push_removal(Removal r) KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (stopping_) {
+      r.done->set_value();
+      return;
+    }
+    queue_.emplace_back(r);
+  }
+  void set_series(HolderId h, HolderSeries* s) KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (s) series_[h] = s;
+    else series_.erase(h);
+  }
+  void stop() KVGATE_EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      stopping_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+    // Discard what is left; unblock removals.
+    MutexLock l(&mu_);
+    for (auto& item : queue_) {
+      if (auto* r = std::get_if<Removal>(&item)) r->done->set_value();
+    }
+    queue_.clear();
+  }
+
+ private:
+  void run() {
+    static const index::Event kClear{};
+    for (;;) {
+      Item item;
+      HolderSeries* series = nullptr;
+      {
+        MutexLock l(&mu_);
+        mu_.Await(absl::Condition(
+            +[](Lane* lane) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return lane->stopping_ || !lane->queue_.empty();
+            },
+            this));
+        if (stopping_) return;
+        item = std::move(queue_.front());
+        queue_.pop_front();
+        if (auto* b = std::get_if<std::unique_ptr<NormalizedBatch>>(&item)) {
+          auto it = series_.find((*b)->holder);
+          series = it == series_.end() ? nullptr : it->second;
+        }
+      }
+      if (auto* r = std::get_if<Removal>(&item)) {
+        index_.remove_holder(r->holder);
+        r->done->set_value();
+        continue;
+      }
+      auto& batch = std::get<std::unique_ptr<NormalizedBatch>>(item);
+      if (batch->clear_first) index_.apply(batch->holder, std::span<const index::Event>(&kClear, 1));
+      if (!batch->events.empty()) index_.apply(batch->holder, batch->events);
+      if (series) series->applied.fetch_add(1, std::memory_order_relaxed);
+      if (batch->ts > 0) {
+        lag_.Observe(std::max(0.0, to_unix_seconds(clock_.wall()) - batch->ts));
+      }
+    }
+  }
+
+  index::Indexer& index_;
+  const Clock& clock_;
+  Histogram& lag_;
+  const size_t capacity_;
+  Mutex mu_;
+  std::deque<Item> queue_ KVGATE_GUARDED_BY(mu_);
+  std::map<HolderId, HolderSeries*> series_ KVGATE_GUARDED_BY(mu_);
+  bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+// ---- Event threads ----------------------------------------------------------------------------
+
+struct Holder {
+  std::unique_ptr<Subscription> sub;
+  Lane* lane = nullptr;
+  HolderSeries* series = nullptr;
+  WorkerSeries* worker = nullptr;
+};
+
+class EventThread {
+ public:
+  EventThread(zmq::context_t& ctx, Families& f, std::chrono::milliseconds poll_interval)
+      : ctx_(ctx), f_(f), poll_interval_(poll_interval), wake_fd_(eventfd(0, EFD_NONBLOCK)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~EventThread() {
+    stop();
+    if (wake_fd_ >= 0) close(wake_fd_);
+  }
+
+  // Runs `fn` on the event thread and waits for it.
+  void call(std::function<void()> fn) KVGATE_EXCLUDES(mu_) {
+    std::promise<void> done;
+    auto f = done.get_future();
+    {
+      MutexLock l(&mu_);
+      if (stopping_) return;
+      commands_.push_back([&] {
+        fn();
+        done.set_value();
+      });
+    }
+    wake();
+    f.wait();
+  }
+
+  void stop() KVGATE_EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      stopping_ = true;
+    }
+    wake();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // Event thread only (from commands).
+  std::map<HolderKey, Holder>& holders() { return holders_; }
+
+ private:
+  void wake() {
+    const uint64_t one = 1;
+    if (wake_fd_ >= 0) [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  void run() {
+    std::vector<zmq_pollitem_t> items;
+    std::vector<std::pair<Holder*, size_t>> offsets;
+    for (;;) {
+      std::deque<std::function<void()>> commands;
+      {
+        MutexLock l(&mu_);
+        commands.swap(commands_);
+        if (stopping_) {
+          for (auto& c : commands) c();  // their callers wait
+          break;
+        }
+      }
+      for (auto& c : commands) c();
+      items.clear();
+      offsets.clear();
+      items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+      for (auto& [key, h] : holders_) {
+        offsets.emplace_back(&h, items.size());
+        h.sub->poll_items(&items);
+      }
+      try {
+        zmq::poll(items.data(), items.size(), poll_interval_);
+      } catch (const zmq::error_t&) {
+        continue;  // EINTR
+      }
+      if (items[0].revents & ZMQ_POLLIN) {
+        uint64_t v;
+        [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
+      }
+      for (auto& [h, off] : offsets) {
+        h->sub->handle(&items[off]);
+        h->sub->tick();
+        publish(*h);
+      }
+    }
+    holders_.clear();  // closes every socket on this thread
+  }
+
+  // Pushes the subscription's counts since the last call into its series.
+  void publish(Holder& h) {
+    HolderSeries& s = *h.series;
+    const Subscription& sub = *h.sub;
+    const CursorStats& c = sub.cursor_stats();
+    auto bump = [](Counter* counter, uint64_t now, uint64_t& seen) {
+      if (now > seen) counter->Increment(static_cast<double>(now - seen));
+      seen = now;
+    };
+    bump(s.batches[0], c.applied, s.seen.applied);
+    bump(s.batches[1], c.duplicates, s.seen.duplicates);
+    bump(s.batches[2], c.replayed, s.seen.replayed);
+    bump(s.gaps, c.gaps, s.seen.gaps);
+    bump(s.replays, c.replays, s.seen.replays);
+    bump(s.restarts, c.restarts, s.seen.restarts);
+    for (size_t i = 0; i < kResyncReasonCount; ++i) bump(s.resyncs[i], c.resyncs[i], s.seen.resyncs[i]);
+    const auto& d = sub.dropped_events();
+    for (size_t i = 0; i < kDropReasonCount; ++i) bump(s.dropped[i], d[i], s.seen_dropped[i]);
+    uint64_t bad = sub.bad_frames();
+    const uint64_t bad_before = s.seen_bad_frames;
+    bump(s.bad_frames, bad, s.seen_bad_frames);
+    if (bad > bad_before) s.batches[3]->Increment(static_cast<double>(bad - bad_before));
+    s.block_size->Set(sub.block_size());
+    if (sub.degraded() != s.was_degraded) {
+      s.was_degraded = sub.degraded();
+      s.degraded->Set(s.was_degraded ? 1 : 0);
+      if (s.was_degraded) f_.degraded_total.Increment();
+      else f_.degraded_total.Decrement();
+    }
+    const HashCheckCounts& hc = sub.hash_counts();
+    if (hc.matched != s.seen_hash.matched || hc.mismatched != s.seen_hash.mismatched ||
+        hc.unchecked != s.seen_hash.unchecked) {
+      WorkerSeries& w = *h.worker;
+      const uint64_t dm = hc.matched - s.seen_hash.matched;
+      const uint64_t dx = hc.mismatched - s.seen_hash.mismatched;
+      w.matched->Increment(static_cast<double>(dm));
+      w.mismatched->Increment(static_cast<double>(dx));
+      w.unchecked->Increment(static_cast<double>(hc.unchecked - s.seen_hash.unchecked));
+      const uint64_t m = w.n_matched.fetch_add(dm) + dm;
+      const uint64_t x = w.n_mismatched.fetch_add(dx) + dx;
+      w.mismatch_ratio->Set(m + x == 0 ? 0.0 : static_cast<double>(x) / static_cast<double>(m + x));
+      if (dx > 0) {
+        static const auto logger = log::get("events");
+        KVGATE_LOG_EVERY_MS(logger, spdlog::level::warn, 30000,
+                            "worker {} publishes engine hashes that scheme {} does not reproduce "
+                            "({} of {} checked blocks): check its hash algorithm, seed, block "
+                            "size and tokenizer",
+                            sub.spec().worker_name, hash_scheme_name(sub.spec().hash_check.scheme),
+                            x, m + x);
+      }
+      s.seen_hash = hc;
+    }
+  }
+
+  zmq::context_t& ctx_;
+  Families& f_;
+  const std::chrono::milliseconds poll_interval_;
+  const int wake_fd_;
+  Mutex mu_;
+  std::deque<std::function<void()>> commands_ KVGATE_GUARDED_BY(mu_);
+  bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
+  std::map<HolderKey, Holder> holders_;  // event thread only
+  std::thread thread_;
+};
+
+// ---- EventIngest ------------------------------------------------------------------------------
+
+class EventIngest::Impl {
+ public:
+  Impl(index::Indexer& index, metrics::Registry& registry, const Clock& clock, IngestOptions o)
+      : index_(index), clock_(clock), options_(o), families_(registry), ctx_(1) {
+    for (size_t i = 0; i < std::max<size_t>(1, o.lanes); ++i) {
+      lanes_.push_back(
+          std::make_unique<Lane>(index_, clock_, families_.lag, o.lane_queue_batches));
+    }
+    for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
+      threads_.push_back(std::make_unique<EventThread>(ctx_, families_, o.poll_interval));
+    }
+  }
+  ~Impl() { stop(); }
+
+  Status add(SubscriptionSpec spec) KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (stopped_) return absl::FailedPreconditionError("event ingest stopped");
+    if (entries_.count(spec.key)) {
+      return absl::AlreadyExistsError("KV events of this worker rank are already subscribed");
+    }
+    const HolderKey key = spec.key;
+    EventThread& t = *threads_[key.worker.value() % threads_.size()];
+    Lane& lane = *lanes_[key.worker.value() % lanes_.size()];
+    auto series = make_holder_series(spec);
+    WorkerSeries* worker = acquire_worker(spec.worker_name);
+    lane.set_series(spec.holder, series.get());
+    Status status;
+    HolderSeries* s = series.get();
+    t.call([&] {
+      Holder h;
+      h.sub = std::make_unique<Subscription>(
+          ctx_, spec, options_.subscription,
+          [&lane, s](std::unique_ptr<NormalizedBatch> b) {
+            if (lane.try_push(std::move(b))) return true;
+            s->lane_dropped.fetch_add(1, std::memory_order_relaxed);
+            s->batches[3]->Increment();
+            return false;
+          },
+          clock_);
+      status = h.sub->start();
+      if (!status.ok()) return;
+      h.lane = &lane;
+      h.series = s;
+      h.worker = worker;
+      t.holders().emplace(key, std::move(h));
+    });
+    if (!status.ok()) {
+      lane.set_series(spec.holder, nullptr);
+      remove_series(*series, spec.worker_name);
+      return status;
+    }
+    entries_[key] = Entry{&t, &lane, spec.holder, spec.worker_name, std::move(series)};
+    return absl::OkStatus();
+  }
+
+  bool remove(HolderKey key) KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return false;
+    Entry& e = it->second;
+    // 1. No more batches: the subscription and its sockets go away on their thread.
+    e.thread->call([&] { e.thread->holders().erase(key); });
+    // 2. Everything already queued for the holder applies, then the holder leaves the index.
+    std::promise<void> done;
+    e.lane->push_removal(Lane::Removal{e.holder, &done});
+    done.get_future().wait();
+    e.lane->set_series(e.holder, nullptr);
+    // 3. Its series.
+    if (e.series->was_degraded) families_.degraded_total.Decrement();
+    remove_series(*e.series, e.worker_name);
+    entries_.erase(it);
+    return true;
+  }
+
+  std::optional<HolderState> state(HolderKey key) const KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::nullopt;
+    HolderState st;
+    it->second.thread->call([&] {
+      auto h = it->second.thread->holders().find(key);
+      if (h == it->second.thread->holders().end()) return;
+      const Subscription& s = *h->second.sub;
+      st.cursor = s.cursor_stats();
+      st.last_seq = s.cursor();
+      st.degraded = s.degraded();
+      st.awaiting_replay = s.awaiting_replay();
+      st.block_size = s.block_size();
+      st.hash = s.hash_counts();
+      st.dropped_events = s.dropped_events();
+    });
+    st.lane_dropped = it->second.series->lane_dropped.load();
+    st.applied_batches = it->second.series->applied.load();
+    return st;
+  }
+
+  void stop() KVGATE_EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    for (auto& t : threads_) t->stop();
+    for (auto& lane : lanes_) lane->stop();
+  }
+
+ private:
+  struct Entry {
+    EventThread* thread;
+    Lane* lane;
+    HolderId holder;
+    std::string worker_name;
+    std::unique_ptr<HolderSeries> series;
+  };
+
+  std::unique_ptr<HolderSeries> make_holder_series(const SubscriptionSpec& spec) {
+    auto s = std::make_unique<HolderSeries>();
+    const metrics::Labels base = {{"worker", spec.worker_name},
+                                  {"rank", std::to_string(spec.key.rank)}};
+    auto with = [&](const char* k, std::string_view v) {
+      metrics::Labels l = base;
+      l[k] = std::string(v);
+      return l;
+    };
+    for (size_t i = 0; i < 4; ++i) s->batches[i] = &families_.batches.Add(with("disposition", kDispositions[i]));
+    for (size_t i = 0; i < kDropReasonCount; ++i) {
+      s->dropped[i] = &families_.dropped_events.Add(
+          with("reason", drop_reason_name(static_cast<DropReason>(i))));
+    }
+    for (size_t i = 0; i < kResyncReasonCount; ++i) {
+      s->resyncs[i] = &families_.resyncs.Add(
+          with("reason", resync_reason_name(static_cast<ResyncReason>(i))));
+    }
+    s->gaps = &families_.gaps.Add(base);
+    s->replays = &families_.replays.Add(base);
+    s->restarts = &families_.restarts.Add(base);
+    s->bad_frames = &families_.bad_frames.Add(base);
+    s->degraded = &families_.degraded.Add(base);
+    s->block_size = &families_.block_size.Add(base);
+    return s;
+  }
+
+  WorkerSeries* acquire_worker(const std::string& name) KVGATE_REQUIRES(mu_) {
+    auto& w = workers_[name];
+    if (!w) {
+      w = std::make_unique<WorkerSeries>();
+      const metrics::Labels l = {{"worker", name}};
+      w->mismatch_ratio = &families_.mismatch_ratio.Add(l);
+      auto result = [&](const char* r) {
+        metrics::Labels lr = l;
+        lr["result"] = r;
+        return &families_.hash_blocks.Add(lr);
+      };
+      w->matched = result("matched");
+      w->mismatched = result("mismatched");
+      w->unchecked = result("unchecked");
+    }
+    ++w->ranks;
+    return w.get();
+  }
+
+  void remove_series(HolderSeries& s, const std::string& worker_name) KVGATE_REQUIRES(mu_) {
+    for (auto* c : s.batches) families_.batches.Remove(c);
+    for (auto* c : s.dropped) families_.dropped_events.Remove(c);
+    for (auto* c : s.resyncs) families_.resyncs.Remove(c);
+    families_.gaps.Remove(s.gaps);
+    families_.replays.Remove(s.replays);
+    families_.restarts.Remove(s.restarts);
+    families_.bad_frames.Remove(s.bad_frames);
+    families_.degraded.Remove(s.degraded);
+    families_.block_size.Remove(s.block_size);
+    auto it = workers_.find(worker_name);
+    if (it != workers_.end() && --it->second->ranks == 0) {
+      families_.mismatch_ratio.Remove(it->second->mismatch_ratio);
+      families_.hash_blocks.Remove(it->second->matched);
+      families_.hash_blocks.Remove(it->second->mismatched);
+      families_.hash_blocks.Remove(it->second->unchecked);
+      workers_.erase(it);
+    }
+  }
+
+  index::Indexer& index_;
+  const Clock& clock_;
+  IngestOptions options_;
+  Families families_;
+  zmq::context_t ctx_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<std::unique_ptr<EventThread>> threads_;
+  mutable Mutex mu_;
+  std::map<HolderKey, Entry> entries_ KVGATE_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
+  bool stopped_ KVGATE_GUARDED_BY(mu_) = false;
+};
+
+EventIngest::EventIngest(index::Indexer& index, metrics::Registry& registry, const Clock& clock,
+                         IngestOptions options)
+    : impl_(std::make_unique<Impl>(index, registry, clock, options)) {}
+EventIngest::~EventIngest() = default;
+Status EventIngest::add(SubscriptionSpec spec) { return impl_->add(std::move(spec)); }
+bool EventIngest::remove(HolderKey key) { return impl_->remove(key); }
+std::optional<HolderState> EventIngest::state(HolderKey key) const { return impl_->state(key); }
+void EventIngest::stop() { impl_->stop(); }
+
+}  // namespace kvgate::events

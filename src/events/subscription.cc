@@ -1,0 +1,285 @@
+#include "kvgate/events/subscription.h"
+
+#include <iterator>
+
+#include <zmq_addon.hpp>
+
+#include "kvgate/core/log.h"
+#include "kvgate/events/encode.h"
+
+namespace kvgate::events {
+namespace {
+
+constexpr int kMaxMessagesPerHandle = 256;  // fairness between subscriptions of one thread
+
+std::span<const uint8_t> bytes_of(const zmq::message_t& m) {
+  return {static_cast<const uint8_t*>(m.data()), m.size()};
+}
+
+const std::shared_ptr<spdlog::logger>& logger() {
+  static const auto l = log::get("events");
+  return l;
+}
+
+void common_options(zmq::socket_t& s, const SubscriptionOptions& o) {
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::reconnect_ivl, 100);
+  s.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(o.reconnect_max.count()));
+  s.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(o.heartbeat.count()));
+  s.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(3 * o.heartbeat.count()));
+}
+
+}  // namespace
+
+Subscription::Subscription(zmq::context_t& ctx, SubscriptionSpec spec, SubscriptionOptions options,
+                           Sink sink, const Clock& clock)
+    : ctx_(ctx),
+      spec_(std::move(spec)),
+      options_(options),
+      sink_(std::move(sink)),
+      clock_(clock),
+      sub_(ctx, zmq::socket_type::sub),
+      decoder_(options.limits),
+      normalizer_(options.hash_seed),
+      checker_(spec_.hash_check),
+      cursor_(Cursor::Options{!spec_.replay_endpoint.empty(), options.max_buffered}) {}
+
+Subscription::~Subscription() = default;
+
+Status Subscription::start() {
+  try {
+    common_options(sub_, options_);
+    sub_.set(zmq::sockopt::subscribe, spec_.topic);
+    sub_.connect(spec_.endpoint);
+    if (!spec_.replay_endpoint.empty()) open_replay_socket();
+  } catch (const zmq::error_t& e) {
+    return absl::InvalidArgumentError("cannot connect KV-event sockets (" + spec_.endpoint + ", " +
+                                      spec_.replay_endpoint + "): " + e.what());
+  }
+  return absl::OkStatus();
+}
+
+void Subscription::open_replay_socket() {
+  replay_.reset();  // closing drops any replies still in flight for an abandoned request
+  replay_.emplace(ctx_, zmq::socket_type::dealer);
+  common_options(*replay_, options_);
+  // No ZMQ_IMMEDIATE: a request made before the connection completes waits for it (the first
+  // live batch often arrives before the replay connection is up); an absent endpoint times out.
+  replay_->connect(spec_.replay_endpoint);
+}
+
+void Subscription::poll_items(std::vector<zmq_pollitem_t>* items) {
+  items->push_back({sub_.handle(), 0, ZMQ_POLLIN, 0});
+  if (replay_) items->push_back({replay_->handle(), 0, ZMQ_POLLIN, 0});
+}
+
+void Subscription::handle(const zmq_pollitem_t* items) {
+  try {
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int i = 0; i < kMaxMessagesPerHandle; ++i) {
+        frames_.clear();
+        if (!zmq::recv_multipart(sub_, std::back_inserter(frames_), zmq::recv_flags::dontwait)) {
+          break;
+        }
+        on_live_message(frames_);
+      }
+    }
+    // The replay socket may have been replaced while handling live messages: reading the new one
+    // with dontwait is harmless either way.
+    if (replay_ && (items[1].revents & ZMQ_POLLIN)) {
+      for (int i = 0; i < kMaxMessagesPerHandle && replay_; ++i) {
+        frames_.clear();
+        if (!zmq::recv_multipart(*replay_, std::back_inserter(frames_),
+                                 zmq::recv_flags::dontwait)) {
+          break;
+        }
+        on_replay_message(frames_);
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000, "KV-event socket error ({}): {}",
+                        spec_.worker_name, e.what());
+  }
+}
+
+void Subscription::tick() {
+  if (cursor_.awaiting_replay() && clock_.now() >= replay_deadline_) {
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
+                        "KV-event replay from {} timed out; resyncing {} rank {}",
+                        spec_.replay_endpoint, spec_.worker_name, spec_.key.rank);
+    cursor_.on_replay_failed(ResyncReason::kReplayTimeout, &actions_);
+    try {
+      open_replay_socket();
+    } catch (const zmq::error_t&) {
+    }
+    MessageReport r;
+    run_actions(&r);
+    r.verdict = "replay timed out: " + r.verdict;
+    report(r);
+  }
+}
+
+std::unique_ptr<NormalizedBatch> Subscription::prepare(const zmq::message_t& payload,
+                                                       MessageReport* report) {
+  auto batch = std::make_unique<NormalizedBatch>();
+  if (!decoder_.decode(bytes_of(payload), &decoded_)) {
+    ++rejected_payloads_;
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
+                        "undecodable KV-event payload from {} rank {} ({} bytes): {}",
+                        spec_.worker_name, spec_.key.rank, payload.size(),
+                        drop_reason_name(*decoded_.rejected));
+  }
+  report->batch = &decoded_;
+  // Batches already admitted (replay overlap, duplicates) are not checked twice.
+  if (!report->seq || !cursor_.cursor() || *report->seq > *cursor_.cursor()) {
+    checker_.check(decoded_);
+  }
+  normalizer_.normalize(decoded_, batch.get());
+  if (decoded_.rejected) ++batch->dropped[static_cast<size_t>(*decoded_.rejected)];
+  for (size_t i = 0; i < kDropReasonCount; ++i) dropped_[i] += batch->dropped[i];
+  if (decoded_.dropped_total() > 0 || decoded_.rejected) {
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
+                        "dropped unreadable KV events from {} rank {}", spec_.worker_name,
+                        spec_.key.rank);
+  }
+  batch->key = spec_.key;
+  batch->holder = spec_.holder;
+  batch->ts = decoded_.ts_valid ? decoded_.ts : 0;
+  return batch;
+}
+
+void Subscription::on_live_message(std::vector<zmq::message_t>& frames) {
+  MessageReport r;
+  std::optional<uint64_t> seq;
+  if (frames.size() == 3) seq = decode_seq(bytes_of(frames[1]));
+  if (!seq) {
+    ++bad_frames_;
+    r.verdict = "bad frames";
+    report(r);
+    return;
+  }
+  r.seq = seq;
+  auto batch = prepare(frames[2], &r);
+  const uint64_t dups = cursor_.stats().duplicates;
+  cursor_.on_live(*seq, std::move(batch), &actions_);
+  if (actions_.empty()) {
+    r.verdict = cursor_.stats().duplicates != dups ? "duplicate" : "buffered";
+  }
+  run_actions(&r);
+  report(r);
+}
+
+void Subscription::on_replay_message(std::vector<zmq::message_t>& frames) {
+  MessageReport r;
+  r.from_replay = true;
+  // ["", seq, payload] (older vLLM, SGLang) or ["", topic, seq, payload] (vLLM >= 0.26).
+  std::optional<uint64_t> seq;
+  if ((frames.size() == 3 || frames.size() == 4) && frames[0].size() == 0) {
+    seq = decode_seq(bytes_of(frames[frames.size() - 2]));
+  }
+  if (!seq) {
+    ++bad_frames_;
+    r.verdict = "bad frames";
+    report(r);
+    return;
+  }
+  replay_deadline_ = clock_.now() + options_.replay_timeout;
+  const zmq::message_t& payload = frames.back();
+  if (*seq == kReplayEndSeq && payload.size() == 0) {
+    r.replay_end = true;
+    cursor_.on_replay_end(&actions_);
+    run_actions(&r);
+    if (r.verdict.empty()) r.verdict = "replay end";
+    report(r);
+    return;
+  }
+  r.seq = seq;
+  auto batch = prepare(payload, &r);
+  const uint64_t dups = cursor_.stats().duplicates;
+  cursor_.on_replay(*seq, std::move(batch), &actions_);
+  if (actions_.empty()) r.verdict = cursor_.stats().duplicates != dups ? "duplicate" : "stray";
+  run_actions(&r);
+  report(r);
+}
+
+void Subscription::run_actions(MessageReport* r) {
+  auto note = [&](std::string_view s) {
+    if (!r->verdict.empty()) r->verdict += ", ";
+    r->verdict.append(s);
+  };
+  while (!actions_.empty()) {
+    Cursor::Actions actions;
+    actions.swap(actions_);
+    for (auto& a : actions) {
+      switch (a.kind) {
+        case Cursor::Action::Kind::kApply: {
+          auto batch = std::move(a.payload);
+          batch->seq = a.seq;
+          batch->replayed = a.replayed;
+          note(a.replayed ? "replayed " + std::to_string(a.seq) : "applied " + std::to_string(a.seq));
+          if (!sink_(std::move(batch))) cursor_.on_lost_downstream();
+          break;
+        }
+        case Cursor::Action::Kind::kClear: {
+          normalizer_.reset_chains();
+          checker_.reset();
+          auto clear = std::make_unique<NormalizedBatch>();
+          clear->key = spec_.key;
+          clear->holder = spec_.holder;
+          clear->clear_first = true;
+          if (a.reason) {
+            note("resync (" + std::string(resync_reason_name(*a.reason)) + ")");
+            KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
+                                "KV events of {} rank {} lost ({}): holder cleared and degraded",
+                                spec_.worker_name, spec_.key.rank,
+                                resync_reason_name(*a.reason));
+          } else {
+            note("restart");
+            KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 5000,
+                                "KV-event publisher of {} rank {} restarted: holder cleared",
+                                spec_.worker_name, spec_.key.rank);
+          }
+          if (!sink_(std::move(clear))) cursor_.on_lost_downstream();
+          break;
+        }
+        case Cursor::Action::Kind::kRequestReplay: {
+          note("gap: replay from " + std::to_string(a.seq));
+          replay_deadline_ = clock_.now() + options_.replay_timeout;
+          bool sent = false;
+          if (replay_) {
+            const auto seq = encode_seq(a.seq);
+            try {
+              sent = replay_->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
+                         .has_value() &&
+                     replay_->send(zmq::buffer(seq), zmq::send_flags::dontwait).has_value();
+            } catch (const zmq::error_t&) {
+              sent = false;
+            }
+          }
+          if (!sent) {
+            // Not connected (or not reachable): the replay fails now rather than at the timeout.
+            cursor_.on_replay_failed(ResyncReason::kReplayTimeout, &actions_);
+            try {
+              open_replay_socket();
+            } catch (const zmq::error_t&) {
+            }
+          }
+          break;
+        }
+        case Cursor::Action::Kind::kCancelReplay:
+          note("replay cancelled");
+          try {
+            open_replay_socket();
+          } catch (const zmq::error_t&) {
+          }
+          break;
+      }
+    }
+  }
+}
+
+void Subscription::report(MessageReport& r) {
+  if (observer_) observer_(r);
+}
+
+}  // namespace kvgate::events

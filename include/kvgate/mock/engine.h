@@ -188,6 +188,8 @@ class Engine {
 
   std::optional<RequestInfo> info(RequestId id) const;
   EngineLoad load() const;
+  uint32_t num_running() const { return static_cast<uint32_t>(running_.size()); }
+  uint32_t num_waiting() const { return static_cast<uint32_t>(waiting_.size()); }
   const EngineCounters& counters() const { return counters_; }
   // Every cached block, sorted by engine hash.
   std::vector<ResidentBlock> truth() const;

@@ -1,0 +1,97 @@
+// Fleet: a set of mock engine workers in one process, what `kvgate-mock` runs and what tests
+// start in-process.
+//
+// Worker i serves HTTP on its own port and runs dp_size ranks; rank r of worker i is holder
+// h = i * dp_size + r, and publishes KV events on its own PUB port and replay (ROUTER) port.
+// Default layout, every port overridable and 0 meaning "any free port":
+//   HTTP of worker i          http_port + i
+//   KV PUB of holder h        kv_port + 2h
+//   KV replay of holder h     kv_port + 2h + 1
+//
+// Threading: start() and stop() from one control thread; ports(), info_json() from any thread
+// after start().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvgate/core/result.h"
+#include "kvgate/events/wire.h"
+#include "kvgate/mock/engine.h"
+
+namespace kvgate::mock {
+
+struct FleetOptions {
+  uint32_t workers = 1;
+  uint32_t dp_size = 1;
+  std::string model = "mock-8b";
+  EngineConfig engine;
+  events::WireFormat wire = events::WireFormat::kVllmArray;
+
+  std::string bind_address = "127.0.0.1";  // HTTP and ZMQ listen here
+  std::string advertise_host;              // in /server_info endpoints; default: bind (or
+                                           // 127.0.0.1 for a wildcard bind)
+  uint16_t http_port = 8000;               // 0: any free port per worker
+  std::vector<uint16_t> http_ports;        // per worker, overrides http_port
+  uint16_t kv_port = 5557;                 // 0: any free ports
+  std::vector<uint16_t> kv_pub_ports;      // per holder, override kv_port
+  std::vector<uint16_t> kv_replay_ports;   // per holder, override kv_port
+  bool replay = true;                      // replay sockets on
+  std::string topic;                       // ZMQ topic frame (vLLM's default is empty)
+  // Replay replies with the topic frame (vLLM >= 0.26) or without (older vLLM, SGLang).
+  // Default: with topic for vLLM wires, without for SGLang wires.
+  std::optional<bool> replay_with_topic;
+  size_t replay_buffer_steps = 10'000;
+
+  size_t threads = 2;                // io_contexts (threads) shared by the workers
+  size_t request_records = 100'000;  // per worker, for /admin/requests
+  size_t body_limit = 64 << 20;      // request bodies, bytes
+  uint64_t seed = 1;                 // fault-hook randomness
+};
+
+struct RankPorts {
+  uint32_t dp_rank = 0;
+  uint16_t pub = 0;
+  uint16_t replay = 0;          // 0: no replay socket
+  std::string pub_endpoint;     // as advertised
+  std::string replay_endpoint;  // as advertised, empty without replay
+};
+
+struct WorkerPorts {
+  uint32_t worker = 0;
+  uint16_t http = 0;
+  std::vector<RankPorts> ranks;
+};
+
+namespace detail {
+class FleetImpl;
+}
+
+class Fleet {
+ public:
+  // Validates the options, binds every port and starts serving.
+  static Result<std::unique_ptr<Fleet>> start(FleetOptions options);
+  ~Fleet();
+
+  // Aborts in-flight requests, closes the servers and publishers, joins the threads.
+  void stop();
+
+  const FleetOptions& options() const;
+  size_t size() const;
+  const WorkerPorts& ports(size_t worker) const;
+  // {"workers":[{"worker":0,"http_port":..,"url":..,"ranks":[{"dp_rank":0,"pub_port":..,
+  //   "replay_port":..,"endpoint":..,"replay_endpoint":..}]}]}: the startup line and --port-file.
+  std::string info_json() const;
+
+ private:
+  explicit Fleet(std::unique_ptr<detail::FleetImpl> impl);
+  std::unique_ptr<detail::FleetImpl> impl_;
+};
+
+// Checks options a user can get wrong (speedup, sizes, port lists); the CLI and start() use it.
+Status validate(const FleetOptions& options);
+
+}  // namespace kvgate::mock

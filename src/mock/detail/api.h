@@ -1,0 +1,66 @@
+// The mock's inference API: parsing OpenAI-style and SGLang-style request bodies into prompts of
+// token ids, and rendering responses and stream chunks the way vLLM and SGLang shape them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/core/result.h"
+#include "kvgate/core/tokenizer.h"
+#include "simdjson.h"
+
+namespace kvgate::mock::detail {
+
+enum class ApiKind { kCompletion, kChat, kGenerate };
+
+struct ApiRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::vector<std::vector<TokenId>> prompts;  // one per choice
+  uint32_t max_tokens = 16;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool batch = false;          // /generate given a list of prompts: answer with a list
+  std::optional<uint32_t> dp_rank;
+  std::string model;
+};
+
+// Parses a request body. Errors are the client's (400) and say what is wrong.
+Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
+                                     const TestTokenizer& tokenizer, simdjson::dom::parser& parser);
+
+// What one choice produced.
+struct ChoiceResult {
+  std::vector<TokenId> tokens;  // the whole output (non-streaming) or the new tokens (a chunk)
+  uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;
+  uint32_t output_tokens = 0;  // in all, so far
+  bool finished = false;
+  bool aborted = false;
+};
+
+struct ResponseIds {
+  std::string id;  // "cmpl-...", "chatcmpl-..." or the SGLang rid
+  int64_t created = 0;
+  std::string_view model;
+};
+
+// Appends the text the mock "generates" for `tokens` (one short word per token).
+void append_token_text(std::span<const TokenId> tokens, std::string* out);
+
+// A whole non-streaming response body.
+std::string render_response(const ApiRequest& req, const ResponseIds& ids,
+                            const std::vector<ChoiceResult>& choices, double e2e_seconds);
+// One streaming event's JSON for choice `index` (new tokens in `choice.tokens`); for /generate
+// `text_so_far` is the cumulative text SGLang streams.
+std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t index,
+                         const ChoiceResult& choice, bool first_chunk,
+                         std::string_view text_so_far);
+// The final usage-only chunk (stream_options.include_usage).
+std::string render_usage_chunk(const ApiRequest& req, const ResponseIds& ids,
+                               const std::vector<ChoiceResult>& choices);
+
+}  // namespace kvgate::mock::detail

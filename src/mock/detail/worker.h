@@ -1,0 +1,117 @@
+// Worker: one mock engine process as the fleet sees it: an HTTP server on its own port in front
+// of dp_size engine ranks, each rank with its own scheduler, KV block pool and KV-event stream.
+//
+// Threading: everything a worker owns (its server's connections and handlers, its ranks' step
+// timers, its fault state and records) runs on one context of the pool, so none of it is locked.
+// start() and shutdown() may be called from any thread outside the pool.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "boost/asio/steady_timer.hpp"
+#include "kvgate/core/tokenizer.h"
+#include "kvgate/events/wire.h"
+#include "kvgate/http/server.h"
+#include "kvgate/metrics/metrics.h"
+#include "kvgate/mock/engine.h"
+#include "mock/detail/api.h"
+#include "mock/detail/publisher.h"
+
+namespace kvgate::mock::detail {
+
+struct WorkerOptions {
+  uint32_t index = 0;
+  uint32_t dp_size = 1;
+  std::string model = "mock-8b";
+  EngineConfig engine;
+  events::WireFormat wire = events::WireFormat::kVllmArray;
+  http::ServerOptions http;
+  std::vector<size_t> streams;              // hub stream per rank
+  std::vector<StreamEndpoints> advertised;  // per rank, host as clients should dial it
+  std::string advertise_host = "127.0.0.1";
+  std::string topic;
+  ReplayShape replay_shape = ReplayShape::kWithTopic;
+  size_t replay_buffer_steps = 10'000;
+  size_t request_records = 100'000;
+  uint64_t seed = 0;
+};
+
+class Worker {
+ public:
+  Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options);
+  ~Worker();
+
+  Status start();
+  // Stops stepping, aborts every request and wakes its handler, then stops the HTTP server.
+  void shutdown();
+  uint16_t http_port() const { return server_->port(); }
+  const WorkerOptions& options() const { return options_; }
+
+ private:
+  struct Exchange;
+  struct Part;
+  struct Rank;
+  struct Record;
+
+  // Routes.
+  boost::asio::awaitable<void> serve_inference(ApiKind kind, const http::Request& req,
+                                               http::Responder& res);
+  boost::asio::awaitable<void> serve_admin(const http::Request& req, http::Responder& res);
+  http::Response health() const;
+  http::Response load_report() const;
+  http::Response server_info() const;
+  http::Response models() const;
+  http::Response metrics();
+  http::Response truth() const;
+  http::Response requests(const http::Request& req) const;
+  http::Response faults() const;
+
+  // Engine driving.
+  uint32_t pick_rank(std::optional<uint32_t> wanted) const;
+  void kick(Rank& r);
+  void on_step_done(Rank& r);
+  void publish(Rank& r, std::vector<events::WireEvent>& evs);
+  void apply_deferred(Rank& r);
+  void set_paused(bool paused);
+  void reopen_listener_after(Duration delay);
+  std::optional<unsigned> injected_failure();
+  void record(const Part& p, std::string_view status);
+
+  http::IoPool& pool_;
+  boost::asio::io_context& ctx_;
+  PublisherHub& hub_;
+  WorkerOptions options_;
+  TestTokenizer tokenizer_;
+  simdjson::dom::parser json_;
+  std::unique_ptr<http::Server> server_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  absl::flat_hash_map<uint64_t, Part*> parts_;  // (rank << 48 | engine id) -> waiting part
+  uint64_t next_request_ = 1;
+  bool stopping_ = false;
+
+  // Faults.
+  bool paused_ = false;
+  boost::asio::steady_timer pause_timer_;
+  uint64_t fail_next_ = 0;
+  double fail_ratio_ = 0;
+  unsigned fail_status_ = 500;
+  uint64_t injected_failures_ = 0;
+  std::mt19937_64 rng_;
+  boost::asio::steady_timer listener_timer_;
+
+  // Records, oldest first; `seq` numbers them for paging.
+  std::deque<Record> records_;
+  uint64_t next_record_seq_ = 1;
+
+  // Metrics (one registry per worker: each serves its own /metrics).
+  std::shared_ptr<metrics::Registry> registry_;
+};
+
+}  // namespace kvgate::mock::detail

@@ -1,0 +1,202 @@
+// kvgate-mock: a fleet of simulated vLLM / SGLang engines (docs/mock.md).
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "kvgate/core/log.h"
+#include "kvgate/mock/fleet.h"
+
+namespace {
+
+using kvgate::mock::FleetOptions;
+
+int run(int argc, char** argv) {
+  FleetOptions o;
+  kvgate::mock::EngineConfig& e = o.engine;
+  kvgate::mock::TimingModel& t = e.timing;
+  if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
+    e.vllm_hash_seed = seed;
+  }
+  std::string wire = "vllm-map";
+  std::string replay_shape = "auto";
+  std::string port_file;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  bool no_replay = false;
+  bool no_prefix_caching = false;
+  double step_overhead_ms = 6.0;
+  double decode_per_seq_us = 40.0;
+  double decode_per_ctx_ns = 40.0;
+
+  CLI::App app{
+      "kvgate-mock: a fleet of simulated vLLM / SGLang engine workers with real KV-cache events,\n"
+      "engine truth and fault hooks. Worker i serves HTTP on --http-port + i; rank r of worker i\n"
+      "(holder h = i * dp_size + r) publishes KV events on PUB --kv-port + 2h and answers replay\n"
+      "requests on ROUTER --kv-port + 2h + 1. Port 0 picks free ports; the bound ports are "
+      "printed\n"
+      "on stdout as `kvgate-mock ready {json}` and written to --port-file. See docs/mock.md."};
+  app.option_defaults()->always_capture_default();
+
+  auto* fleet_group = "Fleet and ports";
+  app.add_option("--workers", o.workers, "Number of engine workers")->group(fleet_group);
+  app.add_option("--dp-size", o.dp_size,
+                 "Data-parallel ranks per worker, each with its own scheduler, KV pool and event "
+                 "stream")
+      ->group(fleet_group);
+  app.add_option("--model", o.model, "Model name served and reported")->group(fleet_group);
+  app.add_option("--host", o.bind_address, "Address to listen on (HTTP and ZMQ)")
+      ->group(fleet_group);
+  app.add_option("--advertise-host", o.advertise_host,
+                 "Host written into the KV endpoints /server_info advertises (default: --host, "
+                 "or 127.0.0.1 for a wildcard --host)")
+      ->group(fleet_group);
+  app.add_option("--http-port", o.http_port, "First worker's HTTP port (0: any free port)")
+      ->group(fleet_group);
+  app.add_option("--http-ports", o.http_ports, "HTTP port per worker, overriding --http-port")
+      ->delimiter(',')
+      ->group(fleet_group);
+  app.add_option(
+         "--kv-port", o.kv_port,
+         "Base of the KV-event ports: PUB of holder h at base + 2h, replay at base + 2h + 1 "
+         "(0: any free ports)")
+      ->group(fleet_group);
+  app.add_option("--kv-pub-ports", o.kv_pub_ports,
+                 "PUB port per holder (worker-major), overriding --kv-port")
+      ->delimiter(',')
+      ->group(fleet_group);
+  app.add_option("--kv-replay-ports", o.kv_replay_ports,
+                 "Replay (ROUTER) port per holder (worker-major), overriding --kv-port")
+      ->delimiter(',')
+      ->group(fleet_group);
+  app.add_flag("--no-replay", no_replay, "Do not open replay sockets")->group(fleet_group);
+  app.add_option("--port-file", port_file,
+                 "Write the bound ports as JSON to this file once every port is bound")
+      ->group(fleet_group);
+  app.add_option("--threads", o.threads, "I/O threads shared by the workers")->group(fleet_group);
+
+  auto* kv = "KV events";
+  app.add_option("--kv-events-wire", wire,
+                 "Event layout: vllm-array (vLLM <= 0.23), vllm-map (vLLM >= 0.24), sglang "
+                 "(array events), sglang-map. vLLM layouts use vLLM's sha256_cbor block hashes, "
+                 "SGLang layouts SGLang's sha256")
+      ->check(CLI::IsMember({"vllm-array", "vllm-map", "sglang", "sglang-map"}))
+      ->group(kv);
+  app.add_option("--kv-topic", o.topic, "Topic frame of every KV message (vLLM's default: empty)")
+      ->group(kv);
+  app.add_option("--replay-shape", replay_shape,
+                 "Replay reply frames: topic ([\"\", topic, seq, payload], vLLM >= 0.26), legacy "
+                 "([\"\", seq, payload]) or auto (topic for vLLM wires, legacy for SGLang)")
+      ->check(CLI::IsMember({"auto", "topic", "legacy"}))
+      ->group(kv);
+  app.add_option("--replay-buffer-steps", o.replay_buffer_steps, "Batches the replay socket keeps")
+      ->group(kv);
+  app.add_option("--vllm-hash-seed", e.vllm_hash_seed,
+                 "Seed of vLLM's NONE_HASH (PYTHONHASHSEED when set, else vllm-none-hash)")
+      ->group(kv);
+  app.add_option("--router-hash-seed", e.router_hash_seed,
+                 "Seed of the router-side block hashes reported in the engine truth")
+      ->group(kv);
+
+  auto* sched = "Scheduler and KV pool";
+  app.add_option("--block-size", e.block_size, "Tokens per KV block")->group(sched);
+  app.add_option("--num-blocks", e.num_blocks,
+                 "KV blocks per rank (default: ~416k tokens, an 8B model on an 80 GB accelerator)")
+      ->group(sched);
+  app.add_option("--max-num-seqs", e.max_num_seqs, "Running requests per rank at most")
+      ->group(sched);
+  app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
+                 "Tokens per scheduler step (chunked prefill budget)")
+      ->group(sched);
+  app.add_option("--max-model-len", e.max_model_len, "Prompt plus output tokens per request")
+      ->group(sched);
+  app.add_flag("--no-prefix-caching", no_prefix_caching,
+               "Disable prefix caching (and with it every KV event)")
+      ->group(sched);
+  app.add_option("--vocab", e.vocab, "Vocabulary of the built-in test tokenizer and outputs")
+      ->group(sched);
+
+  auto* timing = "Timing model (docs/mock.md)";
+  app.add_option("--prefill-tokens-per-s", t.prefill_tokens_per_s, "Prefill throughput")
+      ->group(timing);
+  app.add_option("--step-overhead-ms", step_overhead_ms,
+                 "Fixed cost of every step (weights read once, launch, sampling)")
+      ->group(timing);
+  app.add_option("--decode-per-seq-us", decode_per_seq_us, "Cost per decoding sequence in a step")
+      ->group(timing);
+  app.add_option("--decode-per-context-token-ns", decode_per_ctx_ns,
+                 "Cost per context token of each decoding sequence (attention KV reads)")
+      ->group(timing);
+  app.add_option("--speedup", t.speedup, "Run this many times faster than real time (> 0)")
+      ->group(timing);
+
+  auto* proc = "Process";
+  app.add_option("--request-records", o.request_records,
+                 "Request records kept per worker for /admin/requests")
+      ->group(proc);
+  app.add_option("--max-body-bytes", o.body_limit, "Largest request body (413 above)")->group(proc);
+  app.add_option("--seed", o.seed, "Seed of the fault hooks' randomness")->group(proc);
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->group(proc);
+  app.add_option("--log-format", log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->group(proc);
+
+  CLI11_PARSE(app, argc, argv);
+
+  o.wire = *kvgate::events::parse_wire_format(wire);
+  o.replay = !no_replay;
+  e.enable_prefix_caching = !no_prefix_caching;
+  if (replay_shape != "auto") o.replay_with_topic = replay_shape == "topic";
+  t.step_overhead = std::chrono::nanoseconds(static_cast<int64_t>(step_overhead_ms * 1e6));
+  t.decode_per_seq = std::chrono::nanoseconds(static_cast<int64_t>(decode_per_seq_us * 1e3));
+  t.decode_per_context_token = std::chrono::nanoseconds(static_cast<int64_t>(decode_per_ctx_ns));
+
+  kvgate::log::Options lo;
+  lo.level = log_level;
+  lo.format = *kvgate::log::parse_format(log_format);
+  if (auto s = kvgate::log::init(lo); !s.ok()) {
+    std::cerr << "kvgate-mock: " << s << "\n";
+    return 2;
+  }
+  if (auto s = kvgate::mock::validate(o); !s.ok()) {
+    std::cerr << "kvgate-mock: " << s.message() << "\n";
+    return 2;
+  }
+
+  // Signals are taken by sigwait() below, so block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto fleet = kvgate::mock::Fleet::start(o);
+  if (!fleet.ok()) {
+    std::cerr << "kvgate-mock: " << fleet.status().message() << "\n";
+    kvgate::log::shutdown();
+    return 1;
+  }
+  const std::string info = (*fleet)->info_json();
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << info << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());  // readers never see a partial file
+  }
+  std::cout << "kvgate-mock ready " << info << std::endl;
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "kvgate-mock: signal " << sig << ", stopping\n";
+  (*fleet)->stop();
+  kvgate::log::shutdown();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return run(argc, argv); }

@@ -1,0 +1,311 @@
+// kvgate-bench-index: replays a Mooncake corpus (kvgate-corpus) into one or more indexers and
+// reports block ops/s single-threaded and under event lanes plus query threads at an offered
+// rate, lookup and event-apply latency, bytes per membership, and the floors of the same data.
+//
+//   kvgate-corpus build --traces-dir /work/shared/traces --out /tmp/mooncake.kvgc
+//   kvgate-bench-index --corpus /tmp/mooncake.kvgc --kv-index positional --runs 3
+//
+// Recorded figures and their exact commands: docs/benchmarks.md, "KV index".
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "corpus/corpus_file.h"
+#include "kvgate/core/json_writer.h"
+#include "kvgate/index/indexer.h"
+#include "replay.h"
+
+namespace kvgate::bench {
+namespace {
+
+constexpr const char* kMemoryMethod =
+    "jemalloc stats.allocated (after an epoch refresh) at the single-thread run's sample with the "
+    "most memberships (sampled every 4096 batches and at the end), minus the allocation measured "
+    "just before the index was built, divided by the index's memberships at that sample";
+constexpr const char* kOpsMethod =
+    "block ops = lookup blocks + stored blocks + removed blocks of the corpus, over the wall time "
+    "of the whole replay including the drain; latency is steady_clock around each lookup() / "
+    "apply() call";
+constexpr const char* kFloorMethod =
+    "the same corpus in the same order with one absl::flat_hash_map insert per stored block and "
+    "one erase per removed block, and one sequential 64-bit compare per lookup block";
+
+struct Options {
+  std::string corpus;
+  std::vector<std::string> kinds = {"positional"};
+  uint32_t runs = 1;
+  uint32_t lanes = 1;
+  uint32_t readers = 1;
+  std::vector<double> rates = {0};
+  bool concurrent = true;
+  std::string json;
+};
+
+struct IndexRun {
+  std::string kind;
+  uint32_t run = 0;
+  SingleRun single;
+  std::vector<ConcurrentRun> concurrent;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+void write_percentiles(JsonWriter& w, const char* key, const Percentiles& p) {
+  w.key(key).begin_object();
+  w.member("count", p.count).member("p50_us", p.p50_us).member("p99_us", p.p99_us);
+  w.member("p999_us", p.p999_us).member("max_us", p.max_us).member("mean_us", p.mean_us);
+  w.end_object();
+}
+
+std::unique_ptr<index::Indexer> make(const std::string& kind) {
+  auto k = index::parse_index_kind(kind);
+  auto made = index::make_indexer(*k);
+  if (!made.ok()) return nullptr;
+  return std::move(*made);
+}
+
+int run(const Options& o) {
+  auto loaded = corpus::Corpus::load(o.corpus);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "kvgate-bench-index: %s\n",
+                 std::string(loaded.status().message()).c_str());
+    return 1;
+  }
+  const corpus::Corpus& c = *loaded;
+  for (const std::string& kind : o.kinds) {
+    auto k = index::parse_index_kind(kind);
+    if (!k.ok() || !index::make_indexer(*k).ok()) {
+      std::fprintf(stderr, "kvgate-bench-index: --kv-index %s: %s\n", kind.c_str(),
+                   k.ok() ? std::string(index::make_indexer(*k).status().message()).c_str()
+                          : std::string(k.status().message()).c_str());
+      return 2;
+    }
+  }
+  std::FILE* table = o.json == "-" ? stderr : stdout;
+  const auto& t = c.header().totals;
+  std::fprintf(table, "corpus %s (%.1f MB)\n%s", o.corpus.c_str(), c.file_bytes() / 1e6,
+               corpus::describe(c.header()).c_str());
+  std::fprintf(table, "machine: %u hardware threads\n", std::thread::hardware_concurrency());
+  std::fprintf(table, "method: %s\nfloors: %s\nmemory: %s\n\n", kOpsMethod, kFloorMethod,
+               allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
+
+  std::vector<Floors> floors;
+  std::vector<IndexRun> runs;
+  for (uint32_t r = 1; r <= o.runs; ++r) {
+    floors.push_back(run_floors(c));
+    const Floors& f = floors.back();
+    std::fprintf(table,
+                 "run %u floors: %.2f M block ops/s (event %.1f ns/block, lookup %.2f ns/block)\n",
+                 r, f.block_ops_per_s / 1e6, f.event_ns_per_block, f.lookup_ns_per_block);
+    for (const std::string& kind : o.kinds) {
+      IndexRun ir;
+      ir.kind = kind;
+      ir.run = r;
+      {
+        auto index = make(kind);
+        ir.single = run_single(c, *index);
+      }
+      const SingleRun& s = ir.single;
+      std::fprintf(table,
+                   "run %u %-10s single: %.2f M block ops/s, %.2f s; lookup p50/p99/p999 "
+                   "%.2f/%.2f/%.2f us; apply p50/p99/p999 %.2f/%.2f/%.2f us; %.1f B/membership "
+                   "(allocated), %.1f (self-counted) at %llu memberships; hit blocks %llu\n",
+                   r, kind.c_str(), s.block_ops_per_s / 1e6, s.wall_s, s.lookup.p50_us,
+                   s.lookup.p99_us, s.lookup.p999_us, s.apply.p50_us, s.apply.p99_us,
+                   s.apply.p999_us, s.memory.bytes_per_membership(),
+                   s.memory.self_bytes_per_membership(),
+                   static_cast<unsigned long long>(s.memory.memberships),
+                   static_cast<unsigned long long>(s.hit_blocks));
+      if (o.concurrent) {
+        for (double rate : o.rates) {
+          auto index = index::make_synchronized(make(kind));
+          ir.concurrent.push_back(run_concurrent(c, *index, o.lanes, o.readers, rate));
+          const ConcurrentRun& cr = ir.concurrent.back();
+          std::fprintf(table,
+                       "run %u %-10s %u lanes + %u readers, offered %s: achieved %.2f M block "
+                       "ops/s (%s); lookup p50/p99/p999 %.2f/%.2f/%.2f us; apply p50/p99 "
+                       "%.2f/%.2f us\n",
+                       r, kind.c_str(), cr.lanes, cr.readers,
+                       rate > 0 ? (std::to_string(rate / 1e6) + " M").c_str() : "unpaced",
+                       cr.achieved_block_ops_per_s / 1e6, cr.kept_up ? "kept up" : "NOT kept up",
+                       cr.lookup.p50_us, cr.lookup.p99_us, cr.lookup.p999_us, cr.apply.p50_us,
+                       cr.apply.p99_us);
+        }
+      }
+      runs.push_back(std::move(ir));
+    }
+  }
+
+  // Medians over runs.
+  std::fprintf(table, "\nmedians over %u run(s)\n", o.runs);
+  std::fprintf(table, "%-10s %12s %9s %9s %9s %9s %9s %10s %10s\n", "index", "M blk ops/s",
+               "lk p50us", "lk p99us", "lk p999", "ap p50us", "ap p99us", "B/member", "self B/m");
+  auto med = [&](const std::string& kind, auto field) {
+    std::vector<double> v;
+    for (const IndexRun& ir : runs) {
+      if (ir.kind == kind) v.push_back(field(ir));
+    }
+    return median(v);
+  };
+  for (const std::string& kind : o.kinds) {
+    std::fprintf(
+        table, "%-10s %12.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.1f %10.1f\n", kind.c_str(),
+        med(kind, [](const IndexRun& r) { return r.single.block_ops_per_s / 1e6; }),
+        med(kind, [](const IndexRun& r) { return r.single.lookup.p50_us; }),
+        med(kind, [](const IndexRun& r) { return r.single.lookup.p99_us; }),
+        med(kind, [](const IndexRun& r) { return r.single.lookup.p999_us; }),
+        med(kind, [](const IndexRun& r) { return r.single.apply.p50_us; }),
+        med(kind, [](const IndexRun& r) { return r.single.apply.p99_us; }),
+        med(kind, [](const IndexRun& r) { return r.single.memory.bytes_per_membership(); }),
+        med(kind, [](const IndexRun& r) { return r.single.memory.self_bytes_per_membership(); }));
+    if (o.concurrent) {
+      for (size_t i = 0; i < o.rates.size(); ++i) {
+        int kept = 0;
+        for (const IndexRun& ir : runs) kept += ir.kind == kind && ir.concurrent[i].kept_up;
+        std::fprintf(
+            table,
+            "%-10s %u lanes + %u readers at %s: achieved %.2f M block ops/s, kept up %d of %u, "
+            "lookup p50/p99/p999 %.2f/%.2f/%.2f us\n",
+            kind.c_str(), o.lanes, o.readers,
+            o.rates[i] > 0 ? (std::to_string(o.rates[i] / 1e6) + " M").c_str() : "unpaced",
+            med(kind,
+                [i](const IndexRun& r) { return r.concurrent[i].achieved_block_ops_per_s / 1e6; }),
+            kept, o.runs,
+            med(kind, [i](const IndexRun& r) { return r.concurrent[i].lookup.p50_us; }),
+            med(kind, [i](const IndexRun& r) { return r.concurrent[i].lookup.p99_us; }),
+            med(kind, [i](const IndexRun& r) { return r.concurrent[i].lookup.p999_us; }));
+      }
+    }
+  }
+  std::vector<double> fo, fe, fl;
+  for (const Floors& f : floors) {
+    fo.push_back(f.block_ops_per_s / 1e6);
+    fe.push_back(f.event_ns_per_block);
+    fl.push_back(f.lookup_ns_per_block);
+  }
+  std::fprintf(table, "%-10s %12.2f   (event %.1f ns/block, lookup %.2f ns/block)\n", "floors",
+               median(fo), median(fe), median(fl));
+
+  if (!o.json.empty()) {
+    std::string out;
+    JsonWriter w(&out);
+    w.begin_object();
+    w.key("corpus").begin_object();
+    const auto& p = c.header().params;
+    w.member("file", o.corpus).member("trace", std::string(p.trace, strnlen(p.trace, 64)));
+    w.member("workers", p.workers).member("duplication", p.duplication);
+    w.member("length_factor", p.length_factor).member("block_tokens", p.block_tokens);
+    w.member("pool_blocks", p.pool_blocks).member("seed", p.seed);
+    w.member("requests", t.requests).member("lookups", t.lookups);
+    w.member("lookup_blocks", t.lookup_blocks).member("stored_blocks", t.stored_blocks);
+    w.member("removed_blocks", t.removed_blocks).member("block_ops", t.block_ops());
+    w.member("events", t.events).member("batches", t.batches);
+    w.member("distinct_blocks", t.distinct_blocks).member("peak_memberships", t.peak_memberships);
+    w.end_object();
+    w.key("method").begin_object();
+    w.member("block_ops", kOpsMethod).member("floors", kFloorMethod);
+    w.member("memory", allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
+    w.end_object();
+    w.member("hardware_threads", std::thread::hardware_concurrency());
+    w.key("floors").begin_array();
+    for (const Floors& f : floors) {
+      w.begin_object().member("block_ops_per_s", f.block_ops_per_s);
+      w.member("event_ns_per_block", f.event_ns_per_block);
+      w.member("lookup_ns_per_block", f.lookup_ns_per_block).member("wall_s", f.wall_s);
+      w.end_object();
+    }
+    w.end_array();
+    w.key("runs").begin_array();
+    for (const IndexRun& ir : runs) {
+      const SingleRun& s = ir.single;
+      w.begin_object().member("index", ir.kind).member("run", ir.run);
+      w.key("single").begin_object();
+      w.member("block_ops_per_s", s.block_ops_per_s).member("wall_s", s.wall_s);
+      write_percentiles(w, "lookup", s.lookup);
+      write_percentiles(w, "apply", s.apply);
+      w.member("hit_blocks", s.hit_blocks);
+      w.member("orphan_events", uint64_t{s.totals.orphan_events});
+      w.member("unknown_removals", uint64_t{s.totals.unknown_removals});
+      w.member("memberships", s.final_stats.memberships);
+      w.member("resident_blocks", s.final_stats.resident_blocks);
+      w.key("memory").begin_object();
+      w.member("available", s.memory.available).member("memberships", s.memory.memberships);
+      w.member("allocated_delta_bytes", s.memory.allocated_delta);
+      w.member("bytes_per_membership", s.memory.bytes_per_membership());
+      w.member("self_counted_bytes", s.memory.self_counted_bytes);
+      w.member("self_bytes_per_membership", s.memory.self_bytes_per_membership());
+      w.end_object();
+      w.end_object();
+      w.key("concurrent").begin_array();
+      for (const ConcurrentRun& cr : ir.concurrent) {
+        w.begin_object().member("lanes", cr.lanes).member("readers", cr.readers);
+        w.member("offered_block_ops_per_s", cr.offered_block_ops_per_s);
+        w.member("achieved_block_ops_per_s", cr.achieved_block_ops_per_s);
+        w.member("kept_up", cr.kept_up).member("wall_s", cr.wall_s);
+        write_percentiles(w, "lookup", cr.lookup);
+        write_percentiles(w, "apply", cr.apply);
+        w.end_object();
+      }
+      w.end_array();
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    out += "\n";
+    if (o.json == "-") {
+      std::fputs(out.c_str(), stdout);
+    } else {
+      std::ofstream f(o.json);
+      f << out;
+      if (!f) {
+        std::fprintf(stderr, "kvgate-bench-index: cannot write %s\n", o.json.c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvgate::bench
+
+int main(int argc, char** argv) {
+  kvgate::bench::Options o;
+  CLI::App app{
+      "Replays a Mooncake index corpus (built by kvgate-corpus) into KV indexers and measures\n"
+      "them. Per run and indexer: a single-threaded replay of every op in corpus order (block\n"
+      "ops/s, lookup and apply latency, bytes per membership), then the same corpus with\n"
+      "--lanes event threads (each owning the holders with id % lanes == lane, so a holder's\n"
+      "batches stay in order) and --readers query threads, each op released when the offered\n"
+      "rate reaches it (--rate, block ops/s; 0 = as fast as possible). Indexers that are not\n"
+      "concurrent run there behind make_synchronized()'s reader-writer lock. Each run also\n"
+      "measures the floors: the same data through one hash-map insert/erase per event block and\n"
+      "one compare per lookup block.",
+      "kvgate-bench-index"};
+  app.add_option("--corpus", o.corpus, "corpus file from kvgate-corpus")->required();
+  app.add_option("--kv-index", o.kinds, "indexers to measure: reference, positional, chain")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--runs", o.runs, "repetitions (tables report medians)")->capture_default_str();
+  app.add_option("--lanes", o.lanes, "event lanes in the concurrent replay")->capture_default_str();
+  app.add_option("--readers", o.readers, "query threads in the concurrent replay")
+      ->capture_default_str();
+  app.add_option("--rate", o.rates, "offered block ops/s for the concurrent replay (0: unpaced)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_flag("!--no-concurrent", o.concurrent, "skip the concurrent replay");
+  app.add_option("--json", o.json,
+                 "write the results as JSON to this file ('-': stdout, the "
+                 "table then goes to stderr)");
+  CLI11_PARSE(app, argc, argv);
+  if (o.runs == 0) o.runs = 1;
+  return kvgate::bench::run(o);
+}

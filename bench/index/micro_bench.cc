@@ -1,0 +1,106 @@
+// Micro benches of the indexers' two hot calls, on a synthetic fleet: `holders` holders sharing
+// a prefix of half the chain, each with its own tail.
+// Run: build/release/bin/kvgate-bench-index-micro --benchmark_repetitions=5
+//        --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "kvgate/core/block_hash.h"
+#include "kvgate/index/indexer.h"
+
+namespace kvgate::index {
+namespace {
+
+constexpr IndexKind kKinds[] = {IndexKind::kReference, IndexKind::kPositional};
+
+struct Fleet {
+  std::unique_ptr<Indexer> index;
+  std::vector<std::vector<SeqHash>> chains;  // per holder, its full chain
+};
+
+// Every holder stores [shared prefix of depth/2][own tail of depth/2] plus `extra` unrelated
+// blocks, so the maps have a realistic size.
+Fleet build(IndexKind kind, uint32_t holders, uint32_t depth, uint32_t extra) {
+  Fleet f;
+  f.index = std::move(*make_indexer(kind));
+  BlockHasher hasher;
+  for (uint32_t h = 0; h < holders; ++h) {
+    std::vector<EngineHash> engine;
+    std::vector<LocalHash> local;
+    std::vector<SeqHash> seq;
+    for (uint32_t i = 0; i < depth; ++i) {
+      const LocalHash l = i < depth / 2 ? 1000 + i : (uint64_t{h} << 32) + i;
+      local.push_back(l);
+      engine.push_back(l * 31 + 7);
+      seq.push_back(i == 0 ? l : hasher.chain(seq.back(), l));
+    }
+    for (uint32_t i = 0; i < extra; ++i) {
+      local.push_back((uint64_t{h} << 40) + i);
+      engine.push_back((uint64_t{h} << 40) + i);
+    }
+    Event e;
+    e.kind = EventKind::kStored;
+    e.engine_hashes = engine;
+    e.local_hashes = local;
+    f.index->apply(HolderId(h), std::span<const Event>(&e, 1));
+    f.chains.push_back(std::move(seq));
+  }
+  return f;
+}
+
+void BM_Lookup(benchmark::State& state) {
+  const IndexKind kind = kKinds[state.range(0)];
+  const uint32_t holders = static_cast<uint32_t>(state.range(1));
+  const uint32_t depth = static_cast<uint32_t>(state.range(2));
+  Fleet f = build(kind, holders, depth, 4096);
+  std::vector<HolderMatch> out;
+  out.reserve(holders);
+  size_t i = 0;
+  for (auto _ : state) {
+    f.index->lookup(f.chains[i++ % holders], out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(index_kind_name(kind)));
+  state.counters["blocks/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * depth,
+                                                  benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Lookup)
+    ->ArgNames({"kind", "holders", "depth"})
+    ->ArgsProduct({{0, 1}, {4, 128}, {16, 96}});
+
+// One holder stores a 32-block chain under a held parent and removes it again: 64 block ops.
+void BM_StoreRemove(benchmark::State& state) {
+  const IndexKind kind = kKinds[state.range(0)];
+  const uint32_t holders = static_cast<uint32_t>(state.range(1));
+  Fleet f = build(kind, holders, 64, 4096);
+  constexpr uint32_t kBlocks = 32;
+  std::vector<EngineHash> engine(kBlocks);
+  std::vector<LocalHash> local(kBlocks);
+  for (uint32_t i = 0; i < kBlocks; ++i) {
+    local[i] = 0xabc000 + i;
+    engine[i] = 0xdef000 + i;
+  }
+  Event events[2];
+  events[0].kind = EventKind::kStored;
+  events[0].has_parent = true;
+  events[0].parent = 1000 * 31 + 7;  // the first shared block's engine hash
+  events[0].engine_hashes = engine;
+  events[0].local_hashes = local;
+  events[1].kind = EventKind::kRemoved;
+  events[1].engine_hashes = engine;
+  uint32_t h = 0;
+  for (auto _ : state) {
+    const ApplyResult r = f.index->apply(HolderId(h++ % holders), events);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetLabel(std::string(index_kind_name(kind)));
+  state.counters["blocks/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2 * kBlocks, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_StoreRemove)->ArgNames({"kind", "holders"})->ArgsProduct({{0, 1}, {4, 128}});
+
+}  // namespace
+}  // namespace kvgate::index
+
+BENCHMARK_MAIN();

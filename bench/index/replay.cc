@@ -1,0 +1,256 @@
+#include "replay.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+
+// jemalloc's control interface, weak so that a build without jemalloc still links and reports
+// memory as unavailable.
+extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp, size_t newlen)
+    __attribute__((weak));
+
+namespace kvgate::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint32_t ns_since(Clock::time_point t0, Clock::time_point t1) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+  return static_cast<uint32_t>(std::min<int64_t>(ns, UINT32_MAX));
+}
+
+double seconds(Clock::time_point t0, Clock::time_point t1) {
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+// Waits until `due` without holding a core when far ahead; a benchmark pacer, not a test.
+void wait_until(Clock::time_point due) {
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= due) return;
+    if (due - now > std::chrono::microseconds(200)) {
+      std::this_thread::sleep_for(due - now - std::chrono::microseconds(100));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+uint64_t op_blocks(const corpus::Corpus& c, const corpus::Corpus::Op& op) {
+  if (op.kind == corpus::Corpus::Op::Kind::kLookup) return c.lookup(op.index).size();
+  const auto& b = c.batches()[op.index];
+  return uint64_t{b.stored_blocks} + b.removed_blocks;
+}
+
+}  // namespace
+
+Percentiles percentiles(std::vector<uint32_t>& ns) {
+  Percentiles p;
+  p.count = ns.size();
+  if (ns.empty()) return p;
+  auto at = [&](double q) {
+    const size_t k = std::min(ns.size() - 1, static_cast<size_t>(q * ns.size()));
+    std::nth_element(ns.begin(), ns.begin() + k, ns.end());
+    return ns[k] / 1000.0;
+  };
+  p.p50_us = at(0.50);
+  p.p99_us = at(0.99);
+  p.p999_us = at(0.999);
+  p.max_us = *std::max_element(ns.begin(), ns.end()) / 1000.0;
+  p.mean_us = std::accumulate(ns.begin(), ns.end(), 0.0) / ns.size() / 1000.0;
+  return p;
+}
+
+bool allocator_stats_available() {
+  if (mallctl == nullptr) return false;
+  size_t allocated = 0, len = sizeof(allocated);
+  return mallctl("stats.allocated", &allocated, &len, nullptr, 0) == 0;
+}
+
+uint64_t allocated_bytes_or_zero() {
+  if (mallctl == nullptr) return 0;
+  uint64_t epoch = 1;
+  size_t len = sizeof(epoch);
+  mallctl("epoch", &epoch, &len, &epoch, len);  // refresh jemalloc's cached statistics
+  size_t allocated = 0;
+  len = sizeof(allocated);
+  if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return 0;
+  return allocated;
+}
+
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
+  SingleRun r;
+  constexpr size_t kSampleEvery = 4096;  // batches between memory samples
+  std::vector<uint32_t> lookup_ns(c.lookup_count());
+  std::vector<uint32_t> apply_ns(c.batches().size());
+  std::vector<index::HolderMatch> out;
+  out.reserve(1024);
+  r.memory.available = allocator_stats_available();
+  const uint64_t baseline = allocated_bytes_or_zero();
+  const auto& ops = c.ops();
+  Clock::duration sampling{0};
+  size_t batches = 0;
+  auto sample = [&] {
+    const auto s0 = Clock::now();
+    const index::IndexStats st = index.stats();
+    const uint64_t allocated = allocated_bytes_or_zero();
+    ++r.memory.samples;
+    if (st.memberships >= r.memory.memberships) {
+      r.memory.memberships = st.memberships;
+      r.memory.allocated_delta = allocated > baseline ? allocated - baseline : 0;
+      r.memory.self_counted_bytes = st.bytes;
+    }
+    sampling += Clock::now() - s0;
+  };
+  const auto start = Clock::now();
+  for (const corpus::Corpus::Op& op : ops) {
+    if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
+      const auto chain = c.lookup(op.index);
+      const auto t0 = Clock::now();
+      index.lookup(chain, out);
+      lookup_ns[op.index] = ns_since(t0, Clock::now());
+      uint32_t best = 0;
+      for (const auto& m : out) best = std::max(best, m.device_depth);
+      r.hit_blocks += best;
+    } else {
+      const auto& b = c.batches()[op.index];
+      const auto t0 = Clock::now();
+      r.totals += index.apply(b.holder, c.events(b));
+      apply_ns[op.index] = ns_since(t0, Clock::now());
+      if (++batches % kSampleEvery == 0) sample();
+    }
+  }
+  const auto end = Clock::now();
+  sample();
+  r.wall_s = seconds(start, end) - std::chrono::duration<double>(sampling).count();
+  r.block_ops = c.header().totals.block_ops();
+  r.block_ops_per_s = r.block_ops / r.wall_s;
+  r.lookup = percentiles(lookup_ns);
+  r.apply = percentiles(apply_ns);
+  r.final_stats = index.stats();
+  return r;
+}
+
+ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, uint32_t lanes,
+                             uint32_t readers, double offered) {
+  ConcurrentRun r;
+  r.lanes = std::max<uint32_t>(1, lanes);
+  r.readers = std::max<uint32_t>(1, readers);
+  r.offered_block_ops_per_s = offered;
+  const auto& ops = c.ops();
+  // Each op is due when the offered rate reaches the block ops before it in corpus order.
+  std::vector<double> due_s(ops.size());
+  std::vector<std::vector<uint32_t>> lane_ops(r.lanes), reader_ops(r.readers);
+  uint64_t before = 0;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    due_s[k] = offered > 0 ? before / offered : 0;
+    before += op_blocks(c, ops[k]);
+    if (ops[k].kind == corpus::Corpus::Op::Kind::kLookup) {
+      reader_ops[ops[k].index % r.readers].push_back(static_cast<uint32_t>(k));
+    } else {
+      // A holder's batches stay on one lane, in order.
+      const auto& b = c.batches()[ops[k].index];
+      lane_ops[b.holder.value() % r.lanes].push_back(static_cast<uint32_t>(k));
+    }
+  }
+  std::vector<uint32_t> lookup_ns(c.lookup_count());
+  std::vector<uint32_t> apply_ns(c.batches().size());
+  std::atomic<uint32_t> ready{0};
+  std::atomic<bool> go{false};
+  Clock::time_point start;
+  std::vector<Clock::time_point> finished(r.lanes + r.readers);
+  auto worker = [&](const std::vector<uint32_t>& mine, size_t slot) {
+    std::vector<index::HolderMatch> out;
+    out.reserve(1024);
+    ready.fetch_add(1);
+    while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+    for (uint32_t k : mine) {
+      if (offered > 0) {
+        wait_until(start + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(due_s[k])));
+      }
+      const corpus::Corpus::Op& op = ops[k];
+      const auto t0 = Clock::now();
+      if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
+        index.lookup(c.lookup(op.index), out);
+        lookup_ns[op.index] = ns_since(t0, Clock::now());
+      } else {
+        const auto& b = c.batches()[op.index];
+        index.apply(b.holder, c.events(b));
+        apply_ns[op.index] = ns_since(t0, Clock::now());
+      }
+    }
+    finished[slot] = Clock::now();
+  };
+  std::vector<std::thread> threads;
+  for (uint32_t i = 0; i < r.lanes; ++i) threads.emplace_back(worker, std::cref(lane_ops[i]), i);
+  for (uint32_t i = 0; i < r.readers; ++i) {
+    threads.emplace_back(worker, std::cref(reader_ops[i]), r.lanes + i);
+  }
+  while (ready.load() < threads.size()) std::this_thread::yield();
+  start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& t : threads) t.join();
+  const Clock::time_point end = *std::max_element(finished.begin(), finished.end());
+  r.wall_s = seconds(start, end);
+  r.achieved_block_ops_per_s = c.header().totals.block_ops() / r.wall_s;
+  r.kept_up = offered <= 0 || r.achieved_block_ops_per_s >= 0.99 * offered;
+  r.lookup = percentiles(lookup_ns);
+  r.apply = percentiles(apply_ns);
+  return r;
+}
+
+Floors run_floors(const corpus::Corpus& c) {
+  Floors f;
+  absl::flat_hash_map<uint64_t, uint64_t> map;
+  map.reserve(c.header().totals.peak_memberships + 1024);
+  uint64_t sink = 0;
+  std::span<const SeqHash> previous;
+  Clock::duration event_time{0}, lookup_time{0};
+  uint64_t event_blocks = 0, lookup_blocks = 0;
+  const auto start = Clock::now();
+  for (const corpus::Corpus::Op& op : c.ops()) {
+    const auto t0 = Clock::now();
+    if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
+      // One compare per block against the previous request's chain, walked in order.
+      const auto chain = c.lookup(op.index);
+      const size_t n = std::min(chain.size(), previous.size());
+      uint64_t equal = 0;
+      for (size_t i = 0; i < n; ++i) equal += chain[i] == previous[i];
+      sink += equal;
+      previous = chain;
+      lookup_blocks += chain.size();
+      lookup_time += Clock::now() - t0;
+    } else {
+      const auto& b = c.batches()[op.index];
+      const uint64_t salt = uint64_t{b.holder.value()} << 48;
+      for (const index::Event& e : c.events(b)) {
+        if (e.kind == index::EventKind::kStored) {
+          for (index::EngineHash h : e.engine_hashes) map.insert_or_assign(h ^ salt, h);
+        } else if (e.kind == index::EventKind::kRemoved) {
+          for (index::EngineHash h : e.engine_hashes) sink += map.erase(h ^ salt);
+        }
+      }
+      event_blocks += uint64_t{b.stored_blocks} + b.removed_blocks;
+      event_time += Clock::now() - t0;
+    }
+  }
+  const auto end = Clock::now();
+  f.wall_s = seconds(start, end);
+  f.block_ops_per_s = c.header().totals.block_ops() / f.wall_s;
+  f.event_ns_per_block =
+      event_blocks ? std::chrono::duration<double, std::nano>(event_time).count() / event_blocks
+                   : 0;
+  f.lookup_ns_per_block =
+      lookup_blocks ? std::chrono::duration<double, std::nano>(lookup_time).count() / lookup_blocks
+                    : 0;
+  // Keep the work observable.
+  if (sink == 0xFFFFFFFFFFFFFFFFull) f.wall_s += 1e-12;
+  return f;
+}
+
+}  // namespace kvgate::bench

@@ -1,0 +1,75 @@
+// The replay engine of kvgate-bench-index: drives a loaded corpus into any indexer and measures
+// it, single-threaded and with event lanes plus query threads at an offered rate, and measures
+// the floors (what the same data costs with nothing but a hash map and a compare loop).
+//
+// Its own cost per operation is one switch, two clock reads and one store into a preallocated
+// latency array, small beside a microsecond lookup.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "corpus/corpus_file.h"
+#include "kvgate/index/indexer.h"
+
+namespace kvgate::bench {
+
+struct Percentiles {
+  double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0, mean_us = 0;
+  uint64_t count = 0;
+};
+// Summarizes nanosecond samples (reordered in place).
+Percentiles percentiles(std::vector<uint32_t>& ns);
+
+struct MemoryReading {
+  bool available = false;           // jemalloc statistics were readable
+  uint64_t memberships = 0;         // at the sample with the most memberships
+  uint64_t allocated_delta = 0;     // allocated bytes then, minus the baseline before the build
+  uint64_t self_counted_bytes = 0;  // the index's stats().bytes then
+  uint64_t samples = 0;
+  double bytes_per_membership() const {
+    return memberships ? static_cast<double>(allocated_delta) / memberships : 0;
+  }
+  double self_bytes_per_membership() const {
+    return memberships ? static_cast<double>(self_counted_bytes) / memberships : 0;
+  }
+};
+
+struct SingleRun {
+  double wall_s = 0;
+  uint64_t block_ops = 0;
+  double block_ops_per_s = 0;
+  Percentiles lookup, apply;
+  uint64_t hit_blocks = 0;  // per lookup, the deepest device match over holders, summed
+  index::ApplyResult totals;
+  index::IndexStats final_stats;
+  MemoryReading memory;
+};
+
+struct ConcurrentRun {
+  uint32_t lanes = 0, readers = 0;
+  double offered_block_ops_per_s = 0;  // 0: unpaced (capacity)
+  double achieved_block_ops_per_s = 0;
+  bool kept_up = false;  // achieved >= 99% of offered (always true unpaced)
+  double wall_s = 0;
+  Percentiles lookup, apply;
+};
+
+struct Floors {
+  double wall_s = 0;
+  double block_ops_per_s = 0;
+  double event_ns_per_block = 0;   // one flat-hash-map insert or erase per stored/removed block
+  double lookup_ns_per_block = 0;  // one sequential 64-bit compare per lookup block
+};
+
+uint64_t allocated_bytes_or_zero();
+bool allocator_stats_available();
+
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index);
+ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, uint32_t lanes,
+                             uint32_t readers, double offered_block_ops_per_s);
+Floors run_floors(const corpus::Corpus& c);
+
+}  // namespace kvgate::bench

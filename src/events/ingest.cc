@@ -150,8 +150,10 @@ class Lane {
   }
   void set_series(HolderId h, HolderSeries* s) KVGATE_EXCLUDES(mu_) {
     MutexLock l(&mu_);
-    if (s) series_[h] = s;
-    else series_.erase(h);
+    if (s)
+      series_[h] = s;
+    else
+      series_.erase(h);
   }
   void stop() KVGATE_EXCLUDES(mu_) {
     {
@@ -194,7 +196,8 @@ class Lane {
         continue;
       }
       auto& batch = std::get<std::unique_ptr<NormalizedBatch>>(item);
-      if (batch->clear_first) index_.apply(batch->holder, std::span<const index::Event>(&kClear, 1));
+      if (batch->clear_first)
+        index_.apply(batch->holder, std::span<const index::Event>(&kClear, 1));
       if (!batch->events.empty()) index_.apply(batch->holder, batch->events);
       if (series) series->applied.fetch_add(1, std::memory_order_relaxed);
       if (batch->ts > 0) {
@@ -265,7 +268,8 @@ class EventThread {
  private:
   void wake() {
     const uint64_t one = 1;
-    if (wake_fd_ >= 0) [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+    if (wake_fd_ >= 0) [[maybe_unused]]
+      auto n = ::write(wake_fd_, &one, sizeof one);
   }
 
   void run() {
@@ -322,7 +326,8 @@ class EventThread {
     bump(s.gaps, c.gaps, s.seen.gaps);
     bump(s.replays, c.replays, s.seen.replays);
     bump(s.restarts, c.restarts, s.seen.restarts);
-    for (size_t i = 0; i < kResyncReasonCount; ++i) bump(s.resyncs[i], c.resyncs[i], s.seen.resyncs[i]);
+    for (size_t i = 0; i < kResyncReasonCount; ++i)
+      bump(s.resyncs[i], c.resyncs[i], s.seen.resyncs[i]);
     const auto& d = sub.dropped_events();
     for (size_t i = 0; i < kDropReasonCount; ++i) bump(s.dropped[i], d[i], s.seen_dropped[i]);
     uint64_t bad = sub.bad_frames();
@@ -333,8 +338,10 @@ class EventThread {
     if (sub.degraded() != s.was_degraded) {
       s.was_degraded = sub.degraded();
       s.degraded->Set(s.was_degraded ? 1 : 0);
-      if (s.was_degraded) f_.degraded_total.Increment();
-      else f_.degraded_total.Decrement();
+      if (s.was_degraded)
+        f_.degraded_total.Increment();
+      else
+        f_.degraded_total.Decrement();
     }
     const HashCheckCounts& hc = sub.hash_counts();
     if (hc.matched != s.seen_hash.matched || hc.mismatched != s.seen_hash.mismatched ||
@@ -379,8 +386,7 @@ class EventIngest::Impl {
   Impl(index::Indexer& index, metrics::Registry& registry, const Clock& clock, IngestOptions o)
       : index_(index), clock_(clock), options_(o), families_(registry), ctx_(1) {
     for (size_t i = 0; i < std::max<size_t>(1, o.lanes); ++i) {
-      lanes_.push_back(
-          std::make_unique<Lane>(index_, clock_, families_.lag, o.lane_queue_batches));
+      lanes_.push_back(std::make_unique<Lane>(index_, clock_, families_.lag, o.lane_queue_batches));
     }
     for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
       threads_.push_back(std::make_unique<EventThread>(ctx_, families_, o.poll_interval));
@@ -496,14 +502,15 @@ class EventIngest::Impl {
       l[k] = std::string(v);
       return l;
     };
-    for (size_t i = 0; i < 4; ++i) s->batches[i] = &families_.batches.Add(with("disposition", kDispositions[i]));
+    for (size_t i = 0; i < 4; ++i)
+      s->batches[i] = &families_.batches.Add(with("disposition", kDispositions[i]));
     for (size_t i = 0; i < kDropReasonCount; ++i) {
       s->dropped[i] = &families_.dropped_events.Add(
           with("reason", drop_reason_name(static_cast<DropReason>(i))));
     }
     for (size_t i = 0; i < kResyncReasonCount; ++i) {
-      s->resyncs[i] = &families_.resyncs.Add(
-          with("reason", resync_reason_name(static_cast<ResyncReason>(i))));
+      s->resyncs[i] =
+          &families_.resyncs.Add(with("reason", resync_reason_name(static_cast<ResyncReason>(i))));
     }
     s->gaps = &families_.gaps.Add(base);
     s->replays = &families_.replays.Add(base);

@@ -216,7 +216,8 @@ void Subscription::run_actions(MessageReport* r) {
           auto batch = std::move(a.payload);
           batch->seq = a.seq;
           batch->replayed = a.replayed;
-          note(a.replayed ? "replayed " + std::to_string(a.seq) : "applied " + std::to_string(a.seq));
+          note(a.replayed ? "replayed " + std::to_string(a.seq)
+                          : "applied " + std::to_string(a.seq));
           if (!sink_(std::move(batch))) cursor_.on_lost_downstream();
           break;
         }
@@ -231,8 +232,7 @@ void Subscription::run_actions(MessageReport* r) {
             note("resync (" + std::string(resync_reason_name(*a.reason)) + ")");
             KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
                                 "KV events of {} rank {} lost ({}): holder cleared and degraded",
-                                spec_.worker_name, spec_.key.rank,
-                                resync_reason_name(*a.reason));
+                                spec_.worker_name, spec_.key.rank, resync_reason_name(*a.reason));
           } else {
             note("restart");
             KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 5000,
@@ -249,9 +249,11 @@ void Subscription::run_actions(MessageReport* r) {
           if (replay_) {
             const auto seq = encode_seq(a.seq);
             try {
-              sent = replay_->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
-                         .has_value() &&
-                     replay_->send(zmq::buffer(seq), zmq::send_flags::dontwait).has_value();
+              sent =
+                  replay_
+                      ->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
+                      .has_value() &&
+                  replay_->send(zmq::buffer(seq), zmq::send_flags::dontwait).has_value();
             } catch (const zmq::error_t&) {
               sent = false;
             }

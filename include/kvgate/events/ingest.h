@@ -51,7 +51,7 @@ struct HolderState {
   uint32_t block_size = 0;
   HashCheckCounts hash;
   std::array<uint64_t, kDropReasonCount> dropped_events{};
-  uint64_t lane_dropped = 0;   // batches lost to a full lane queue
+  uint64_t lane_dropped = 0;     // batches lost to a full lane queue
   uint64_t applied_batches = 0;  // batches the lane applied to the index
 };
 

@@ -56,7 +56,7 @@ struct SubscriptionOptions {
 struct MessageReport {
   bool from_replay = false;
   bool replay_end = false;
-  std::optional<uint64_t> seq;  // nullopt: the frames were not a KV-event message
+  std::optional<uint64_t> seq;          // nullopt: the frames were not a KV-event message
   const DecodedBatch* batch = nullptr;  // decoded payload (nullptr for bad frames / end marker)
   // The cursor's verdict, e.g. "applied", "duplicate", "gap: replay from 12",
   // "resync (replay_window)", "restart", "buffered".

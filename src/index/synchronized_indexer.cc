@@ -6,34 +6,34 @@ SynchronizedIndexer::SynchronizedIndexer(std::unique_ptr<Indexer> inner)
     : name_(inner->name()), inner_(std::move(inner)) {}
 
 ApplyResult SynchronizedIndexer::apply(HolderId holder, std::span<const Event> events) {
-  WriterMutexLock lock(&mu_);
+  detail::WriteLock lock(mu_);
   return inner_->apply(holder, events);
 }
 
 void SynchronizedIndexer::lookup(std::span<const SeqHash> chain,
                                  std::vector<HolderMatch>& out) const {
-  ReaderMutexLock lock(&mu_);
+  detail::ReadLock lock(mu_);
   inner_->lookup(chain, out);
 }
 
 void SynchronizedIndexer::remove_holder(HolderId holder) {
-  WriterMutexLock lock(&mu_);
+  detail::WriteLock lock(mu_);
   inner_->remove_holder(holder);
 }
 
 IndexStats SynchronizedIndexer::stats() const {
-  ReaderMutexLock lock(&mu_);
+  detail::ReadLock lock(mu_);
   return inner_->stats();
 }
 
 Status SynchronizedIndexer::memberships(std::vector<Membership>& out) const {
-  ReaderMutexLock lock(&mu_);
+  detail::ReadLock lock(mu_);
   return inner_->memberships(out);
 }
 
 Status SynchronizedIndexer::holder_memberships(HolderId holder,
                                                std::vector<Membership>& out) const {
-  ReaderMutexLock lock(&mu_);
+  detail::ReadLock lock(mu_);
   return inner_->holder_memberships(holder, out);
 }
 

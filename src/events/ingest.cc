@@ -228,8 +228,8 @@ struct Holder {
 
 class EventThread {
  public:
-  EventThread(zmq::context_t& ctx, Families& f, std::chrono::milliseconds poll_interval)
-      : ctx_(ctx), f_(f), poll_interval_(poll_interval), wake_fd_(eventfd(0, EFD_NONBLOCK)) {
+  EventThread(Families& f, std::chrono::milliseconds poll_interval)
+      : f_(f), poll_interval_(poll_interval), wake_fd_(eventfd(0, EFD_NONBLOCK)) {
     thread_ = std::thread([this] { run(); });
   }
   ~EventThread() {
@@ -368,7 +368,6 @@ class EventThread {
     }
   }
 
-  zmq::context_t& ctx_;
   Families& f_;
   const std::chrono::milliseconds poll_interval_;
   const int wake_fd_;
@@ -389,7 +388,7 @@ class EventIngest::Impl {
       lanes_.push_back(std::make_unique<Lane>(index_, clock_, families_.lag, o.lane_queue_batches));
     }
     for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
-      threads_.push_back(std::make_unique<EventThread>(ctx_, families_, o.poll_interval));
+      threads_.push_back(std::make_unique<EventThread>(families_, o.poll_interval));
     }
   }
   ~Impl() { stop(); }

@@ -358,7 +358,7 @@ TEST(Engine, EventsReproduceTruthUnderChurn) {
       auto p = heads[rng() % heads.size()];
       p.resize(p.size() + rng() % 200);
       for (size_t i = p.size() - p.size() % 7; i < p.size(); ++i) p[i] = 300 + rng() % 5000;
-      d.add(std::move(p), 1 + rng() % 40);
+      d.add(std::move(p), rng() % 5 == 0 ? 150 + rng() % 150 : 1 + rng() % 40);
       for (int s = rng() % 4; s > 0; --s) d.step();
       for (auto& b : d.batches) apply_events(b, &held);
       d.batches.clear();
@@ -370,6 +370,7 @@ TEST(Engine, EventsReproduceTruthUnderChurn) {
     d.run_until_idle();
     EXPECT_GT(d.engine.counters().evicted_blocks, 0u);
     EXPECT_GT(d.engine.counters().prefix_cache_hits, 0u);
+    EXPECT_GT(d.engine.counters().preemptions, 0u);
   }
 }
 

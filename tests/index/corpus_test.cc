@@ -34,7 +34,7 @@ std::string read_bytes(const std::string& path) {
 
 Result<Corpus> parse_bytes(const std::string& bytes) {
   std::vector<uint64_t> words((bytes.size() + 7) / 8);
-  std::memcpy(words.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
   return Corpus::parse(std::move(words), bytes.size(), "test");
 }
 

@@ -93,7 +93,9 @@ int run(const Options& o) {
   const auto& t = c.header().totals;
   std::fprintf(table, "corpus %s (%.1f MB)\n%s", o.corpus.c_str(), c.file_bytes() / 1e6,
                corpus::describe(c.header()).c_str());
-  std::fprintf(table, "machine: %u hardware threads\n", std::thread::hardware_concurrency());
+  const double clock_ns = clock_pair_ns();
+  std::fprintf(table, "machine: %u hardware threads; timing overhead %.1f ns per timed call\n",
+               std::thread::hardware_concurrency(), clock_ns);
   std::fprintf(table, "method: %s\nfloors: %s\nmemory: %s\n\n", kOpsMethod, kFloorMethod,
                allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
 
@@ -215,6 +217,7 @@ int run(const Options& o) {
     w.member("memory", allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
     w.end_object();
     w.member("hardware_threads", std::thread::hardware_concurrency());
+    w.member("timing_overhead_ns", clock_ns);
     w.key("floors").begin_array();
     for (const Floors& f : floors) {
       w.begin_object().member("block_ops_per_s", f.block_ops_per_s);

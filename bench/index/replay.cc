@@ -65,6 +65,18 @@ Percentiles percentiles(std::vector<uint32_t>& ns) {
   return p;
 }
 
+double clock_pair_ns() {
+  constexpr int kPairs = 1'000'000;
+  uint64_t sink = 0;
+  const auto start = Clock::now();
+  for (int i = 0; i < kPairs; ++i) {
+    const auto t0 = Clock::now();
+    sink += ns_since(t0, Clock::now());
+  }
+  const double ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+  return (ns + (sink == UINT64_MAX ? 1 : 0)) / kPairs;
+}
+
 bool allocator_stats_available() {
   if (mallctl == nullptr) return false;
   size_t allocated = 0, len = sizeof(allocated);

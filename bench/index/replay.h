@@ -64,6 +64,9 @@ struct Floors {
   double lookup_ns_per_block = 0;  // one sequential 64-bit compare per lookup block
 };
 
+// What the replay adds per timed call: one pair of steady_clock reads, in nanoseconds.
+double clock_pair_ns();
+
 uint64_t allocated_bytes_or_zero();
 bool allocator_stats_available();
 

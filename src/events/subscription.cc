@@ -137,6 +137,7 @@ std::unique_ptr<NormalizedBatch> Subscription::prepare(const zmq::message_t& pay
   normalizer_.normalize(decoded_, batch.get());
   if (decoded_.rejected) ++batch->dropped[static_cast<size_t>(*decoded_.rejected)];
   for (size_t i = 0; i < kDropReasonCount; ++i) dropped_[i] += batch->dropped[i];
+  report->dropped = batch->dropped;
   if (decoded_.dropped_total() > 0 || decoded_.rejected) {
     KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
                         "dropped unreadable KV events from {} rank {}", spec_.worker_name,

@@ -58,6 +58,7 @@ struct MessageReport {
   bool replay_end = false;
   std::optional<uint64_t> seq;          // nullopt: the frames were not a KV-event message
   const DecodedBatch* batch = nullptr;  // decoded payload (nullptr for bad frames / end marker)
+  DropCounts dropped{};                 // the payload's decode and normalization drops
   // The cursor's verdict, e.g. "applied", "duplicate", "gap: replay from 12",
   // "resync (replay_window)", "restart", "buffered".
   std::string verdict;

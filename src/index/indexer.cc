@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "index/chain/chain_index.h"
+#include "index/chain/sharded_index.h"
 #include "index/positional_indexer.h"
 #include "index/reference_indexer.h"
 
@@ -74,7 +76,10 @@ Result<std::unique_ptr<Indexer>> make_indexer(IndexKind kind, const IndexerOptio
     case IndexKind::kPositional:
       return std::unique_ptr<Indexer>(std::make_unique<PositionalIndexer>(options));
     case IndexKind::kChain:
-      return absl::UnimplementedError("the chain index is not built yet");
+      if (options.shards > 1) {
+        return std::unique_ptr<Indexer>(chain::ShardedIndex::chain_shards(options.shards, options));
+      }
+      return std::unique_ptr<Indexer>(std::make_unique<chain::ChainIndex>(options));
   }
   return absl::InvalidArgumentError("unknown index kind");
 }

@@ -15,6 +15,7 @@ size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot&
   for (size_t i = 0; i < fleet.workers.size(); ++i) {
     const workers::Worker& w = *fleet.workers[i];
     if (!w.routable()) continue;
+    if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) continue;
     if (!req.model.empty()) {
       const auto info = w.info();
       if (!info->models.empty() &&

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <map>
 
 namespace kvgate::workers {
 
@@ -111,6 +112,7 @@ void WorkerRegistry::publish_locked() {
   auto snap = std::make_shared<FleetSnapshot>();
   snap->version = ++version_;
   snap->workers = workers_;
+  std::map<uint32_t, size_t> block_sizes;
   for (size_t i = 0; i < workers_.size(); ++i) {
     const auto info = workers_[i]->info();
     for (HolderId h : info->holders) {
@@ -120,7 +122,16 @@ void WorkerRegistry::publish_locked() {
       snap->worker_of_holder[h.value()] = static_cast<int32_t>(i);
     }
     snap->models.insert(snap->models.end(), info->models.begin(), info->models.end());
+    snap->lora_adapters.insert(snap->lora_adapters.end(), info->lora_adapters.begin(),
+                               info->lora_adapters.end());
+    if (info->block_size > 0) ++block_sizes[info->block_size];
   }
+  for (const auto& [size, n] : block_sizes) {
+    if (snap->block_size == 0 || n > block_sizes[snap->block_size]) snap->block_size = size;
+  }
+  std::sort(snap->lora_adapters.begin(), snap->lora_adapters.end());
+  snap->lora_adapters.erase(std::unique(snap->lora_adapters.begin(), snap->lora_adapters.end()),
+                            snap->lora_adapters.end());
   std::sort(snap->models.begin(), snap->models.end());
   snap->models.erase(std::unique(snap->models.begin(), snap->models.end()), snap->models.end());
   snapshot_.store(std::move(snap), std::memory_order_release);

@@ -1,6 +1,7 @@
 #include "kvgate/workers/worker.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 namespace kvgate::workers {
@@ -10,7 +11,17 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
       url_(std::move(url)),
       info_(std::make_shared<const WorkerInfo>()),
       health_(options.health),
-      breaker_(options.breaker, clock) {}
+      breaker_(options.breaker, clock) {
+  std::string_view rest(url_);
+  if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
+  const auto colon = rest.rfind(':');
+  host_ = std::string(rest.substr(0, colon));
+  if (colon != std::string_view::npos) {
+    int port = 0;
+    std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port);
+    port_ = static_cast<uint16_t>(port);
+  }
+}
 
 EngineLoad Worker::engine_load() const {
   EngineLoad l;

@@ -23,6 +23,7 @@ class FleetTest : public ::testing::Test {
       if (with_events) info.holders = {HolderId(static_cast<uint32_t>(i))};
       auto w = registry.add("http://127.0.0.1:" + std::to_string(9000 + i), info);
       ASSERT_TRUE(w.ok());
+      (*w)->health().record(true);  // probed healthy
       fleet.push_back(*w);
     }
   }

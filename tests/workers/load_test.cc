@@ -35,6 +35,8 @@ TEST(Worker, EngineLoadRoundTripsAndInFlightCounts) {
   w.begin_request();
   w.end_request();
   EXPECT_EQ(w.in_flight(), 1);
+  EXPECT_FALSE(w.routable());  // not probed yet
+  w.health().record(true);
   EXPECT_TRUE(w.routable());
 }
 

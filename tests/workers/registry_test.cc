@@ -62,3 +62,23 @@ TEST(Registry, UpdateInfoRepublishes) {
 
 }  // namespace
 }  // namespace kvgate::workers
+
+namespace kvgate::workers {
+namespace {
+
+TEST(Registry, SnapshotTakesTheMostCommonBlockSizeAndCollectsAdapters) {
+  ManualClock clock;
+  WorkerRegistry reg({}, clock);
+  ASSERT_TRUE(reg.add("http://127.0.0.1:1",
+                      {.models = {"base", "lora-a"}, .lora_adapters = {"lora-a"}, .block_size = 16})
+                  .ok());
+  ASSERT_TRUE(reg.add("http://127.0.0.1:2", {.block_size = 32}).ok());
+  ASSERT_TRUE(reg.add("http://127.0.0.1:3", {.block_size = 16}).ok());
+  ASSERT_TRUE(reg.add("http://127.0.0.1:4").ok());
+  const auto s = reg.snapshot();
+  EXPECT_EQ(s->block_size, 16u);
+  EXPECT_EQ(s->lora_adapters, std::vector<std::string>{"lora-a"});
+}
+
+}  // namespace
+}  // namespace kvgate::workers

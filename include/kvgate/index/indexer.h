@@ -129,9 +129,12 @@ struct IndexerOptions {
   // Seed of the BlockHasher whose chain step derives stored blocks' sequence hashes; must be the
   // router's (the step is unsalted, so LoRA and namespace salts need no index option).
   uint64_t hash_seed = kDefaultHashSeed;
+  // kChain: independent shards, holders split between them (one per NUMA node where libnuma
+  // reports several). 1: a single chain index.
+  uint32_t shards = 1;
 };
 
-// A new, empty indexer of the given kind (kChain fails until the chain index lands).
+// A new, empty indexer of the given kind.
 Result<std::unique_ptr<Indexer>> make_indexer(IndexKind kind);
 Result<std::unique_ptr<Indexer>> make_indexer(IndexKind kind, const IndexerOptions& options);
 

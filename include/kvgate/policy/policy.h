@@ -31,6 +31,8 @@ struct RouteRequest {
   uint32_t block_size = 0;       // tokens per block of `chain` (0 when the chain is empty)
   std::string_view routing_key;  // consistent_hashing; empty when the request has none
   std::string_view model;        // empty: any worker
+  // Workers this request already failed on: retries go elsewhere.
+  std::span<const WorkerId> exclude;
 };
 
 enum class Branch : uint8_t {

@@ -31,6 +31,11 @@ struct FleetSnapshot {
   std::vector<int32_t> worker_of_holder;
   // Union of the workers' models, sorted.
   std::vector<std::string> models;
+  // LoRA adapters among them (requests naming one are salted by it, as the engines salt its
+  // blocks).
+  std::vector<std::string> lora_adapters;
+  // The block size routing hashes with: the one most workers reported (0: none known yet).
+  uint32_t block_size = 0;
 
   int32_t worker_index_of(HolderId h) const {
     return h.valid() && h.value() < worker_of_holder.size() ? worker_of_holder[h.value()] : -1;

@@ -32,11 +32,12 @@ struct KvEndpoint {
 };
 
 struct WorkerInfo {
-  std::vector<std::string> models;       // from the worker's /v1/models
-  std::vector<KvEndpoint> kv_endpoints;  // empty: the worker publishes no KV events
-  std::vector<HolderId> holders;         // one per rank with a subscription, rank order
-  uint32_t block_size = 0;               // learned from its events (0: not yet known)
-  bool discovered = false;               // /server_info and /v1/models answered at least once
+  std::vector<std::string> models;         // from the worker's /v1/models
+  std::vector<std::string> lora_adapters;  // those of the models that are LoRA adapters
+  std::vector<KvEndpoint> kv_endpoints;    // empty: the worker publishes no KV events
+  std::vector<HolderId> holders;           // one per rank with a subscription, rank order
+  uint32_t block_size = 0;                 // learned from its events (0: not yet known)
+  bool discovered = false;                 // /server_info and /v1/models answered at least once
 };
 
 struct WorkerOptions {
@@ -50,6 +51,9 @@ class Worker {
 
   WorkerId id() const { return id_; }
   const std::string& url() const { return url_; }
+  // Parsed from url() ("http://host:port").
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }
 
   std::shared_ptr<const WorkerInfo> info() const { return info_.load(std::memory_order_acquire); }
   void set_info(std::shared_ptr<const WorkerInfo> info) {
@@ -61,6 +65,13 @@ class Worker {
   int32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   void begin_request() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void end_request() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  // Totals for the metrics scrape (kept here so the request path touches no metrics registry).
+  void count_dispatch() { dispatched_.fetch_add(1, std::memory_order_relaxed); }
+  void count_retryable_failure() { retryable_failures_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t dispatched() const { return dispatched_.load(std::memory_order_relaxed); }
+  uint64_t retryable_failures() const {
+    return retryable_failures_.load(std::memory_order_relaxed);
+  }
 
   EngineLoad engine_load() const;
   void set_engine_load(const EngineLoad& load, MonoTime at);
@@ -74,14 +85,19 @@ class Worker {
   const HealthTracker& health() const { return health_; }
   CircuitBreaker& breaker() { return breaker_; }
   const CircuitBreaker& breaker() const { return breaker_; }
-  // Healthy (or not yet probed) and the breaker lets traffic through.
-  bool routable() const { return health_.state() != Health::kUnhealthy && breaker_.allows(); }
+  // Healthy (a passing probe since it was added, or health checks off) and the breaker lets
+  // traffic through.
+  bool routable() const { return health_.state() == Health::kHealthy && breaker_.allows(); }
 
  private:
   const WorkerId id_;
   const std::string url_;
+  std::string host_;
+  uint16_t port_ = 0;
   std::atomic<std::shared_ptr<const WorkerInfo>> info_;
   std::atomic<int32_t> in_flight_{0};
+  std::atomic<uint64_t> dispatched_{0};
+  std::atomic<uint64_t> retryable_failures_{0};
   std::atomic<uint32_t> running_{0};
   std::atomic<uint32_t> waiting_{0};
   std::atomic<uint32_t> kv_usage_ppm_{0};  // parts per million

@@ -1,0 +1,78 @@
+// GatewayConfig: every knob of the `kvgate` binary, with the defaults that serve, and the CLI that
+// sets them (`kvgate --help` prints each flag's meaning and default).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvgate/core/result.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/policy/policy.h"
+#include "kvgate/workers/worker.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kvgate::app {
+
+// KV event endpoints given on the command line for one worker (instead of /server_info discovery).
+struct ExplicitKvEndpoint {
+  std::string worker_url;
+  workers::KvEndpoint endpoint;
+};
+
+struct GatewayConfig {
+  // Listening
+  std::string host = "0.0.0.0";
+  uint16_t port = 30000;
+  size_t threads = 0;  // executor threads; 0: one per core
+  size_t max_payload_bytes = 64 << 20;
+
+  // Fleet
+  std::vector<std::string> worker_urls;
+  std::vector<ExplicitKvEndpoint> kv_endpoints;
+
+  // Routing
+  policy::PolicyKind policy = policy::PolicyKind::kCacheAware;
+  policy::CacheAwareConfig cache_aware;
+  index::IndexKind kv_index = index::IndexKind::kChain;
+  bool kv_events = true;
+  uint32_t default_block_size = 16;  // until the workers report theirs
+  uint64_t hash_seed = kDefaultHashSeed;
+  std::string routing_key_header = "x-routing-key";
+
+  // Event ingestion
+  size_t event_threads = 1;
+  size_t event_lanes = 2;
+
+  // Upstream
+  std::chrono::milliseconds connect_timeout{5'000};
+  std::chrono::milliseconds request_timeout{1'800'000};
+  std::chrono::milliseconds stream_idle_timeout{300'000};
+  uint32_t max_retries = 3;
+  std::chrono::milliseconds retry_initial_backoff{50};
+  std::chrono::milliseconds retry_max_backoff{2'000};
+  size_t idle_connections_per_worker = 64;  // per executor thread
+
+  // Worker state
+  std::chrono::milliseconds health_check_interval{2'000};  // 0: off (workers healthy at once)
+  std::chrono::milliseconds health_check_timeout{2'000};
+  workers::HealthConfig health;
+  workers::BreakerConfig breaker;
+  std::chrono::milliseconds load_poll_interval{500};  // 0: off
+  std::chrono::milliseconds discovery_retry{1'000};
+
+  // Logging
+  std::string log_level = "info";
+  std::string log_format = "text";
+};
+
+// Registers every flag on `app`, writing into `config`; call validate() after parsing.
+void add_flags(CLI::App& app, GatewayConfig& config);
+// Checks cross-flag rules and parses what CLI11 stores as text. Call after app.parse().
+Status finish_config(GatewayConfig& config);
+
+}  // namespace kvgate::app

@@ -1,0 +1,45 @@
+// Gateway: the `kvgate` process as a library: everything wired together, for main() and for tests
+// that run a real gateway in-process against a mock fleet.
+//
+// Threading: create(), start() and stop() from one control thread; the accessors from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/app/config.h"
+#include "kvgate/core/clock.h"
+#include "kvgate/core/result.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/workers/registry.h"
+
+namespace kvgate::app {
+
+class GatewayImpl;
+
+class Gateway {
+ public:
+  static Result<std::unique_ptr<Gateway>> create(GatewayConfig config,
+                                                 const Clock& clock = Clock::real());
+  ~Gateway();
+
+  // Listens, then registers the configured workers (their discovery runs in the background).
+  Status start();
+  // Stops listening, lets in-flight requests end (up to `grace`), stops every background task.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+  uint16_t port() const;
+  Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});
+  bool remove_worker(std::string_view url);
+  const workers::WorkerRegistry& registry() const;
+  const index::Indexer& index() const;
+  std::string metrics_text();
+
+ private:
+  explicit Gateway(std::unique_ptr<GatewayImpl> impl);
+  std::unique_ptr<GatewayImpl> impl_;
+};
+
+}  // namespace kvgate::app

@@ -1,0 +1,195 @@
+// Routes that are not generation: the models the fleet serves, health for orchestrators,
+// Prometheus metrics, and the operator's worker admin API.
+//
+//   GET  /v1/models   the union of the workers' models (OpenAI list shape)
+//   GET  /liveness    200 while the process runs
+//   GET  /readiness   200 when at least one worker is routable, else 503
+//   GET  /health      /readiness with a summary body
+//   GET  /metrics     Prometheus text
+//   GET  /workers     every worker with its state
+//   POST /workers     {"url": "http://host:port", "kv_events_endpoints": [{"dp_rank": 0,
+//                     "endpoint": "tcp://..", "replay_endpoint": "tcp://..", "topic": ""}]}
+//                     (endpoints optional: discovered from the worker otherwise) -> 201, 409 if
+//                     present
+//   DELETE /workers?url=http://host:port (or a body {"url": ...}) -> 200, 404 if absent
+#include <simdjson.h>
+
+#include "app/gateway_impl.h"
+#include "kvgate/core/json_writer.h"
+#include "kvgate/core/log.h"
+
+namespace kvgate::app {
+namespace net = boost::asio;
+
+namespace {
+
+using Handler = std::function<http::Response(const http::Request&)>;
+
+http::Handler sync(Handler h) {
+  return
+      [h = std::move(h)](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+        co_await res.send(h(req));
+      };
+}
+
+size_t routable_workers(const workers::FleetSnapshot& f) {
+  size_t n = 0;
+  for (const auto& w : f.workers) n += w->routable() ? 1 : 0;
+  return n;
+}
+
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i] == '+' ? ' ' : s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void GatewayImpl::add_info_routes() {
+  server_->route(
+      http::Verb::get, "/v1/models", sync([this](const http::Request&) {
+        const auto fleet = workers_.snapshot();
+        std::string body;
+        JsonWriter w(&body);
+        w.begin_object().member("object", "list").key("data").begin_array();
+        for (const auto& m : fleet->models) {
+          w.begin_object().member("id", m).member("object", "model").member("created", 0);
+          w.member("owned_by", "kvgate").end_object();
+        }
+        w.end_array().end_object();
+        return http::Response::json(200, std::move(body));
+      }));
+  server_->route(http::Verb::get, "/liveness", sync([](const http::Request&) {
+                   return http::Response::json(200, R"({"status":"alive"})");
+                 }));
+  const auto readiness = [this](bool detailed) {
+    return sync([this, detailed](const http::Request&) {
+      const auto fleet = workers_.snapshot();
+      const size_t ready = routable_workers(*fleet);
+      std::string body;
+      JsonWriter w(&body);
+      w.begin_object().member("status", ready > 0 ? "ready" : "no routable worker");
+      if (detailed) w.member("workers", fleet->workers.size()).member("routable_workers", ready);
+      w.end_object();
+      http::Response r = http::Response::json(ready > 0 ? 200 : 503, std::move(body));
+      if (ready == 0) r.headers.emplace_back("retry-after", "1");
+      return r;
+    });
+  };
+  server_->route(http::Verb::get, "/readiness", readiness(false));
+  server_->route(http::Verb::get, "/health", readiness(true));
+  server_->route(http::Verb::get, "/metrics", sync([this](const http::Request&) {
+                   return http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
+                 }));
+}
+
+std::string GatewayImpl::metrics_text() {
+  const auto s = raw_index_->stats();
+  metrics_->set_index(s.holders, s.resident_blocks, s.memberships, s.bytes);
+  for (const auto& w : workers_.snapshot()->workers) metrics_->sync_worker(*w);
+  return metrics::text_exposition(registry_);
+}
+
+void GatewayImpl::add_admin_routes() {
+  server_->route(
+      http::Verb::get, "/workers", sync([this](const http::Request&) {
+        const auto fleet = workers_.snapshot();
+        std::string body;
+        JsonWriter w(&body);
+        w.begin_object().key("workers").begin_array();
+        for (const auto& wk : fleet->workers) {
+          const auto info = wk->info();
+          const auto load = wk->engine_load();
+          w.begin_object().member("url", wk->url()).member("id", wk->id().value());
+          w.member("routable", wk->routable());
+          w.member("health", workers::health_name(wk->health().state()));
+          w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));
+          w.member("in_flight", wk->in_flight()).member("running", load.running);
+          w.member("waiting", load.waiting).member("kv_usage", load.kv_usage);
+          w.member("discovered", info->discovered).member("block_size", info->block_size);
+          w.key("models").begin_array();
+          for (const auto& m : info->models) w.value(m);
+          w.end_array().key("kv_events_endpoints").begin_array();
+          for (const auto& e : info->kv_endpoints) {
+            w.begin_object().member("dp_rank", e.rank).member("endpoint", e.publisher);
+            w.member("replay_endpoint", e.replay).member("topic", e.topic).end_object();
+          }
+          w.end_array().key("holders").begin_array();
+          for (HolderId h : info->holders) w.value(h.value());
+          w.end_array().end_object();
+        }
+        w.end_array().end_object();
+        return http::Response::json(200, std::move(body));
+      }));
+  server_->route(http::Verb::post, "/workers", sync([this](const http::Request& req) {
+                   simdjson::dom::parser parser;
+                   simdjson::dom::element doc;
+                   std::string_view url;
+                   if (parser.parse(req.body()).get(doc) != simdjson::SUCCESS ||
+                       doc["url"].get_string().get(url) != simdjson::SUCCESS) {
+                     return http::Response::error(
+                         400, "expected a JSON body with \"url\": \"http://host:port\"");
+                   }
+                   std::vector<workers::KvEndpoint> eps;
+                   simdjson::dom::array arr;
+                   if (doc["kv_events_endpoints"].get_array().get(arr) == simdjson::SUCCESS) {
+                     for (auto e : arr) {
+                       workers::KvEndpoint k;
+                       std::string_view s;
+                       uint64_t rank = 0;
+                       if (e["endpoint"].get_string().get(s) != simdjson::SUCCESS) {
+                         return http::Response::error(
+                             400, "each kv_events_endpoints entry needs \"endpoint\"");
+                       }
+                       k.publisher = std::string(s);
+                       if (e["replay_endpoint"].get_string().get(s) == simdjson::SUCCESS)
+                         k.replay = std::string(s);
+                       if (e["topic"].get_string().get(s) == simdjson::SUCCESS)
+                         k.topic = std::string(s);
+                       if (e["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS)
+                         k.rank = static_cast<DpRank>(rank);
+                       eps.push_back(std::move(k));
+                     }
+                   }
+                   const Status s = control_->add(url, std::move(eps));
+                   if (absl::IsAlreadyExists(s))
+                     return http::Response::error(409, message_of(s), "conflict_error");
+                   if (!s.ok()) return http::Response::error(400, message_of(s));
+                   std::string body;
+                   JsonWriter(&body)
+                       .begin_object()
+                       .member("url", *workers::WorkerRegistry::normalize_url(url))
+                       .end_object();
+                   return http::Response::json(201, std::move(body));
+                 }));
+  server_->route(http::Verb::delete_, "/workers", sync([this](const http::Request& req) {
+                   std::string url;
+                   if (auto q = req.query_param("url")) url = percent_decode(*q);
+                   if (url.empty()) {
+                     simdjson::dom::parser parser;
+                     simdjson::dom::element doc;
+                     std::string_view u;
+                     if (!req.body().empty() &&
+                         parser.parse(req.body()).get(doc) == simdjson::SUCCESS &&
+                         doc["url"].get_string().get(u) == simdjson::SUCCESS) {
+                       url = std::string(u);
+                     }
+                   }
+                   if (url.empty())
+                     return http::Response::error(
+                         400, "name the worker: DELETE /workers?url=http://host:port");
+                   if (!control_->remove(url))
+                     return http::Response::error(404, "no such worker: " + url, "not_found_error");
+                   return http::Response::json(200, R"({"removed":true})");
+                 }));
+}
+
+}  // namespace kvgate::app

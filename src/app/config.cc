@@ -1,0 +1,312 @@
+#include "kvgate/app/config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+
+#include "kvgate/workers/registry.h"
+
+namespace kvgate::app {
+namespace {
+
+std::chrono::milliseconds seconds(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000.0)));
+}
+
+double to_seconds(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
+
+void positive_seconds(double s, const char* flag) {
+  if (!(s >= 0) || !std::isfinite(s))
+    throw CLI::ValidationError(flag, "must be a finite number of seconds >= 0");
+}
+
+// "WORKER_URL=tcp://host:port[,replay=tcp://host:port][,topic=T][,rank=R]"
+ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos) {
+    throw CLI::ValidationError(
+        "--kv-events-endpoint",
+        "expected WORKER_URL=tcp://HOST:PORT[,replay=...][,topic=...][,rank=N]");
+  }
+  ExplicitKvEndpoint out;
+  auto url = workers::WorkerRegistry::normalize_url(spec.substr(0, eq));
+  if (!url.ok())
+    throw CLI::ValidationError("--kv-events-endpoint", std::string(message_of(url.status())));
+  out.worker_url = *url;
+  std::string rest = spec.substr(eq + 1);
+  size_t start = 0;
+  bool first = true;
+  while (start <= rest.size()) {
+    const size_t comma = rest.find(',', start);
+    const std::string part =
+        rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (first) {
+      out.endpoint.publisher = part;
+      first = false;
+    } else if (part.rfind("replay=", 0) == 0) {
+      out.endpoint.replay = part.substr(7);
+    } else if (part.rfind("topic=", 0) == 0) {
+      out.endpoint.topic = part.substr(6);
+    } else if (part.rfind("rank=", 0) == 0) {
+      try {
+        out.endpoint.rank = static_cast<DpRank>(std::stoul(part.substr(5)));
+      } catch (...) {
+        throw CLI::ValidationError("--kv-events-endpoint", "rank= must be a number: " + part);
+      }
+    } else if (!part.empty()) {
+      throw CLI::ValidationError("--kv-events-endpoint",
+                                 "unknown part '" + part + "' (replay=, topic=, rank=)");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.endpoint.publisher.rfind("tcp://", 0) != 0 &&
+      out.endpoint.publisher.rfind("ipc://", 0) != 0) {
+    throw CLI::ValidationError("--kv-events-endpoint",
+                               "the publisher endpoint must be tcp://HOST:PORT or ipc://PATH");
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_flags(CLI::App& app, GatewayConfig& c) {
+  app.description(
+      "kvgate: an OpenAI-compatible inference gateway that routes each request to the engine "
+      "worker\n"
+      "holding the longest prefix of its KV cache, learned exactly from the workers' KV-event "
+      "streams,\n"
+      "while keeping the fleet balanced and steering around overloaded or failing workers.\n\n"
+      "Example: kvgate --port 30000 --worker-urls http://10.0.0.1:8000 http://10.0.0.2:8000\n"
+      "Workers are discovered through GET /server_info (KV event endpoints, block size) and "
+      "/v1/models;\n"
+      "add or remove them at run time with POST/DELETE /workers.");
+  app.get_formatter()->column_width(44);
+
+  app.add_option("--host", c.host, "Address to listen on")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--port", c.port, "Port to listen on (0: any free port, printed at start)")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--threads", c.threads,
+                 "Executor threads for HTTP and upstream I/O (0: one per core)")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--max-payload-size", c.max_payload_bytes,
+                 "Largest request body in bytes; larger gets 413")
+      ->capture_default_str()
+      ->group("Listening");
+
+  app.add_option("--worker-urls", c.worker_urls, "Engine workers to route to, as http://HOST:PORT")
+      ->group("Fleet");
+  app.add_option_function<std::vector<std::string>>(
+         "--kv-events-endpoint",
+         [&c](const std::vector<std::string>& specs) {
+           for (const auto& s : specs) c.kv_endpoints.push_back(parse_kv_endpoint(s));
+         },
+         "A worker's KV event stream given explicitly instead of discovered: "
+         "WORKER_URL=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T][,rank=N] (repeat per rank)")
+      ->group("Fleet");
+
+  app.add_option_function<std::string>(
+         "--policy",
+         [&c](const std::string& s) {
+           auto k = policy::parse_policy_kind(s);
+           if (!k.ok()) throw CLI::ValidationError("--policy", std::string(message_of(k.status())));
+           c.policy = *k;
+         },
+         "Routing policy: cache_aware (prefix affinity with load gates), round_robin, random, "
+         "power_of_two, least_load, consistent_hashing (on --routing-key-header)")
+      ->default_str("cache_aware")
+      ->group("Routing");
+  app.add_option_function<std::string>(
+         "--kv-index",
+         [&c](const std::string& s) {
+           auto k = index::parse_index_kind(s);
+           if (!k.ok()) throw CLI::ValidationError("--kv-index", std::string(message_of(k.status())));
+           c.kv_index = *k;
+         },
+         "KV index backend: chain (lock-free, compact), positional (the baseline) or reference "
+         "(the obviously-correct definition, slow)")
+      ->default_str("chain")
+      ->group("Routing");
+  app.add_flag_function(
+         "--no-kv-events", [&c](int64_t) { c.kv_events = false; },
+         "Do not subscribe to KV events; predict each worker's cache from the gateway's own "
+         "routing "
+         "decisions (approximate, see --prediction-ttl-secs)")
+      ->group("Routing");
+  app.add_option("--block-size", c.default_block_size,
+                 "Tokens per KV block used for hashing until the workers report their own")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20))
+      ->group("Routing");
+  app.add_option("--hash-seed", c.hash_seed,
+                 "Seed of the router's block hashes (every replica must agree)")
+      ->capture_default_str()
+      ->group("Routing");
+  app.add_option("--routing-key-header", c.routing_key_header,
+                 "Header consistent_hashing routes on")
+      ->capture_default_str()
+      ->group("Routing");
+  app.add_option(
+         "--balance-abs-threshold", c.cache_aware.balance_abs_threshold,
+         "cache_aware spills off the deepest holder when its load exceeds the fleet mean by this "
+         "many requests ...")
+      ->capture_default_str()
+      ->group("Routing");
+  app.add_option("--balance-rel-threshold", c.cache_aware.balance_rel_threshold,
+                 "... and by this factor")
+      ->capture_default_str()
+      ->group("Routing");
+  app.add_option_function<std::string>(
+         "--worker-overload-token-usage",
+         [&c](const std::string& s) {
+           if (s == "off") {
+             c.cache_aware.overload.token_usage.reset();
+             return;
+           }
+           double v = 0;
+           try {
+             v = std::stod(s);
+           } catch (...) {
+             throw CLI::ValidationError("--worker-overload-token-usage",
+                                        "must be a fraction in (0, 1] or 'off'");
+           }
+           if (!(v > 0 && v <= 1))
+             throw CLI::ValidationError("--worker-overload-token-usage",
+                                        "must be in (0, 1] or 'off'");
+           c.cache_aware.overload.token_usage = v;
+         },
+         "A worker whose KV cache usage reaches this fraction is overloaded and steered around "
+         "('off' "
+         "disables)")
+      ->default_str("0.8")
+      ->group("Routing");
+  app.add_option_function<std::string>(
+         "--worker-overload-waiting-requests",
+         [&c](const std::string& s) {
+           if (s == "off") {
+             c.cache_aware.overload.waiting_requests.reset();
+             return;
+           }
+           try {
+             c.cache_aware.overload.waiting_requests = static_cast<uint32_t>(std::stoul(s));
+           } catch (...) {
+             throw CLI::ValidationError("--worker-overload-waiting-requests",
+                                        "must be a count or 'off'");
+           }
+         },
+         "A worker with this many requests waiting in its queue is overloaded ('off' disables)")
+      ->default_str("8")
+      ->group("Routing");
+  app.add_flag(
+         "--worker-overload-shed", c.cache_aware.shed_when_all_overloaded,
+         "When every worker is overloaded, answer 503 instead of sending to the least-loaded one")
+      ->group("Routing");
+  app.add_option_function<double>(
+         "--prediction-ttl-secs",
+         [&c](double s) {
+           positive_seconds(s, "--prediction-ttl-secs");
+           c.cache_aware.prediction_ttl = seconds(s);
+         },
+         "Approximate mode: how long a routed prompt is assumed cached on a worker without KV "
+         "events")
+      ->default_str("120")
+      ->group("Routing");
+
+  app.add_option("--event-threads", c.event_threads, "Threads that receive and decode KV events")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64))
+      ->group("KV events");
+  app.add_option("--event-lanes", c.event_lanes, "Threads that apply KV events to the index")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256))
+      ->group("KV events");
+
+  const auto secs = [&app](const char* name, std::chrono::milliseconds& field, const char* help,
+                           const char* group) {
+    app.add_option_function<double>(
+           name,
+           [&field, name](double s) {
+             positive_seconds(s, name);
+             field = seconds(s);
+           },
+           help)
+        ->default_str(CLI::detail::to_string(to_seconds(field)))
+        ->group(group);
+  };
+  secs("--connect-timeout-secs", c.connect_timeout, "Connecting to a worker", "Upstream");
+  secs("--request-timeout-secs", c.request_timeout,
+       "A whole non-streamed request, or a stream's first byte", "Upstream");
+  secs("--stream-idle-timeout-secs", c.stream_idle_timeout,
+       "Silence allowed between two pieces of a stream", "Upstream");
+  app.add_option(
+         "--max-retries", c.max_retries,
+         "Retries on another worker after a connection error, 408, 429 or 5xx, before the first "
+         "byte reached the client")
+      ->capture_default_str()
+      ->group("Upstream");
+  secs("--retry-initial-backoff-secs", c.retry_initial_backoff,
+       "First retry delay (doubles, with jitter)", "Upstream");
+  secs("--retry-max-backoff-secs", c.retry_max_backoff, "Largest retry delay", "Upstream");
+
+  secs("--health-check-interval-secs", c.health_check_interval,
+       "How often each worker's GET /health is probed (0: no probes, workers routable at once)",
+       "Workers");
+  secs("--health-check-timeout-secs", c.health_check_timeout, "A probe slower than this fails",
+       "Workers");
+  app.add_option("--health-failure-threshold", c.health.failure_threshold,
+                 "Consecutive failed probes that take a worker out of rotation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000))
+      ->group("Workers");
+  app.add_option("--health-success-threshold", c.health.success_threshold,
+                 "Consecutive passing probes that bring it back")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000))
+      ->group("Workers");
+  app.add_option(
+         "--circuit-breaker-failures", c.breaker.consecutive_failures,
+         "Consecutive 5xx / timeouts / connection failures that open a worker's circuit breaker "
+         "(client 4xx never count; 0 disables)")
+      ->capture_default_str()
+      ->group("Workers");
+  app.add_option_function<double>(
+         "--circuit-breaker-open-secs",
+         [&c](double s) {
+           positive_seconds(s, "--circuit-breaker-open-secs");
+           c.breaker.open_for = seconds(s);
+         },
+         "Cool-down before an open breaker lets one trial request through (doubles while it fails)")
+      ->default_str("5")
+      ->group("Workers");
+  secs("--load-poll-interval-secs", c.load_poll_interval,
+       "How often each worker's load report is polled (GET /load, else its /metrics; 0: off)",
+       "Workers");
+
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical, off")
+      ->capture_default_str()
+      ->group("Logging");
+  app.add_option("--log-format", c.log_format, "text or json (one JSON object per line)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}))
+      ->group("Logging");
+}
+
+Status finish_config(GatewayConfig& c) {
+  for (auto& url : c.worker_urls) {
+    auto n = workers::WorkerRegistry::normalize_url(url);
+    if (!n.ok()) return n.status();
+    url = *n;
+  }
+  if (c.cache_aware.balance_rel_threshold < 1.0) {
+    return absl::InvalidArgumentError("--balance-rel-threshold must be >= 1");
+  }
+  if (c.max_payload_bytes < 1024)
+    return absl::InvalidArgumentError("--max-payload-size must be at least 1024");
+  return absl::OkStatus();
+}
+
+}  // namespace kvgate::app

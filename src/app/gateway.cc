@@ -1,0 +1,125 @@
+#include "kvgate/app/gateway.h"
+
+#include <thread>
+
+#include "app/gateway_impl.h"
+#include "app/instrumented_index.h"
+#include "kvgate/core/log.h"
+
+namespace kvgate::app {
+namespace net = boost::asio;
+
+namespace {
+size_t default_threads(size_t configured) {
+  if (configured > 0) return configured;
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 2 : n;
+}
+}  // namespace
+
+GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
+    : config_(std::move(config)),
+      clock_(clock),
+      io_(default_threads(config_.threads)),
+      workers_({.health = config_.health, .breaker = config_.breaker}, clock),
+      hasher_(config_.hash_seed) {}
+
+Status GatewayImpl::init() {
+  metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
+  auto idx = index::make_indexer(config_.kv_index, {.hash_seed = config_.hash_seed});
+  if (!idx.ok()) return idx.status();
+  raw_index_ = index::make_synchronized(std::move(*idx));
+  index_ = std::make_unique<InstrumentedIndex>(*raw_index_, *metrics_, clock_);
+  if (config_.kv_events) {
+    events::IngestOptions io;
+    io.event_threads = config_.event_threads;
+    io.lanes = config_.event_lanes;
+    io.subscription.hash_seed = config_.hash_seed;
+    ingest_ = std::make_unique<events::EventIngest>(*raw_index_, registry_, clock_, io);
+  }
+  auto pol = policy::make_policy(config_.policy, config_.cache_aware,
+                                 {.index = index_.get(), .clock = &clock_});
+  if (!pol.ok()) return pol.status();
+  policy_ = std::move(*pol);
+  upstream_ = std::make_unique<UpstreamPool>(
+      io_,
+      http::ClientOptions{.connect_timeout = config_.connect_timeout,
+                          .request_timeout = config_.request_timeout,
+                          .idle_timeout = config_.stream_idle_timeout},
+      config_.idle_connections_per_worker);
+  control_ = std::make_unique<WorkerControl>(WorkerControlDeps{.config = &config_,
+                                                               .registry = &workers_,
+                                                               .holders = &holders_,
+                                                               .ingest = ingest_.get(),
+                                                               .policy = policy_.get(),
+                                                               .upstream = upstream_.get(),
+                                                               .metrics = metrics_.get(),
+                                                               .clock = &clock_});
+  server_ = std::make_unique<http::Server>(
+      io_, http::ServerOptions{.address = config_.host,
+                               .port = config_.port,
+                               .body_limit = config_.max_payload_bytes,
+                               .server_name = "kvgate"});
+  const auto generation = [this](ApiRoute route) {
+    return [this, route](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+      co_await serve_generation(route, req, res);
+    };
+  };
+  server_->route(http::Verb::post, "/v1/completions", generation(ApiRoute::kCompletions));
+  server_->route(http::Verb::post, "/v1/chat/completions", generation(ApiRoute::kChatCompletions));
+  server_->route(http::Verb::post, "/generate", generation(ApiRoute::kGenerate));
+  add_info_routes();
+  add_admin_routes();
+  return absl::OkStatus();
+}
+
+Status GatewayImpl::start() {
+  io_.start();
+  if (Status s = server_->start(); !s.ok()) {
+    io_.stop();
+    return s;
+  }
+  started_ = true;
+  for (const auto& url : config_.worker_urls) {
+    std::vector<workers::KvEndpoint> eps;
+    for (const auto& e : config_.kv_endpoints) {
+      if (e.worker_url == url) eps.push_back(e.endpoint);
+    }
+    if (Status s = control_->add(url, std::move(eps)); !s.ok()) {
+      log::get("gateway")->warn("worker {} not added: {}", url, message_of(s));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void GatewayImpl::stop(std::chrono::milliseconds grace) {
+  if (!started_) return;
+  started_ = false;
+  server_->stop(grace);
+  control_->stop();
+  if (ingest_) ingest_->stop();
+  io_.stop();
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::create(GatewayConfig config, const Clock& clock) {
+  auto impl = std::make_unique<GatewayImpl>(std::move(config), clock);
+  if (Status s = impl->init(); !s.ok()) return s;
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+Gateway::Gateway(std::unique_ptr<GatewayImpl> impl) : impl_(std::move(impl)) {}
+Gateway::~Gateway() {
+  if (impl_) impl_->stop(std::chrono::milliseconds(1000));
+}
+Status Gateway::start() { return impl_->start(); }
+void Gateway::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
+uint16_t Gateway::port() const { return impl_->server_->port(); }
+Status Gateway::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {
+  return impl_->control_->add(url, std::move(kv_endpoints));
+}
+bool Gateway::remove_worker(std::string_view url) { return impl_->control_->remove(url); }
+const workers::WorkerRegistry& Gateway::registry() const { return impl_->workers_; }
+const index::Indexer& Gateway::index() const { return *impl_->raw_index_; }
+std::string Gateway::metrics_text() { return impl_->metrics_text(); }
+
+}  // namespace kvgate::app

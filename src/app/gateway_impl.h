@@ -1,0 +1,58 @@
+// The gateway's parts and their wiring (gateway.cc), the generation proxy (proxy.cc) and the
+// operator's routes (admin_routes.cc).
+#pragma once
+
+#include <memory>
+
+#include "app/gateway_metrics.h"
+#include "app/request_model.h"
+#include "app/upstream_pool.h"
+#include "app/worker_control.h"
+#include "kvgate/app/config.h"
+#include "kvgate/core/holder_ids.h"
+#include "kvgate/core/tokenizer.h"
+#include "kvgate/events/ingest.h"
+#include "kvgate/http/io_pool.h"
+#include "kvgate/http/server.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/metrics/metrics.h"
+#include "kvgate/policy/policy.h"
+#include "kvgate/workers/registry.h"
+
+namespace kvgate::app {
+
+class GatewayImpl {
+ public:
+  GatewayImpl(GatewayConfig config, const Clock& clock);
+  Status init();
+  Status start();
+  void stop(std::chrono::milliseconds grace);
+
+  // proxy.cc
+  boost::asio::awaitable<void> serve_generation(ApiRoute route, const http::Request& req,
+                                                http::Responder& res);
+  // admin_routes.cc
+  void add_admin_routes();
+  void add_info_routes();
+  std::string metrics_text();
+
+  GatewayConfig config_;
+  const Clock& clock_;
+  http::IoPool io_;
+  metrics::Registry registry_;
+  std::unique_ptr<GatewayMetrics> metrics_;
+  std::unique_ptr<index::Indexer> raw_index_;  // what the event lanes apply to
+  std::unique_ptr<index::Indexer> index_;      // what routing reads: raw_index_, instrumented
+  HolderIdAllocator holders_;
+  std::unique_ptr<events::EventIngest> ingest_;
+  workers::WorkerRegistry workers_;
+  std::unique_ptr<policy::Policy> policy_;
+  std::unique_ptr<UpstreamPool> upstream_;
+  std::unique_ptr<WorkerControl> control_;
+  std::unique_ptr<http::Server> server_;
+  TestTokenizer tokenizer_;
+  BlockHasher hasher_;
+  bool started_ = false;
+};
+
+}  // namespace kvgate::app

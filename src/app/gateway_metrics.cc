@@ -1,0 +1,179 @@
+#include "app/gateway_metrics.h"
+
+namespace kvgate::app {
+
+StatusClass status_class(unsigned status) {
+  if (status >= 500) return StatusClass::k5xx;
+  if (status >= 400) return StatusClass::k4xx;
+  return StatusClass::k2xx;
+}
+
+const char* error_reason_name(ErrorReason r) {
+  switch (r) {
+    case ErrorReason::kBadRequest:
+      return "bad_request";
+    case ErrorReason::kUnknownModel:
+      return "unknown_model";
+    case ErrorReason::kNoWorker:
+      return "no_worker";
+    case ErrorReason::kShed:
+      return "shed";
+    case ErrorReason::kUpstreamConnect:
+      return "upstream_connect";
+    case ErrorReason::kUpstreamTimeout:
+      return "upstream_timeout";
+    case ErrorReason::kUpstreamMidStream:
+      return "upstream_mid_stream";
+    case ErrorReason::kClientAbort:
+      return "client_abort";
+    case ErrorReason::kCount:
+      break;
+  }
+  return "unknown";
+}
+
+GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_name)
+    : registry_(reg) {
+  auto& requests = metrics::counter_family(reg, "kvgate_requests_total",
+                                           "Requests answered, by route and status class.");
+  auto& duration = metrics::histogram_family(
+      reg, "kvgate_request_duration_seconds",
+      "Time from a request's arrival to the end of its answer, by route.");
+  static constexpr const char* kClasses[] = {"2xx", "4xx", "5xx"};
+  for (size_t r = 0; r < kRoutes; ++r) {
+    const char* route = api_route_name(static_cast<ApiRoute>(r));
+    for (size_t c = 0; c < static_cast<size_t>(StatusClass::kCount); ++c) {
+      requests_[r][c] = &requests.Add({{"route", route}, {"status", kClasses[c]}});
+    }
+    duration_[r] = &duration.Add({{"route", route}}, metrics::latency_buckets_seconds());
+  }
+  auto& errors =
+      metrics::counter_family(reg, "kvgate_request_errors_total",
+                              "Requests that ended without a worker's answer, by reason.");
+  for (size_t i = 0; i < errors_.size(); ++i) {
+    errors_[i] = &errors.Add({{"reason", error_reason_name(static_cast<ErrorReason>(i))}});
+  }
+  auto& decisions =
+      metrics::counter_family(reg, "kvgate_router_decisions_total",
+                              "Routing decisions, by policy and the branch that decided.");
+  for (size_t i = 0; i < decisions_.size(); ++i) {
+    decisions_[i] =
+        &decisions.Add({{"policy", std::string(policy_name)},
+                        {"branch", policy::branch_name(static_cast<policy::Branch>(i))}});
+  }
+  decision_seconds_ = &metrics::histogram_family(reg, "kvgate_router_decision_seconds",
+                                                 "Time to choose a worker (index lookup included).")
+                           .Add({}, metrics::fast_op_buckets_seconds());
+  ttft_ = &metrics::histogram_family(
+               reg, "kvgate_ttft_seconds",
+               "Time from a streamed request's arrival to its first byte from the worker.")
+               .Add({}, metrics::latency_buckets_seconds());
+  retries_ =
+      &metrics::counter_family(reg, "kvgate_upstream_retries_total",
+                               "Requests sent again to another worker after a retryable failure.")
+           .Add({});
+  lookups_ =
+      &metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({});
+  lookup_seconds_ =
+      &metrics::histogram_family(reg, "kvgate_index_lookup_seconds", "KV index lookup time.")
+           .Add({}, metrics::fast_op_buckets_seconds());
+  index_holders_ =
+      &metrics::gauge_family(reg, "kvgate_index_holders", "Holders (worker, dp rank) with blocks.")
+           .Add({});
+  index_blocks_ =
+      &metrics::gauge_family(reg, "kvgate_index_blocks", "Distinct blocks held by some holder.")
+           .Add({});
+  index_memberships_ =
+      &metrics::gauge_family(reg, "kvgate_index_memberships", "(holder, block) pairs in the index.")
+           .Add({});
+  index_bytes_ =
+      &metrics::gauge_family(reg, "kvgate_index_bytes", "Bytes the index's structures hold.")
+           .Add({});
+  worker_in_flight_ =
+      &metrics::gauge_family(reg, "kvgate_worker_in_flight", "Requests in flight per worker.");
+  worker_healthy_ = &metrics::gauge_family(reg, "kvgate_worker_healthy",
+                                           "1 when the worker passes its health checks.");
+  worker_breaker_ =
+      &metrics::gauge_family(reg, "kvgate_worker_circuit_breaker_state",
+                             "Circuit breaker per worker: 0 closed, 1 open, 2 half-open.");
+  worker_kv_usage_ = &metrics::gauge_family(reg, "kvgate_worker_kv_usage_ratio",
+                                            "The worker's reported KV cache usage.");
+  worker_waiting_ =
+      &metrics::gauge_family(reg, "kvgate_worker_waiting_requests",
+                             "Requests waiting in the worker's queue, as it reports.");
+  worker_requests_ =
+      &metrics::counter_family(reg, "kvgate_worker_requests_total", "Requests sent to the worker.");
+  worker_retries_ =
+      &metrics::counter_family(reg, "kvgate_worker_retryable_failures_total",
+                               "Retryable failures (connection, 408, 429, 5xx) per worker.");
+}
+
+void GatewayMetrics::request_done(ApiRoute route, unsigned status, double seconds) {
+  const size_t r = static_cast<size_t>(route);
+  requests_[r][static_cast<size_t>(status_class(status))]->Increment();
+  duration_[r]->Observe(seconds);
+}
+
+void GatewayMetrics::decision(policy::Branch b, double seconds) {
+  decisions_[static_cast<size_t>(b)]->Increment();
+  decision_seconds_->Observe(seconds);
+}
+
+void GatewayMetrics::add_worker(const std::string& url) {
+  MutexLock lock(&mu_);
+  auto& s = workers_[url];
+  if (!s) {
+    s = std::make_unique<WorkerSeries>();
+    const metrics::Labels l{{"worker", url}};
+    s->in_flight = &worker_in_flight_->Add(l);
+    s->healthy = &worker_healthy_->Add(l);
+    s->breaker_state = &worker_breaker_->Add(l);
+    s->kv_usage = &worker_kv_usage_->Add(l);
+    s->waiting = &worker_waiting_->Add(l);
+    s->requests = &worker_requests_->Add(l);
+    s->retries = &worker_retries_->Add(l);
+  }
+}
+
+void GatewayMetrics::remove_worker(const std::string& url) {
+  MutexLock lock(&mu_);
+  auto it = workers_.find(url);
+  if (it == workers_.end()) return;
+  WorkerSeries& s = *it->second;
+  worker_in_flight_->Remove(s.in_flight);
+  worker_healthy_->Remove(s.healthy);
+  worker_breaker_->Remove(s.breaker_state);
+  worker_kv_usage_->Remove(s.kv_usage);
+  worker_waiting_->Remove(s.waiting);
+  worker_requests_->Remove(s.requests);
+  worker_retries_->Remove(s.retries);
+  workers_.erase(it);
+}
+
+void GatewayMetrics::sync_worker(const workers::Worker& w) {
+  MutexLock lock(&mu_);
+  auto it = workers_.find(w.url());
+  if (it == workers_.end()) return;
+  WorkerSeries& s = *it->second;
+  const auto load = w.engine_load();
+  s.in_flight->Set(w.in_flight());
+  s.healthy->Set(w.health().state() == workers::Health::kHealthy ? 1 : 0);
+  s.breaker_state->Set(static_cast<double>(w.breaker().state()));
+  s.kv_usage->Set(load.kv_usage);
+  s.waiting->Set(load.waiting);
+  const uint64_t req = w.dispatched(), ret = w.retryable_failures();
+  if (req > s.requests_seen) s.requests->Increment(static_cast<double>(req - s.requests_seen));
+  if (ret > s.retries_seen) s.retries->Increment(static_cast<double>(ret - s.retries_seen));
+  s.requests_seen = req;
+  s.retries_seen = ret;
+}
+
+void GatewayMetrics::set_index(uint64_t holders, uint64_t blocks, uint64_t memberships,
+                               uint64_t bytes) {
+  index_holders_->Set(static_cast<double>(holders));
+  index_blocks_->Set(static_cast<double>(blocks));
+  index_memberships_->Set(static_cast<double>(memberships));
+  index_bytes_->Set(static_cast<double>(bytes));
+}
+
+}  // namespace kvgate::app

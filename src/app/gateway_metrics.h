@@ -1,0 +1,100 @@
+// The gateway's stats table: every family is built once here, every per-request series is created
+// up front (routes x status classes, policy branches) so the request path never looks a series up
+// by name. Per-worker series live from the worker's registration to its removal and are filled at
+// scrape time from the Worker's own atomics (sync_worker), so requests never touch them.
+//
+// Threading: counters and histograms from any thread; add_worker()/remove_worker() on the control
+// path.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "app/request_model.h"
+#include "kvgate/core/thread_annotations.h"
+#include "kvgate/metrics/metrics.h"
+#include "kvgate/policy/policy.h"
+#include "kvgate/workers/worker.h"
+
+namespace kvgate::app {
+
+enum class StatusClass : uint8_t { k2xx, k4xx, k5xx, kCount };
+StatusClass status_class(unsigned status);
+
+// Why a request ended without a worker's answer (kvgate_request_errors_total{reason}).
+enum class ErrorReason : uint8_t {
+  kBadRequest,         // invalid JSON / types (400)
+  kUnknownModel,       // 404
+  kNoWorker,           // no routable worker (503)
+  kShed,               // every worker overloaded, shedding on (503)
+  kUpstreamConnect,    // could not reach a worker
+  kUpstreamTimeout,    // a worker did not answer in time (504)
+  kUpstreamMidStream,  // a worker failed after the stream started
+  kClientAbort,        // the client went away
+  kCount,
+};
+const char* error_reason_name(ErrorReason r);
+
+struct WorkerSeries {
+  metrics::Gauge* in_flight = nullptr;
+  metrics::Gauge* healthy = nullptr;
+  metrics::Gauge* breaker_state = nullptr;
+  metrics::Gauge* kv_usage = nullptr;
+  metrics::Gauge* waiting = nullptr;
+  metrics::Counter* requests = nullptr;
+  metrics::Counter* retries = nullptr;
+  uint64_t requests_seen = 0;  // the worker's totals at the last scrape
+  uint64_t retries_seen = 0;
+};
+
+class GatewayMetrics {
+ public:
+  GatewayMetrics(metrics::Registry& registry, std::string_view policy_name);
+
+  void request_done(ApiRoute route, unsigned status, double seconds);
+  void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->Increment(); }
+  void ttft(double seconds) { ttft_->Observe(seconds); }
+  void decision(policy::Branch b, double seconds);
+  void retry() { retries_->Increment(); }
+
+  void add_worker(const std::string& url);
+  void remove_worker(const std::string& url);
+  // At scrape time: copies a worker's live state and totals into its series.
+  void sync_worker(const workers::Worker& w);
+
+  // Index gauges, refreshed when /metrics is scraped.
+  void set_index(uint64_t holders, uint64_t blocks, uint64_t memberships, uint64_t bytes);
+  metrics::Counter& lookups() { return *lookups_; }
+  metrics::Histogram& lookup_seconds() { return *lookup_seconds_; }
+
+ private:
+  metrics::Registry& registry_;
+  static constexpr size_t kRoutes = 3;
+  std::array<std::array<metrics::Counter*, static_cast<size_t>(StatusClass::kCount)>, kRoutes>
+      requests_{};
+  std::array<metrics::Histogram*, kRoutes> duration_{};
+  std::array<metrics::Counter*, static_cast<size_t>(ErrorReason::kCount)> errors_{};
+  std::array<metrics::Counter*, static_cast<size_t>(policy::Branch::kCount)> decisions_{};
+  metrics::Histogram* decision_seconds_ = nullptr;
+  metrics::Histogram* ttft_ = nullptr;
+  metrics::Counter* retries_ = nullptr;
+  metrics::Counter* lookups_ = nullptr;
+  metrics::Histogram* lookup_seconds_ = nullptr;
+  metrics::Gauge* index_holders_ = nullptr;
+  metrics::Gauge* index_blocks_ = nullptr;
+  metrics::Gauge* index_memberships_ = nullptr;
+  metrics::Gauge* index_bytes_ = nullptr;
+  metrics::Family<metrics::Gauge>* worker_in_flight_;
+  metrics::Family<metrics::Gauge>* worker_healthy_;
+  metrics::Family<metrics::Gauge>* worker_breaker_;
+  metrics::Family<metrics::Gauge>* worker_kv_usage_;
+  metrics::Family<metrics::Gauge>* worker_waiting_;
+  metrics::Family<metrics::Counter>* worker_requests_;
+  metrics::Family<metrics::Counter>* worker_retries_;
+  Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
+};
+
+}  // namespace kvgate::app

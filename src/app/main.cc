@@ -1,0 +1,62 @@
+// kvgate: the gateway binary. `kvgate --help` lists every flag.
+#include <signal.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "kvgate/app/config.h"
+#include "kvgate/app/gateway.h"
+#include "kvgate/core/log.h"
+
+int main(int argc, char** argv) {
+  kvgate::app::GatewayConfig config;
+  CLI::App cli;
+  kvgate::app::add_flags(cli, config);
+  cli.set_version_flag("--version", "kvgate 0.1.0");
+  CLI11_PARSE(cli, argc, argv);
+  if (kvgate::Status s = kvgate::app::finish_config(config); !s.ok()) {
+    std::fprintf(stderr, "kvgate: %s\n", std::string(kvgate::message_of(s)).c_str());
+    return 2;
+  }
+  auto format = kvgate::log::parse_format(config.log_format);
+  if (kvgate::Status s = kvgate::log::init({.level = config.log_level, .format = *format});
+      !s.ok()) {
+    std::fprintf(stderr, "kvgate: %s\n", std::string(kvgate::message_of(s)).c_str());
+    return 2;
+  }
+  auto logger = kvgate::log::get("main");
+
+  // Block the stop signals before any thread starts, so only sigwait() below sees them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto gateway = kvgate::app::Gateway::create(config);
+  if (!gateway.ok()) {
+    logger->critical("cannot start: {}", kvgate::message_of(gateway.status()));
+    kvgate::log::shutdown();
+    return 1;
+  }
+  if (kvgate::Status s = (*gateway)->start(); !s.ok()) {
+    logger->critical("cannot listen on {}:{}: {}", config.host, config.port, kvgate::message_of(s));
+    kvgate::log::shutdown();
+    return 1;
+  }
+  // One line on stdout that scripts can wait for (the port is the bound one, also for --port 0).
+  std::printf("kvgate listening on %s:%u\n", config.host.c_str(), (*gateway)->port());
+  std::fflush(stdout);
+  logger->info("kvgate listening on {}:{} (policy {}, kv index {}, {} workers configured)",
+               config.host, (*gateway)->port(), kvgate::policy::policy_kind_name(config.policy),
+               kvgate::index::index_kind_name(config.kv_index), config.worker_urls.size());
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  logger->info("signal {}: stopping", sig);
+  (*gateway)->stop();
+  gateway->reset();
+  kvgate::log::shutdown();
+  return 0;
+}

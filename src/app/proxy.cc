@@ -1,0 +1,346 @@
+// The generation path: parse, hash, route, forward (retrying elsewhere while nothing reached the
+// client), stream back with backpressure, and account for the request's end on every path.
+#include <random>
+
+#include "app/gateway_impl.h"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/this_coro.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "kvgate/core/json_writer.h"
+#include "kvgate/core/log.h"
+#include "kvgate/events/normalize.h"
+
+namespace kvgate::app {
+namespace net = boost::asio;
+using workers::Outcome;
+
+namespace {
+
+constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+
+thread_local policy::Scratch tl_scratch;
+thread_local std::vector<SeqHash> tl_chain;
+
+std::shared_ptr<spdlog::logger> logger() {
+  static auto l = log::get("proxy");
+  return l;
+}
+
+bool retryable_status(unsigned s) { return s == 408 || s == 429 || s >= 500; }
+
+// The request's end reaches the worker's load counter, its breaker and the policy exactly once,
+// whichever way the attempt ends (the default, if nobody says otherwise, is a cancellation).
+class Dispatch {
+ public:
+  Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr) : w_(w), p_(p) {
+    w_.begin_request();
+    w_.count_dispatch();
+    p_.on_dispatch(w_, rr);
+  }
+  ~Dispatch() {
+    w_.end_request();
+    w_.breaker().record(outcome_);
+    p_.on_request_end(w_, outcome_);
+  }
+  Dispatch(const Dispatch&) = delete;
+  Dispatch& operator=(const Dispatch&) = delete;
+  void set(Outcome o) { outcome_ = o; }
+
+ private:
+  workers::Worker& w_;
+  policy::Policy& p_;
+  Outcome outcome_ = Outcome::kCancelled;
+};
+
+// How one attempt on one worker ended.
+struct Attempt {
+  bool done = false;                     // the client got its answer (or is gone): stop
+  std::optional<http::Response> answer;  // a retryable error answer, forwarded if retries run out
+  Status failure;                        // a transport failure (no answer)
+  bool retry = false;
+};
+
+Outcome outcome_of_status(unsigned status) {
+  if (status < 400) return Outcome::kSuccess;
+  return retryable_status(status) ? Outcome::kServerError : Outcome::kClientError;
+}
+
+Outcome outcome_of_failure(const Status& s) {
+  return absl::IsDeadlineExceeded(s) ? Outcome::kTimeout : Outcome::kConnectFailed;
+}
+
+http::ClientRequest upstream_request(const http::Request& req) {
+  http::ClientRequest c;
+  c.method = http::Verb::post;
+  c.target = std::string(req.target());
+  c.body = req.body();
+  const std::string_view ct = req.header("content-type");
+  c.content_type = ct.empty() ? "application/json" : std::string(ct);
+  for (std::string_view h : {"authorization", "x-request-id", "traceparent"}) {
+    const std::string_view v = req.header(h);
+    if (!v.empty()) c.headers.emplace_back(std::string(h), std::string(v));
+  }
+  return c;
+}
+
+http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
+                         const std::string& worker) {
+  http::Response r;
+  r.status = status;
+  const std::string_view ct = head.header("content-type");
+  r.content_type = ct.empty() ? "application/json" : std::string(ct);
+  r.body = std::move(body);
+  r.headers.emplace_back(std::string(kWorkerHeader), worker);
+  return r;
+}
+
+std::string sse_error(std::string_view message, unsigned code) {
+  std::string body;
+  JsonWriter w(&body);
+  w.begin_object().key("error").begin_object();
+  w.member("message", message)
+      .member("type", "upstream_error")
+      .key("param")
+      .null()
+      .member("code", code);
+  w.end_object().end_object();
+  return body;
+}
+
+}  // namespace
+
+net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::Request& req,
+                                                   http::Responder& res) {
+  const MonoTime t0 = clock_.now();
+  unsigned final_status = 0;
+  const auto reply = [&](http::Response r) -> net::awaitable<void> {
+    final_status = r.status;
+    co_await res.send(std::move(r));
+  };
+  const auto fail = [&](ErrorReason reason, unsigned status,
+                        std::string_view message) -> net::awaitable<void> {
+    metrics_->error(reason);
+    http::Response r = http::Response::error(status, message);
+    if (status == 503) r.headers.emplace_back("retry-after", "1");
+    co_await reply(std::move(r));
+  };
+
+  ParsedRequest p;
+  if (Status s = parse_request(route, req.body(), tokenizer_, &p); !s.ok()) {
+    co_await fail(ErrorReason::kBadRequest, 400, message_of(s));
+    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    co_return;
+  }
+  auto fleet = workers_.snapshot();
+  if (!p.model.empty() && !fleet->knows_model(p.model)) {
+    metrics_->error(ErrorReason::kUnknownModel);
+    http::Response r =
+        http::Response::error(404, "The model '" + p.model + "' does not exist", "not_found_error");
+    co_await reply(std::move(r));
+    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    co_return;
+  }
+
+  // The prompt's block chain at the fleet's block size, salted as the engines salt LoRA and
+  // cache-salted blocks.
+  const uint32_t block_size = fleet->block_size ? fleet->block_size : config_.default_block_size;
+  const bool lora =
+      std::binary_search(fleet->lora_adapters.begin(), fleet->lora_adapters.end(), p.model);
+  const BlockHasher hasher = hasher_.salted(events::routing_salt(
+      lora ? std::optional<std::string_view>(p.model) : std::nullopt,
+      p.cache_salt.empty() ? std::nullopt : std::optional<std::string_view>(p.cache_salt)));
+  std::vector<SeqHash>& chain = tl_chain;
+  chain.clear();
+  hasher.hash_blocks(p.tokens, block_size, nullptr, &chain);
+  // The chain lives in a per-thread buffer: keep a copy, the coroutine may resume elsewhere.
+  const std::vector<SeqHash> my_chain = chain;
+  std::vector<WorkerId> tried;
+  policy::RouteRequest rr{.chain = my_chain,
+                          .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
+                          .block_size = block_size,
+                          .routing_key = req.header(config_.routing_key_header),
+                          .model = p.model};
+  const http::ClientRequest upstream_req = upstream_request(req);
+  std::optional<http::Response> last_answer;
+  Status last_failure;
+  std::mt19937_64 jitter(std::hash<const void*>{}(&req) ^
+                         static_cast<uint64_t>(t0.time_since_epoch().count()));
+
+  for (uint32_t attempt = 0; attempt <= config_.max_retries;) {
+    fleet = workers_.snapshot();
+    rr.exclude = tried;
+    const MonoTime td = clock_.now();
+    const policy::Decision d = policy_->select(rr, *fleet, tl_scratch);
+    metrics_->decision(d.branch, to_seconds(clock_.now() - td));
+    if (d.worker < 0) {
+      if (d.branch == policy::Branch::kShed) {
+        co_await fail(ErrorReason::kShed, 503, "every worker is overloaded; retry later");
+      } else if (last_answer) {
+        co_await reply(std::move(*last_answer));
+      } else if (!tried.empty()) {
+        const bool timeout = absl::IsDeadlineExceeded(last_failure);
+        co_await fail(timeout ? ErrorReason::kUpstreamTimeout : ErrorReason::kUpstreamConnect,
+                      timeout ? 504 : 502,
+                      "no worker could serve the request: " + std::string(message_of(last_failure)));
+      } else {
+        co_await fail(ErrorReason::kNoWorker, 503,
+                      "no routable worker for this request; retry later");
+      }
+      break;
+    }
+    const std::shared_ptr<workers::Worker> worker = fleet->workers[d.worker];
+    if (!worker->breaker().try_begin_trial()) {
+      tried.push_back(worker->id());  // its breaker's one trial is taken: choose again
+      continue;
+    }
+    Attempt a;
+    {
+      Dispatch dispatch(*worker, *policy_, rr);
+      for (int stale_retry = 0; stale_retry < 2; ++stale_retry) {
+        auto lease = co_await upstream_->acquire(worker->id(), worker->host(), worker->port());
+        if (!lease.ok()) {
+          a.failure = lease.status();
+          a.retry = true;
+          dispatch.set(Outcome::kConnectFailed);
+          break;
+        }
+        http::Connection& conn = *lease->conn;
+        if (!p.stream) {
+          auto r = co_await conn.send(upstream_req);
+          if (!r.ok()) {
+            if (lease->reused && conn.failed_before_response())
+              continue;  // a stale keep-alive connection
+            a.failure = r.status();
+            a.retry = !absl::IsDeadlineExceeded(r.status());
+            dispatch.set(outcome_of_failure(r.status()));
+            break;
+          }
+          dispatch.set(outcome_of_status(r->status));
+          http::Response answer = forwarded(r->status, *r, std::move(r->body), worker->url());
+          upstream_->release(worker->id(), std::move(lease->conn));
+          if (retryable_status(answer.status)) {
+            a.answer = std::move(answer);
+            a.retry = true;
+            break;
+          }
+          co_await reply(std::move(answer));
+          a.done = true;
+          break;
+        }
+        // Streaming.
+        auto head = co_await conn.start_streaming(upstream_req);
+        if (!head.ok()) {
+          if (lease->reused && conn.failed_before_response()) continue;
+          a.failure = head.status();
+          a.retry = !absl::IsDeadlineExceeded(head.status());
+          dispatch.set(outcome_of_failure(head.status()));
+          break;
+        }
+        if (head->status != 200) {
+          std::string body;
+          for (;;) {
+            auto piece = co_await conn.next_piece();
+            if (!piece.ok() || piece->empty() || body.size() > (1 << 20)) break;
+            body.append(*piece);
+          }
+          dispatch.set(outcome_of_status(head->status));
+          http::Response answer = forwarded(head->status, *head, std::move(body), worker->url());
+          upstream_->release(worker->id(), std::move(lease->conn));
+          if (retryable_status(answer.status)) {
+            a.answer = std::move(answer);
+            a.retry = true;
+            break;
+          }
+          co_await reply(std::move(answer));
+          a.done = true;
+          break;
+        }
+        // From here on bytes reach the client: no more retries.
+        a.done = true;
+        const std::string_view ct = head->header("content-type");
+        // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.)
+        const std::vector<http::Header> stream_headers = {{std::string(kWorkerHeader), worker->url()}};
+        const Status started = co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
+        if (!started.ok()) {
+          conn.close();
+          metrics_->error(ErrorReason::kClientAbort);
+          final_status = 499;
+          break;
+        }
+        final_status = 200;
+        bool first = true;
+        for (;;) {
+          auto piece = co_await conn.next_piece();
+          if (!piece.ok()) {
+            // The worker failed mid-stream: end the client's stream with an error event.
+            dispatch.set(outcome_of_failure(piece.status()));
+            metrics_->error(ErrorReason::kUpstreamMidStream);
+            logger()->warn("worker {} failed mid-stream: {}", worker->url(),
+                           message_of(piece.status()));
+            (void)co_await res.write_sse(sse_error(
+                "the worker failed mid-stream: " + std::string(message_of(piece.status())), 502));
+            (void)co_await res.finish();
+            final_status = 502;
+            break;
+          }
+          if (piece->empty()) {
+            dispatch.set(Outcome::kSuccess);
+            (void)co_await res.finish();
+            upstream_->release(worker->id(), std::move(lease->conn));
+            break;
+          }
+          if (first) {
+            metrics_->ttft(to_seconds(clock_.now() - t0));
+            first = false;
+          }
+          if (!(co_await res.write(*piece)).ok()) {
+            // The client went away: drop the upstream connection so the engine aborts the request.
+            conn.close();
+            dispatch.set(Outcome::kCancelled);
+            metrics_->error(ErrorReason::kClientAbort);
+            final_status = 499;
+            break;
+          }
+        }
+        break;
+      }
+    }
+    if (a.done) break;
+    if (!a.retry) {
+      // A timeout: the request may still be running there; do not send it twice.
+      co_await fail(ErrorReason::kUpstreamTimeout, 504,
+                    "worker " + worker->url() +
+                        " did not answer in time: " + std::string(message_of(a.failure)));
+      break;
+    }
+    worker->count_retryable_failure();
+    tried.push_back(worker->id());
+    if (a.answer) last_answer = std::move(a.answer);
+    if (!a.failure.ok()) last_failure = a.failure;
+    ++attempt;
+    if (attempt > config_.max_retries) {
+      if (last_answer) {
+        co_await reply(std::move(*last_answer));
+      } else {
+        co_await fail(ErrorReason::kUpstreamConnect, 502,
+                      "no worker could serve the request: " + std::string(message_of(last_failure)));
+      }
+      break;
+    }
+    metrics_->retry();
+    // Exponential backoff with jitter before the next worker.
+    const double base = static_cast<double>(config_.retry_initial_backoff.count()) *
+                        double(1u << std::min(attempt - 1, 16u));
+    const double capped = std::min(base, static_cast<double>(config_.retry_max_backoff.count()));
+    const double ms = capped * std::uniform_real_distribution<double>(0.5, 1.0)(jitter);
+    net::steady_timer timer(co_await net::this_coro::executor);
+    timer.expires_after(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+    boost::system::error_code ec;
+    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  metrics_->request_done(route, final_status == 0 ? 500 : final_status,
+                         to_seconds(clock_.now() - t0));
+}
+
+}  // namespace kvgate::app

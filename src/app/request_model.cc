@@ -1,0 +1,225 @@
+#include "app/request_model.h"
+
+#include <simdjson.h>
+
+#include <cstring>
+
+namespace kvgate::app {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+Status bad(std::string_view field, std::string_view what) {
+  return absl::InvalidArgumentError("'" + std::string(field) + "' " + std::string(what));
+}
+
+// Reads an array of non-negative integers that fit a token id.
+Status read_ids(od::array arr, std::string_view field, std::vector<TokenId>* out) {
+  for (auto el : arr) {
+    uint64_t v = 0;
+    if (el.get_uint64().get(v) != simdjson::SUCCESS || v > UINT32_MAX) {
+      return bad(field, "must be a list of token ids (integers from 0 to 4294967295)");
+    }
+    out->push_back(static_cast<TokenId>(v));
+  }
+  return absl::OkStatus();
+}
+
+// A completions prompt: text, ids, a list of texts, or a list of id lists (the first routes).
+Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok,
+                   ParsedRequest* out) {
+  od::json_type t;
+  if (v.type().get(t) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
+  if (t == od::json_type::string) {
+    std::string_view text;
+    if (v.get_string().get(text) != simdjson::SUCCESS) return bad(field, "is not a valid string");
+    tok.encode(text, &out->tokens);
+    return absl::OkStatus();
+  }
+  if (t != od::json_type::array)
+    return bad(field, "must be a string, a list of token ids, or a list of those");
+  od::array arr;
+  if (v.get_array().get(arr) != simdjson::SUCCESS) return bad(field, "is not a valid list");
+  bool first = true;
+  for (auto el : arr) {
+    od::value item;
+    if (el.get(item) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
+    od::json_type it;
+    if (item.type().get(it) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
+    if (it == od::json_type::number) {
+      uint64_t id = 0;
+      if (item.get_uint64().get(id) != simdjson::SUCCESS || id > UINT32_MAX) {
+        return bad(field, "must hold token ids (integers from 0 to 4294967295)");
+      }
+      out->tokens.push_back(static_cast<TokenId>(id));
+      out->tokens_given = true;
+      continue;
+    }
+    // A batch of prompts: the first one decides the route; the others are validated for type.
+    if (it == od::json_type::string) {
+      std::string_view text;
+      if (item.get_string().get(text) != simdjson::SUCCESS)
+        return bad(field, "holds an invalid string");
+      if (first) tok.encode(text, &out->tokens);
+    } else if (it == od::json_type::array) {
+      od::array ids;
+      if (item.get_array().get(ids) != simdjson::SUCCESS)
+        return bad(field, "holds an invalid list");
+      std::vector<TokenId> scratch;
+      if (Status s = read_ids(ids, field, first ? &out->tokens : &scratch); !s.ok()) return s;
+      if (first) out->tokens_given = true;
+    } else {
+      return bad(field, "must be a string, a list of token ids, or a list of those");
+    }
+    first = false;
+  }
+  return absl::OkStatus();
+}
+
+// Chat messages rendered with render_chat(); content may be text or a list of typed parts.
+Status read_messages(od::value v, const TestTokenizer& tok, ParsedRequest* out) {
+  od::array arr;
+  if (v.get_array().get(arr) != simdjson::SUCCESS)
+    return bad("messages", "must be a list of messages");
+  std::vector<std::string> roles, contents;
+  for (auto el : arr) {
+    od::object msg;
+    if (el.get_object().get(msg) != simdjson::SUCCESS) return bad("messages", "must hold objects");
+    std::string role, content;
+    for (auto f : msg) {
+      std::string_view key;
+      if (f.unescaped_key().get(key) != simdjson::SUCCESS)
+        return bad("messages", "holds an invalid key");
+      od::value val;
+      if (f.value().get(val) != simdjson::SUCCESS) return bad("messages", "is not valid JSON");
+      if (key == "role") {
+        std::string_view r;
+        if (val.get_string().get(r) != simdjson::SUCCESS)
+          return bad("messages.role", "must be a string");
+        role = r;
+      } else if (key == "content") {
+        od::json_type t;
+        if (val.type().get(t) != simdjson::SUCCESS)
+          return bad("messages.content", "is not valid JSON");
+        if (t == od::json_type::string) {
+          std::string_view c;
+          if (val.get_string().get(c) != simdjson::SUCCESS)
+            return bad("messages.content", "is not a valid string");
+          content = c;
+        } else if (t == od::json_type::array) {
+          od::array parts;
+          if (val.get_array().get(parts) != simdjson::SUCCESS)
+            return bad("messages.content", "is not a valid list");
+          for (auto p : parts) {
+            od::object part;
+            if (p.get_object().get(part) != simdjson::SUCCESS)
+              return bad("messages.content", "parts must be objects");
+            std::string_view text;
+            if (part["text"].get_string().get(text) == simdjson::SUCCESS) content.append(text);
+          }
+        } else if (t != od::json_type::null) {
+          return bad("messages.content", "must be a string or a list of content parts");
+        }
+      }
+    }
+    if (role.empty()) return bad("messages.role", "is required");
+    roles.push_back(std::move(role));
+    contents.push_back(std::move(content));
+  }
+  std::vector<ChatMessage> msgs;
+  msgs.reserve(roles.size());
+  for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], contents[i]});
+  tok.encode(render_chat(msgs), &out->tokens);
+  return absl::OkStatus();
+}
+
+struct ParserState {
+  od::parser parser;
+  std::string buffer;
+};
+thread_local ParserState tl_state;
+
+}  // namespace
+
+const char* api_route_name(ApiRoute r) {
+  switch (r) {
+    case ApiRoute::kCompletions:
+      return "completions";
+    case ApiRoute::kChatCompletions:
+      return "chat_completions";
+    case ApiRoute::kGenerate:
+      return "generate";
+  }
+  return "unknown";
+}
+
+Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer& tokenizer,
+                     ParsedRequest* out) {
+  *out = ParsedRequest{};
+  ParserState& st = tl_state;
+  st.buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);
+  std::memcpy(st.buffer.data(), body.data(), body.size());
+  od::document doc;
+  if (st.parser.iterate(st.buffer.data(), body.size(), st.buffer.size()).get(doc) !=
+      simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("the request body is not valid JSON");
+  }
+  od::object obj;
+  if (doc.get_object().get(obj) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("the request body must be a JSON object");
+  }
+  bool have_prompt = false;
+  for (auto field : obj) {
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("the request body is not valid JSON");
+    }
+    od::value v;
+    if (field.value().get(v) != simdjson::SUCCESS)
+      return absl::InvalidArgumentError("the request body is not valid JSON");
+    if (key == "model") {
+      std::string_view m;
+      if (v.get_string().get(m) != simdjson::SUCCESS) return bad("model", "must be a string");
+      out->model = m;
+    } else if (key == "stream") {
+      bool b = false;
+      od::json_type t;
+      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
+      if (v.get_bool().get(b) != simdjson::SUCCESS) return bad("stream", "must be a boolean");
+      out->stream = b;
+    } else if (key == "cache_salt") {
+      std::string_view s;
+      od::json_type t;
+      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
+      if (v.get_string().get(s) != simdjson::SUCCESS) return bad("cache_salt", "must be a string");
+      out->cache_salt = s;
+    } else if (route == ApiRoute::kCompletions && key == "prompt") {
+      if (Status s = read_prompt(v, "prompt", tokenizer, out); !s.ok()) return s;
+      have_prompt = true;
+    } else if (route == ApiRoute::kChatCompletions && key == "messages") {
+      if (Status s = read_messages(v, tokenizer, out); !s.ok()) return s;
+      have_prompt = true;
+    } else if (route == ApiRoute::kGenerate && key == "input_ids") {
+      if (Status s = read_prompt(v, "input_ids", tokenizer, out); !s.ok()) return s;
+      have_prompt = true;
+    } else if (route == ApiRoute::kGenerate && key == "text") {
+      od::json_type t;
+      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
+      if (Status s = read_prompt(v, "text", tokenizer, out); !s.ok()) return s;
+      have_prompt = true;
+    }
+  }
+  if (!have_prompt) {
+    switch (route) {
+      case ApiRoute::kCompletions:
+        return bad("prompt", "is required");
+      case ApiRoute::kChatCompletions:
+        return bad("messages", "is required");
+      case ApiRoute::kGenerate:
+        return bad("text", "or 'input_ids' is required");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvgate::app

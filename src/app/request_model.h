@@ -1,0 +1,43 @@
+// The request model: what the gateway reads from an OpenAI-style body to route it. The body itself
+// is forwarded to the worker byte for byte; nothing is re-serialized.
+//
+//   /v1/completions       model, prompt (text | token ids | list of texts | list of id lists:
+//                         the first one routes), stream, cache_salt
+//   /v1/chat/completions  model, messages [{role, content (text | [{type:"text", text}])}],
+//                         stream, cache_salt; rendered with core's render_chat() then tokenized
+//   /generate (SGLang)    text | input_ids, stream (top level or in sampling params: top level)
+//
+// A body that is not JSON, or a known field of the wrong type, is a client error (400) naming the
+// field. Unknown fields are ignored.
+//
+// Threading: parse_request() is reentrant; it keeps a per-thread parser and buffer (no allocation
+// per request once warm, beyond the token vector).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/core/block_hash.h"
+#include "kvgate/core/result.h"
+#include "kvgate/core/tokenizer.h"
+
+namespace kvgate::app {
+
+enum class ApiRoute { kCompletions, kChatCompletions, kGenerate };
+const char* api_route_name(ApiRoute r);
+
+struct ParsedRequest {
+  std::string model;
+  bool stream = false;
+  std::string cache_salt;
+  std::vector<TokenId> tokens;  // the prompt's token ids (given, or tokenized from its text)
+  bool tokens_given = false;    // the body carried ids (no tokenization happened)
+};
+
+// Fills `out` from `body`. InvalidArgument (-> 400) names the offending field.
+Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer& tokenizer,
+                     ParsedRequest* out);
+
+}  // namespace kvgate::app

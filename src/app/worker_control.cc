@@ -1,0 +1,471 @@
+#include "app/worker_control.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/detached.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "kvgate/core/log.h"
+
+namespace kvgate::app {
+namespace net = boost::asio;
+
+namespace {
+
+enum class LoadSource { kUnknown, kLoadEndpoint, kMetrics, kNone };
+
+std::shared_ptr<spdlog::logger> logger() {
+  static auto l = log::get("workers");
+  return l;
+}
+
+// "tcp://*:5557" -> "tcp://<worker host>:5557": engines advertise their bind address.
+std::string reachable(std::string endpoint, const std::string& worker_host) {
+  for (std::string_view wildcard : {"tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:"}) {
+    if (endpoint.rfind(wildcard, 0) == 0) {
+      return "tcp://" + worker_host + ":" + endpoint.substr(wildcard.size());
+    }
+  }
+  return endpoint;
+}
+
+// "tcp://host:5557" + rank r -> "tcp://host:(5557 + r)": rank r publishes on the base port + r.
+std::string offset_port(const std::string& endpoint, uint32_t rank) {
+  const auto colon = endpoint.rfind(':');
+  if (rank == 0 || colon == std::string::npos) return endpoint;
+  int port = 0;
+  const char* b = endpoint.data() + colon + 1;
+  if (std::from_chars(b, endpoint.data() + endpoint.size(), port).ec != std::errc())
+    return endpoint;
+  return endpoint.substr(0, colon + 1) + std::to_string(port + static_cast<int>(rank));
+}
+
+struct ServerInfo {
+  std::vector<workers::KvEndpoint> endpoints;
+  uint32_t block_size = 0;
+};
+
+ServerInfo parse_server_info(const std::string& body, const std::string& host) {
+  ServerInfo out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc) != simdjson::SUCCESS) return out;
+  uint64_t bs = 0;
+  if (doc["block_size"].get_uint64().get(bs) == simdjson::SUCCESS ||
+      doc["page_size"].get_uint64().get(bs) == simdjson::SUCCESS) {
+    out.block_size = static_cast<uint32_t>(bs);
+  }
+  simdjson::dom::array eps;
+  if (doc["kv_events_endpoints"].get_array().get(eps) == simdjson::SUCCESS) {
+    for (auto ep : eps) {
+      workers::KvEndpoint k;
+      uint64_t rank = 0;
+      std::string_view s;
+      if (ep["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS)
+        k.rank = static_cast<DpRank>(rank);
+      if (ep["endpoint"].get_string().get(s) != simdjson::SUCCESS) continue;
+      k.publisher = reachable(std::string(s), host);
+      if (ep["replay_endpoint"].get_string().get(s) == simdjson::SUCCESS)
+        k.replay = reachable(std::string(s), host);
+      if (ep["topic"].get_string().get(s) == simdjson::SUCCESS) k.topic = std::string(s);
+      out.endpoints.push_back(std::move(k));
+    }
+    return out;
+  }
+  // SGLang: kv_events_config is a JSON string; rank r adds r to both ports.
+  std::string_view config;
+  if (doc["kv_events_config"].get_string().get(config) != simdjson::SUCCESS) return out;
+  simdjson::dom::parser inner;
+  simdjson::dom::element cfg;
+  if (inner.parse(std::string(config)).get(cfg) != simdjson::SUCCESS) return out;
+  std::string_view endpoint, replay, topic;
+  if (cfg["endpoint"].get_string().get(endpoint) != simdjson::SUCCESS) return out;
+  if (cfg["replay_endpoint"].get_string().get(replay) != simdjson::SUCCESS) replay = {};
+  if (cfg["topic"].get_string().get(topic) != simdjson::SUCCESS) topic = {};
+  uint64_t dp = 1;
+  if (doc["dp_size"].get_uint64().get(dp) != simdjson::SUCCESS) dp = 1;
+  for (uint32_t r = 0; r < std::max<uint64_t>(dp, 1); ++r) {
+    workers::KvEndpoint k;
+    k.rank = r;
+    k.publisher = offset_port(reachable(std::string(endpoint), host), r);
+    if (!replay.empty()) k.replay = offset_port(reachable(std::string(replay), host), r);
+    k.topic = std::string(topic);
+    out.endpoints.push_back(std::move(k));
+  }
+  return out;
+}
+
+// vLLM's gauges as its /metrics exposes them (summed over label sets; usage is a ratio).
+workers::EngineLoad parse_vllm_metrics(std::string_view text, bool* found) {
+  workers::EngineLoad load;
+  *found = false;
+  double running = 0, waiting = 0, usage = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const auto space = line.rfind(' ');
+    if (space == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, line.find_first_of("{ "));
+    double v = 0;
+    try {
+      v = std::stod(std::string(line.substr(space + 1)));
+    } catch (...) {
+      continue;
+    }
+    if (name == "vllm:num_requests_running") {
+      running += v;
+      *found = true;
+    } else if (name == "vllm:num_requests_waiting") {
+      waiting += v;
+      *found = true;
+    } else if (name == "vllm:gpu_cache_usage_perc" || name == "vllm:kv_cache_usage_perc") {
+      usage = std::max(usage, v);
+      *found = true;
+    }
+  }
+  load.running = static_cast<uint32_t>(running);
+  load.waiting = static_cast<uint32_t>(waiting);
+  load.kv_usage = usage;
+  return load;
+}
+
+}  // namespace
+
+struct WorkerControl::Entry {
+  std::shared_ptr<workers::Worker> worker;
+  std::string host;
+  uint16_t port = 0;
+  std::vector<workers::KvEndpoint> explicit_endpoints;
+  std::atomic<bool> stop{false};
+  std::unique_ptr<net::steady_timer> timer;
+  std::unique_ptr<http::Connection> conn;  // control thread only
+  LoadSource load_source = LoadSource::kUnknown;
+  std::vector<HolderKey> subscribed;  // under WorkerControl::mu_
+  bool warned_no_events = false;
+};
+
+WorkerControl::WorkerControl(WorkerControlDeps deps) : deps_(deps) {
+  thread_ = std::thread([this] {
+    auto guard = net::make_work_guard(ctx_);
+    ctx_.run();
+  });
+}
+
+WorkerControl::~WorkerControl() {
+  stop();
+  ctx_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorkerControl::stop() {
+  MutexLock lock(&mu_);
+  stopped_ = true;
+  for (auto& [url, e] : entries_) {
+    e->stop = true;
+    net::post(ctx_, [e] {
+      if (e->timer) e->timer->cancel();
+    });
+  }
+}
+
+Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {
+  auto normalized = workers::WorkerRegistry::normalize_url(url);
+  if (!normalized.ok()) return normalized.status();
+  auto worker = deps_.registry->add(*normalized);
+  if (!worker.ok()) return worker.status();
+  auto e = std::make_shared<Entry>();
+  e->worker = *worker;
+  const std::string_view hostport = std::string_view(*normalized).substr(7);
+  const auto colon = hostport.rfind(':');
+  e->host = std::string(hostport.substr(0, colon));
+  e->port = static_cast<uint16_t>(std::stoi(std::string(hostport.substr(colon + 1))));
+  e->explicit_endpoints = std::move(kv_endpoints);
+  if (deps_.config->health_check_interval.count() == 0)
+    e->worker->health().force(workers::Health::kHealthy);
+  deps_.metrics->add_worker(e->worker->url());
+  {
+    MutexLock lock(&mu_);
+    if (stopped_) {
+      deps_.registry->remove(*normalized);
+      deps_.metrics->remove_worker(*normalized);
+      return absl::FailedPreconditionError("the gateway is stopping");
+    }
+    entries_[*normalized] = e;
+  }
+  net::co_spawn(ctx_, run(e), net::detached);
+  logger()->info("worker {} added", e->worker->url());
+  return absl::OkStatus();
+}
+
+bool WorkerControl::remove(std::string_view url) {
+  auto normalized = workers::WorkerRegistry::normalize_url(url);
+  if (!normalized.ok()) return false;
+  std::shared_ptr<Entry> e;
+  std::vector<HolderKey> subscribed;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(*normalized);
+    if (it == entries_.end()) return false;
+    e = it->second;
+    entries_.erase(it);
+    e->stop = true;
+    subscribed.swap(e->subscribed);
+  }
+  net::post(ctx_, [e] {
+    if (e->timer) e->timer->cancel();
+  });
+  // Out of routing first, then everything that hangs off the worker.
+  deps_.registry->remove(*normalized);
+  deps_.policy->on_worker_removed(e->worker->id());
+  for (const HolderKey& key : subscribed) {
+    if (deps_.ingest != nullptr)
+      deps_.ingest->remove(key);  // also removes the holder from the index
+    deps_.holders->release(key);
+  }
+  deps_.upstream->forget(e->worker->id());
+  deps_.metrics->remove_worker(*normalized);
+  logger()->info("worker {} removed", *normalized);
+  return true;
+}
+
+net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
+  const GatewayConfig& c = *deps_.config;
+  e->timer = std::make_unique<net::steady_timer>(ctx_);
+  auto tick = std::chrono::milliseconds(1000);
+  for (auto iv : {c.health_check_interval, c.load_poll_interval, c.discovery_retry}) {
+    if (iv.count() > 0) tick = std::min(tick, iv);
+  }
+  tick = std::max(tick, std::chrono::milliseconds(20));
+  MonoTime next_probe{}, next_poll{}, next_discovery{};
+  while (!e->stop) {
+    const MonoTime now = deps_.clock->now();
+    if (!e->worker->info()->discovered && now >= next_discovery) {
+      co_await discover(*e);
+      next_discovery = now + c.discovery_retry;
+    }
+    if (e->stop) break;
+    if (c.health_check_interval.count() > 0 && now >= next_probe) {
+      co_await probe(*e);
+      next_probe = now + c.health_check_interval;
+    }
+    if (e->stop) break;
+    if (c.load_poll_interval.count() > 0 && now >= next_poll &&
+        e->load_source != LoadSource::kNone) {
+      co_await poll_load(*e);
+      next_poll = now + c.load_poll_interval;
+    }
+    refresh_block_size(*e);
+    boost::system::error_code ec;
+    e->timer->expires_after(tick);
+    co_await e->timer->async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  if (e->conn) e->conn->close();
+}
+
+namespace {
+
+// One GET over the entry's control connection (reconnecting as needed).
+net::awaitable<Result<http::ClientResponse>> control_get(std::unique_ptr<http::Connection>& conn,
+                                                         const std::string& host, uint16_t port,
+                                                         const http::ClientOptions& options,
+                                                         std::string target) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool reused = conn != nullptr;
+    if (!conn) {
+      auto c = co_await http::Connection::connect(host, port, options);
+      if (!c.ok()) co_return c.status();
+      conn = std::move(*c);
+    }
+    auto res =
+        co_await conn->send({.method = http::Verb::get, .target = target, .content_type = ""});
+    if (!res.ok() || !conn->reusable()) {
+      const bool retry = reused && !res.ok() && conn->failed_before_response();
+      conn.reset();
+      if (retry) continue;  // the worker closed an idle control connection
+    }
+    co_return res;
+  }
+  co_return absl::UnavailableError("unreachable");
+}
+
+}  // namespace
+
+net::awaitable<void> WorkerControl::discover(Entry& e) {
+  const GatewayConfig& c = *deps_.config;
+  const http::ClientOptions opts{.connect_timeout = c.connect_timeout,
+                                 .request_timeout = c.health_check_timeout,
+                                 .idle_timeout = c.health_check_timeout};
+  auto models = co_await control_get(e.conn, e.host, e.port, opts, "/v1/models");
+  if (!models.ok() || models->status != 200) co_return;  // not up yet: retried later
+  workers::WorkerInfo info = *e.worker->info();
+  info.models.clear();
+  info.lora_adapters.clear();
+  {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    simdjson::dom::array data;
+    if (parser.parse(models->body).get(doc) == simdjson::SUCCESS &&
+        doc["data"].get_array().get(data) == simdjson::SUCCESS) {
+      for (auto m : data) {
+        std::string_view id, parent;
+        if (m["id"].get_string().get(id) != simdjson::SUCCESS) continue;
+        info.models.emplace_back(id);
+        if (m["parent"].get_string().get(parent) == simdjson::SUCCESS && !parent.empty() &&
+            parent != id) {
+          info.lora_adapters.emplace_back(id);
+        }
+      }
+    }
+  }
+  ServerInfo si;
+  for (const char* target : {"/server_info", "/get_server_info"}) {
+    auto res = co_await control_get(e.conn, e.host, e.port, opts, target);
+    if (res.ok() && res->status == 200) {
+      si = parse_server_info(res->body, e.host);
+      break;
+    }
+  }
+  if (e.stop) co_return;
+  std::vector<workers::KvEndpoint> endpoints =
+      e.explicit_endpoints.empty() ? si.endpoints : e.explicit_endpoints;
+  info.kv_endpoints = endpoints;
+  if (si.block_size > 0) info.block_size = si.block_size;
+  info.discovered = true;
+  {
+    MutexLock lock(&mu_);
+    if (e.stop) co_return;
+    if (deps_.ingest != nullptr && !endpoints.empty()) {
+      subscribe(e, endpoints);
+      info.holders.clear();
+      for (const HolderKey& k : e.subscribed) {
+        if (auto h = deps_.holders->find(k)) info.holders.push_back(*h);
+      }
+    } else if (deps_.ingest != nullptr && !e.warned_no_events) {
+      e.warned_no_events = true;
+      logger()->warn(
+          "worker {} advertises no KV event endpoints (no /server_info endpoints and no "
+          "--kv-events-endpoint): "
+          "routing to it predicts its cache from past decisions",
+          e.worker->url());
+    }
+    deps_.registry->update_info(e.worker->id(), [&](workers::WorkerInfo& i) { i = info; });
+  }
+  logger()->info("worker {} discovered: {} models, {} KV event streams, block size {}",
+                 e.worker->url(), info.models.size(), info.kv_endpoints.size(), info.block_size);
+}
+
+void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints) {
+  for (const workers::KvEndpoint& ep : endpoints) {
+    const HolderKey key{e.worker->id(), ep.rank};
+    if (std::find(e.subscribed.begin(), e.subscribed.end(), key) != e.subscribed.end()) continue;
+    const HolderId holder = deps_.holders->acquire(key);
+    events::SubscriptionSpec spec;
+    spec.key = key;
+    spec.holder = holder;
+    spec.worker_name = e.worker->url();
+    spec.endpoint = ep.publisher;
+    spec.replay_endpoint = ep.replay;
+    spec.topic = ep.topic;
+    if (Status s = deps_.ingest->add(spec); !s.ok()) {
+      logger()->warn("worker {} rank {}: cannot subscribe to {}: {}", e.worker->url(), ep.rank,
+                     ep.publisher, message_of(s));
+      deps_.holders->release(key);
+      continue;
+    }
+    e.subscribed.push_back(key);
+  }
+}
+
+void WorkerControl::refresh_block_size(Entry& e) {
+  if (deps_.ingest == nullptr) return;
+  std::vector<HolderKey> keys;
+  {
+    MutexLock lock(&mu_);
+    keys = e.subscribed;
+  }
+  for (const HolderKey& k : keys) {
+    auto st = deps_.ingest->state(k);
+    if (!st || st->block_size == 0) continue;
+    if (st->block_size != e.worker->info()->block_size) {
+      const uint32_t bs = st->block_size;
+      deps_.registry->update_info(e.worker->id(),
+                                  [bs](workers::WorkerInfo& i) { i.block_size = bs; });
+    }
+    return;
+  }
+}
+
+net::awaitable<void> WorkerControl::probe(Entry& e) {
+  const GatewayConfig& c = *deps_.config;
+  const http::ClientOptions opts{
+      .connect_timeout = std::min(c.connect_timeout, c.health_check_timeout),
+      .request_timeout = c.health_check_timeout,
+      .idle_timeout = c.health_check_timeout};
+  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/health");
+  const bool ok = res.ok() && res->status == 200;
+  if (e.worker->health().record(ok)) {
+    const auto h = e.worker->health().state();
+    if (h == workers::Health::kHealthy) {
+      e.worker->breaker().reset();  // a returned worker starts with a closed breaker
+      logger()->info("worker {} is healthy", e.worker->url());
+    } else {
+      logger()->warn(
+          "worker {} is unhealthy: {}", e.worker->url(),
+          res.ok() ? "status " + std::to_string(res->status) : std::string(message_of(res.status())));
+    }
+  }
+}
+
+net::awaitable<void> WorkerControl::poll_load(Entry& e) {
+  const GatewayConfig& c = *deps_.config;
+  const http::ClientOptions opts{.connect_timeout = c.connect_timeout,
+                                 .request_timeout = c.health_check_timeout,
+                                 .idle_timeout = c.health_check_timeout};
+  if (e.load_source == LoadSource::kUnknown || e.load_source == LoadSource::kLoadEndpoint) {
+    auto res = co_await control_get(e.conn, e.host, e.port, opts, "/load");
+    if (!res.ok()) co_return;
+    if (res->status == 200) {
+      simdjson::dom::parser parser;
+      simdjson::dom::element doc;
+      if (parser.parse(res->body).get(doc) == simdjson::SUCCESS) {
+        workers::EngineLoad l;
+        uint64_t u = 0;
+        double d = 0;
+        if (doc["running"].get_uint64().get(u) == simdjson::SUCCESS)
+          l.running = static_cast<uint32_t>(u);
+        if (doc["waiting"].get_uint64().get(u) == simdjson::SUCCESS)
+          l.waiting = static_cast<uint32_t>(u);
+        if (doc["kv_usage"].get_double().get(d) == simdjson::SUCCESS) l.kv_usage = d;
+        if (doc["queued_prefill_tokens"].get_uint64().get(u) == simdjson::SUCCESS)
+          l.queued_prefill_tokens = u;
+        e.worker->set_engine_load(l, deps_.clock->now());
+        e.load_source = LoadSource::kLoadEndpoint;
+      }
+      co_return;
+    }
+    e.load_source = LoadSource::kMetrics;
+  }
+  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/metrics");
+  if (!res.ok() || res->status != 200) co_return;
+  bool found = false;
+  const auto l = parse_vllm_metrics(res->body, &found);
+  if (!found) {
+    e.load_source = LoadSource::kNone;  // nothing to read: the gateway's own in-flight counts serve
+    logger()->info("worker {} reports no load; routing uses the gateway's in-flight counts",
+                   e.worker->url());
+    co_return;
+  }
+  e.worker->set_engine_load(l, deps_.clock->now());
+}
+
+}  // namespace kvgate::app

@@ -1,0 +1,75 @@
+// WorkerControl: the fleet's control path.
+//
+// Adding a worker registers it (not yet routable), then a per-worker loop on the control thread
+// discovers it (GET /v1/models for its models and LoRA adapters; GET /server_info, else SGLang's
+// /get_server_info, for its KV event endpoints per dp rank and its block size; explicit endpoints
+// from the command line take precedence), subscribes its ranks' KV events, probes GET /health with
+// hysteresis, and polls its load (GET /load, else the vLLM gauges on /metrics).
+// Removing a worker leaves nothing behind: registry entry, control loop, KV subscriptions and index
+// holders, holder ids, idle upstream connections, policy state and metric series.
+//
+// Threading: add(), remove() and stop() from any thread except the control thread; the loops run
+// on the control thread (its own io_context), so slow workers never stall request handling.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "app/gateway_metrics.h"
+#include "app/upstream_pool.h"
+#include "boost/asio/io_context.hpp"
+#include "kvgate/app/config.h"
+#include "kvgate/core/holder_ids.h"
+#include "kvgate/core/thread_annotations.h"
+#include "kvgate/events/ingest.h"
+#include "kvgate/policy/policy.h"
+#include "kvgate/workers/registry.h"
+
+namespace kvgate::app {
+
+struct WorkerControlDeps {
+  const GatewayConfig* config = nullptr;
+  workers::WorkerRegistry* registry = nullptr;
+  HolderIdAllocator* holders = nullptr;
+  events::EventIngest* ingest = nullptr;  // null without KV events
+  policy::Policy* policy = nullptr;
+  UpstreamPool* upstream = nullptr;
+  GatewayMetrics* metrics = nullptr;
+  const Clock* clock = nullptr;
+};
+
+class WorkerControl {
+ public:
+  explicit WorkerControl(WorkerControlDeps deps);
+  ~WorkerControl();
+
+  // Registers the worker and starts its control loop. `kv_endpoints` (may be empty) replace
+  // discovery of its KV event streams.
+  Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});
+  // False if the worker was not registered.
+  bool remove(std::string_view url);
+  // Stops every loop (workers stay registered). Idempotent.
+  void stop();
+
+ private:
+  struct Entry;
+  boost::asio::awaitable<void> run(std::shared_ptr<Entry> e);
+  boost::asio::awaitable<void> discover(Entry& e);
+  boost::asio::awaitable<void> probe(Entry& e);
+  boost::asio::awaitable<void> poll_load(Entry& e);
+  void subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints) KVGATE_REQUIRES(mu_);
+  void refresh_block_size(Entry& e);
+
+  WorkerControlDeps deps_;
+  boost::asio::io_context ctx_;
+  std::thread thread_;
+  Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Entry>> entries_ KVGATE_GUARDED_BY(mu_);
+  bool stopped_ KVGATE_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace kvgate::app

@@ -237,6 +237,34 @@ TEST_F(IngestTest, BadInputCostsOnlyItself) {
   EXPECT_EQ(content_now(), truth(good, holder_));
 }
 
+// The engine process goes away and a new one binds the same ports: ZMQ reconnects (with
+// backoff), the seq going back reads as a restart, and the old process's blocks are dropped.
+TEST_F(IngestTest, EngineGoneAndBackOnTheSamePortsReconnects) {
+  std::string endpoint, replay_endpoint;
+  {
+    TestPublisher first({});
+    endpoint = first.endpoint();
+    replay_endpoint = first.replay_endpoint();
+    ASSERT_TRUE(ingest_->add(spec(first)).ok());
+    ASSERT_TRUE(first.wait_subscriber());
+    for (uint64_t k = 0; k < 6; ++k) first.publish(content(k));
+    ASSERT_TRUE(settle(5));
+  }
+  TestPublisher::Options o;
+  o.endpoint = endpoint;
+  o.replay_endpoint = replay_endpoint;
+  TestPublisher second(o);
+  ASSERT_TRUE(second.wait_subscriber());
+  std::vector<WireBatch> after;
+  for (uint64_t k = 0; k < 4; ++k) {
+    after.push_back(content(k, /*salt=*/2));
+    second.publish(after.back());
+  }
+  ASSERT_TRUE(wait_until([&] { return state().cursor.restarts == 1; }));
+  ASSERT_TRUE(settle(3));
+  EXPECT_EQ(content_now(), truth(after, holder_));
+}
+
 TEST_F(IngestTest, RemovalLeavesNothingBehind) {
   TestPublisher pub({});
   ASSERT_TRUE(ingest_->add(spec(pub)).ok());

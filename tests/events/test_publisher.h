@@ -28,6 +28,9 @@ class TestPublisher {
     bool serve_replay = true;     // false: a ROUTER that never answers
     std::string topic = "kv-events";
     WireFormat format = WireFormat::kVllmArray;
+    // Where to bind (port 0: a free port the OS picks); a restarted engine binds the old ports.
+    std::string endpoint = "tcp://127.0.0.1:*";
+    std::string replay_endpoint = "tcp://127.0.0.1:*";
   };
 
   explicit TestPublisher(Options o)
@@ -38,8 +41,8 @@ class TestPublisher {
     pub_.set(zmq::sockopt::linger, 0);
     pub_.set(zmq::sockopt::xpub_verbose, 1);  // every subscription, also a re-subscription
     router_.set(zmq::sockopt::linger, 0);
-    pub_.bind("tcp://127.0.0.1:*");
-    router_.bind("tcp://127.0.0.1:*");
+    pub_.bind(o_.endpoint);
+    router_.bind(o_.replay_endpoint);
     endpoint_ = pub_.get(zmq::sockopt::last_endpoint);
     replay_endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { serve(); });

@@ -688,6 +688,7 @@ bool BatchDecoder::decode(std::span<const uint8_t> payload, DecodedBatch* out) {
         return false;
       }
       if (auto r = reader.read(o)) ++out->dropped[static_cast<size_t>(*r)];
+      zone_.clear();  // the event is copied out; its objects are done with
     }
     return true;
   };

@@ -138,7 +138,7 @@ struct DecodedBatch {
 
 class BatchDecoder {
  public:
-  explicit BatchDecoder(DecodeLimits limits = {}) : limits_(limits) {}
+  explicit BatchDecoder(DecodeLimits limits = {}) : limits_(limits), zone_(kZoneChunkBytes) {}
 
   // Decodes `payload` into `out` (cleared first, capacity reused). Returns false when the whole
   // payload was rejected (out->rejected says why); per-event drops are in out->dropped.
@@ -152,6 +152,9 @@ class BatchDecoder {
   const DecodeLimits& limits() const { return limits_; }
 
  private:
+  // msgpack-c builds each item's objects here; it is emptied after every event (strings stay in
+  // the payload), so an ordinary event fits in the first chunk and costs no allocation.
+  static constexpr size_t kZoneChunkBytes = 64 * 1024;
   DecodeLimits limits_;
   msgpack::zone zone_;
 };

@@ -39,6 +39,7 @@ struct Families {
   Family<Histogram>& apply_lag;
   Family<Gauge>& mismatch_ratio;
   Family<Counter>& hash_blocks;
+  Family<Counter>& normalizer_notes;
   Gauge& degraded_total;
   Histogram& lag;
 
@@ -78,6 +79,11 @@ struct Families {
         hash_blocks(metrics::counter_family(
             r, "kvgate_events_hash_checked_blocks_total",
             "Stored blocks by engine-hash check result: matched, mismatched, unchecked.")),
+        normalizer_notes(metrics::counter_family(
+            r, "kvgate_events_normalizer_notes_total",
+            "Normalization events worth a look, by note: block_size_change (a holder's stores "
+            "changed block size), unknown_medium (counted as external), group_policy_clear (a "
+            "full-attention KV-cache group appeared after window-group blocks were applied).")),
         degraded_total(degraded_ranks.Add({})),
         lag(apply_lag.Add({}, metrics::latency_buckets_seconds())) {}
 };
@@ -104,11 +110,13 @@ struct HolderSeries {
   Counter* bad_frames = nullptr;
   Gauge* degraded = nullptr;
   Gauge* block_size = nullptr;
+  std::array<Counter*, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
   // Published so far (event thread only).
   CursorStats seen;
   std::array<uint64_t, kDropReasonCount> seen_dropped{};
   uint64_t seen_bad_frames = 0;
   HashCheckCounts seen_hash;
+  NormalizerStats seen_notes;
   bool was_degraded = false;
   // Written by the event thread (lane drops) and lanes (applied).
   std::atomic<uint64_t> lane_dropped{0};
@@ -335,6 +343,10 @@ class EventThread {
     bump(s.bad_frames, bad, s.seen_bad_frames);
     if (bad > bad_before) s.batches[3]->Increment(static_cast<double>(bad - bad_before));
     s.block_size->Set(sub.block_size());
+    const NormalizerStats& ns = sub.normalizer_stats();
+    bump(s.notes[0], ns.block_size_changes, s.seen_notes.block_size_changes);
+    bump(s.notes[1], ns.unknown_mediums, s.seen_notes.unknown_mediums);
+    bump(s.notes[2], ns.group_policy_clears, s.seen_notes.group_policy_clears);
     if (sub.degraded() != s.was_degraded) {
       s.was_degraded = sub.degraded();
       s.degraded->Set(s.was_degraded ? 1 : 0);
@@ -516,6 +528,9 @@ class EventIngest::Impl {
     s->restarts = &families_.restarts.Add(base);
     s->bad_frames = &families_.bad_frames.Add(base);
     s->degraded = &families_.degraded.Add(base);
+    s->notes[0] = &families_.normalizer_notes.Add(with("note", "block_size_change"));
+    s->notes[1] = &families_.normalizer_notes.Add(with("note", "unknown_medium"));
+    s->notes[2] = &families_.normalizer_notes.Add(with("note", "group_policy_clear"));
     s->block_size = &families_.block_size.Add(base);
     return s;
   }
@@ -548,6 +563,7 @@ class EventIngest::Impl {
     families_.restarts.Remove(s.restarts);
     families_.bad_frames.Remove(s.bad_frames);
     families_.degraded.Remove(s.degraded);
+    for (auto* c : s.notes) families_.normalizer_notes.Remove(c);
     families_.block_size.Remove(s.block_size);
     auto it = workers_.find(worker_name);
     if (it != workers_.end() && --it->second->ranks == 0) {

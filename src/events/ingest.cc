@@ -11,12 +11,16 @@
 #include <thread>
 #include <variant>
 
+#include "events/detail/lock.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/thread_annotations.h"
 
 namespace kvgate::events {
 namespace {
 
+using detail::CondVar;
+using detail::Lock;
+using detail::LockGuard;
 using metrics::Counter;
 using metrics::Family;
 using metrics::Gauge;
@@ -142,22 +146,24 @@ class Lane {
   ~Lane() { stop(); }
 
   bool try_push(std::unique_ptr<NormalizedBatch> b) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     if (queue_.size() >= capacity_ || stopping_) return false;
     queue_.emplace_back(std::move(b));
+    cv_.notify_all();
     return true;
   }
   // Never refused: removal must get through a full queue.
   void push_removal(Removal r) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     if (stopping_) {
       r.done->set_value();
       return;
     }
     queue_.emplace_back(r);
+    cv_.notify_all();
   }
   void set_series(HolderId h, HolderSeries* s) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     if (s)
       series_[h] = s;
     else
@@ -165,12 +171,13 @@ class Lane {
   }
   void stop() KVGATE_EXCLUDES(mu_) {
     {
-      MutexLock l(&mu_);
+      LockGuard l(mu_);
       stopping_ = true;
+      cv_.notify_all();
     }
     if (thread_.joinable()) thread_.join();
     // Discard what is left; unblock removals.
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     for (auto& item : queue_) {
       if (auto* r = std::get_if<Removal>(&item)) r->done->set_value();
     }
@@ -184,12 +191,8 @@ class Lane {
       Item item;
       HolderSeries* series = nullptr;
       {
-        MutexLock l(&mu_);
-        mu_.Await(absl::Condition(
-            +[](Lane* lane) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-              return lane->stopping_ || !lane->queue_.empty();
-            },
-            this));
+        LockGuard l(mu_);
+        while (!stopping_ && queue_.empty()) cv_.wait(mu_);
         if (stopping_) return;
         item = std::move(queue_.front());
         queue_.pop_front();
@@ -218,7 +221,8 @@ class Lane {
   const Clock& clock_;
   Histogram& lag_;
   const size_t capacity_;
-  Mutex mu_;
+  Lock mu_;
+  CondVar cv_;
   std::deque<Item> queue_ KVGATE_GUARDED_BY(mu_);
   std::map<HolderId, HolderSeries*> series_ KVGATE_GUARDED_BY(mu_);
   bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
@@ -250,7 +254,7 @@ class EventThread {
     std::promise<void> done;
     auto f = done.get_future();
     {
-      MutexLock l(&mu_);
+      LockGuard l(mu_);
       if (stopping_) return;
       commands_.push_back([&] {
         fn();
@@ -263,7 +267,7 @@ class EventThread {
 
   void stop() KVGATE_EXCLUDES(mu_) {
     {
-      MutexLock l(&mu_);
+      LockGuard l(mu_);
       stopping_ = true;
     }
     wake();
@@ -286,7 +290,7 @@ class EventThread {
     for (;;) {
       std::deque<std::function<void()>> commands;
       {
-        MutexLock l(&mu_);
+        LockGuard l(mu_);
         commands.swap(commands_);
         if (stopping_) {
           for (auto& c : commands) c();  // their callers wait
@@ -383,7 +387,7 @@ class EventThread {
   Families& f_;
   const std::chrono::milliseconds poll_interval_;
   const int wake_fd_;
-  Mutex mu_;
+  Lock mu_;
   std::deque<std::function<void()>> commands_ KVGATE_GUARDED_BY(mu_);
   bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
   std::map<HolderKey, Holder> holders_;  // event thread only
@@ -406,7 +410,7 @@ class EventIngest::Impl {
   ~Impl() { stop(); }
 
   Status add(SubscriptionSpec spec) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     if (stopped_) return absl::FailedPreconditionError("event ingest stopped");
     if (entries_.count(spec.key)) {
       return absl::AlreadyExistsError("KV events of this worker rank are already subscribed");
@@ -447,7 +451,7 @@ class EventIngest::Impl {
   }
 
   bool remove(HolderKey key) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) return false;
     Entry& e = it->second;
@@ -466,7 +470,7 @@ class EventIngest::Impl {
   }
 
   std::optional<HolderState> state(HolderKey key) const KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) return std::nullopt;
     HolderState st;
@@ -488,7 +492,7 @@ class EventIngest::Impl {
   }
 
   void stop() KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
+    LockGuard l(mu_);
     if (stopped_) return;
     stopped_ = true;
     for (auto& t : threads_) t->stop();
@@ -582,7 +586,7 @@ class EventIngest::Impl {
   zmq::context_t ctx_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<EventThread>> threads_;
-  mutable Mutex mu_;
+  mutable Lock mu_;
   std::map<HolderKey, Entry> entries_ KVGATE_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
   bool stopped_ KVGATE_GUARDED_BY(mu_) = false;

@@ -210,7 +210,7 @@ class Lane {
       if (batch->clear_first)
         index_.apply(batch->holder, std::span<const index::Event>(&kClear, 1));
       if (!batch->events.empty()) index_.apply(batch->holder, batch->events);
-      if (series) series->applied.fetch_add(1, std::memory_order_relaxed);
+      if (series && !batch->clear_only) series->applied.fetch_add(1, std::memory_order_relaxed);
       if (batch->ts > 0) {
         lag_.Observe(std::max(0.0, to_unix_seconds(clock_.wall()) - batch->ts));
       }

@@ -50,6 +50,7 @@ void NormalizedBatch::clear() {
   stored_blocks = 0;
   dropped.fill(0);
   clear_first = false;
+  clear_only = false;
   replayed = false;
   ts = 0;
   seq = 0;

@@ -229,6 +229,7 @@ void Subscription::run_actions(MessageReport* r) {
           clear->key = spec_.key;
           clear->holder = spec_.holder;
           clear->clear_first = true;
+          clear->clear_only = true;
           if (a.reason) {
             note("resync (" + std::string(resync_reason_name(*a.reason)) + ")");
             KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,

@@ -52,7 +52,7 @@ struct HolderState {
   HashCheckCounts hash;
   std::array<uint64_t, kDropReasonCount> dropped_events{};
   uint64_t lane_dropped = 0;     // batches lost to a full lane queue
-  uint64_t applied_batches = 0;  // batches the lane applied to the index
+  uint64_t applied_batches = 0;  // admitted batches the lane applied to the index
 };
 
 class EventIngest {

@@ -60,6 +60,8 @@ struct NormalizedBatch {
   bool replayed = false;
   // Clear the holder before applying (a resync or publisher restart decided by the cursor).
   bool clear_first = false;
+  // Only the clear: no admitted batch behind it (a restart or resync's own clear).
+  bool clear_only = false;
   std::vector<index::Event> events;
   std::vector<EngineHash> engine_hashes;
   std::vector<LocalHash> local_hashes;

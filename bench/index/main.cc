@@ -8,6 +8,7 @@
 // Recorded figures and their exact commands: docs/benchmarks.md, "KV index".
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -94,8 +95,12 @@ int run(const Options& o) {
   std::fprintf(table, "corpus %s (%.1f MB)\n%s", o.corpus.c_str(), c.file_bytes() / 1e6,
                corpus::describe(c.header()).c_str());
   const double clock_ns = clock_pair_ns();
-  std::fprintf(table, "machine: %u hardware threads; timing overhead %.1f ns per timed call\n",
-               std::thread::hardware_concurrency(), clock_ns);
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  std::fprintf(table,
+               "machine: %u hardware threads, load average %.2f at start; timing overhead %.1f ns "
+               "per timed call\n",
+               std::thread::hardware_concurrency(), load[0], clock_ns);
   std::fprintf(table, "method: %s\nfloors: %s\nmemory: %s\n\n", kOpsMethod, kFloorMethod,
                allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
 
@@ -105,8 +110,10 @@ int run(const Options& o) {
     floors.push_back(run_floors(c));
     const Floors& f = floors.back();
     std::fprintf(table,
-                 "run %u floors: %.2f M block ops/s (event %.1f ns/block, lookup %.2f ns/block)\n",
-                 r, f.block_ops_per_s / 1e6, f.event_ns_per_block, f.lookup_ns_per_block);
+                 "run %u floors: %.2f M block ops/s (%.2f M per CPU second; event %.1f ns/block, "
+                 "lookup %.2f ns/block)\n",
+                 r, f.block_ops_per_s / 1e6, t.block_ops() / f.cpu_s / 1e6, f.event_ns_per_block,
+                 f.lookup_ns_per_block);
     for (const std::string& kind : o.kinds) {
       IndexRun ir;
       ir.kind = kind;
@@ -117,12 +124,13 @@ int run(const Options& o) {
       }
       const SingleRun& s = ir.single;
       std::fprintf(table,
-                   "run %u %-10s single: %.2f M block ops/s, %.2f s; lookup p50/p99/p999 "
+                   "run %u %-10s single: %.2f M block ops/s, %.2f s (%.2f M per CPU second); "
+                   "lookup p50/p99/p999 "
                    "%.2f/%.2f/%.2f us; apply p50/p99/p999 %.2f/%.2f/%.2f us; %.1f B/membership "
                    "(allocated), %.1f (self-counted) at %llu memberships; hit blocks %llu\n",
-                   r, kind.c_str(), s.block_ops_per_s / 1e6, s.wall_s, s.lookup.p50_us,
-                   s.lookup.p99_us, s.lookup.p999_us, s.apply.p50_us, s.apply.p99_us,
-                   s.apply.p999_us, s.memory.bytes_per_membership(),
+                   r, kind.c_str(), s.block_ops_per_s / 1e6, s.wall_s, s.block_ops / s.cpu_s / 1e6,
+                   s.lookup.p50_us, s.lookup.p99_us, s.lookup.p999_us, s.apply.p50_us,
+                   s.apply.p99_us, s.apply.p999_us, s.memory.bytes_per_membership(),
                    s.memory.self_bytes_per_membership(),
                    static_cast<unsigned long long>(s.memory.memberships),
                    static_cast<unsigned long long>(s.hit_blocks));
@@ -148,8 +156,9 @@ int run(const Options& o) {
 
   // Medians over runs.
   std::fprintf(table, "\nmedians over %u run(s)\n", o.runs);
-  std::fprintf(table, "%-10s %12s %9s %9s %9s %9s %9s %10s %10s\n", "index", "M blk ops/s",
-               "lk p50us", "lk p99us", "lk p999", "ap p50us", "ap p99us", "B/member", "self B/m");
+  std::fprintf(table, "%-10s %12s %10s %9s %9s %9s %9s %9s %10s %10s\n", "index", "M blk ops/s",
+               "M per CPU s", "lk p50us", "lk p99us", "lk p999", "ap p50us", "ap p99us", "B/member",
+               "self B/m");
   auto med = [&](const std::string& kind, auto field) {
     std::vector<double> v;
     for (const IndexRun& ir : runs) {
@@ -159,8 +168,9 @@ int run(const Options& o) {
   };
   for (const std::string& kind : o.kinds) {
     std::fprintf(
-        table, "%-10s %12.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.1f %10.1f\n", kind.c_str(),
+        table, "%-10s %12.2f %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.1f %10.1f\n", kind.c_str(),
         med(kind, [](const IndexRun& r) { return r.single.block_ops_per_s / 1e6; }),
+        med(kind, [](const IndexRun& r) { return r.single.block_ops / r.single.cpu_s / 1e6; }),
         med(kind, [](const IndexRun& r) { return r.single.lookup.p50_us; }),
         med(kind, [](const IndexRun& r) { return r.single.lookup.p99_us; }),
         med(kind, [](const IndexRun& r) { return r.single.lookup.p999_us; }),
@@ -187,14 +197,15 @@ int run(const Options& o) {
       }
     }
   }
-  std::vector<double> fo, fe, fl;
+  std::vector<double> fo, fc, fe, fl;
   for (const Floors& f : floors) {
     fo.push_back(f.block_ops_per_s / 1e6);
+    fc.push_back(t.block_ops() / f.cpu_s / 1e6);
     fe.push_back(f.event_ns_per_block);
     fl.push_back(f.lookup_ns_per_block);
   }
-  std::fprintf(table, "%-10s %12.2f   (event %.1f ns/block, lookup %.2f ns/block)\n", "floors",
-               median(fo), median(fe), median(fl));
+  std::fprintf(table, "%-10s %12.2f %10.2f   (event %.1f ns/block, lookup %.2f ns/block)\n",
+               "floors", median(fo), median(fc), median(fe), median(fl));
 
   if (!o.json.empty()) {
     std::string out;
@@ -217,12 +228,13 @@ int run(const Options& o) {
     w.member("memory", allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
     w.end_object();
     w.member("hardware_threads", std::thread::hardware_concurrency());
-    w.member("timing_overhead_ns", clock_ns);
+    w.member("timing_overhead_ns", clock_ns).member("load_average_at_start", load[0]);
     w.key("floors").begin_array();
     for (const Floors& f : floors) {
       w.begin_object().member("block_ops_per_s", f.block_ops_per_s);
       w.member("event_ns_per_block", f.event_ns_per_block);
       w.member("lookup_ns_per_block", f.lookup_ns_per_block).member("wall_s", f.wall_s);
+      w.member("cpu_s", f.cpu_s);
       w.end_object();
     }
     w.end_array();
@@ -232,6 +244,7 @@ int run(const Options& o) {
       w.begin_object().member("index", ir.kind).member("run", ir.run);
       w.key("single").begin_object();
       w.member("block_ops_per_s", s.block_ops_per_s).member("wall_s", s.wall_s);
+      w.member("cpu_s", s.cpu_s).member("block_ops_per_cpu_s", s.block_ops / s.cpu_s);
       write_percentiles(w, "lookup", s.lookup);
       write_percentiles(w, "apply", s.apply);
       w.member("hit_blocks", s.hit_blocks);

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <thread>
 
+#include <time.h>
+
 #include "absl/container/flat_hash_map.h"
 
 // jemalloc's control interface, weak so that a build without jemalloc still links and reports
@@ -77,6 +79,12 @@ double clock_pair_ns() {
   return (ns + (sink == UINT64_MAX ? 1 : 0)) / kPairs;
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 bool allocator_stats_available() {
   if (mallctl == nullptr) return false;
   size_t allocated = 0, len = sizeof(allocated);
@@ -118,6 +126,7 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
     }
     sampling += Clock::now() - s0;
   };
+  const double cpu_start = thread_cpu_seconds();
   const auto start = Clock::now();
   for (const corpus::Corpus::Op& op : ops) {
     if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
@@ -137,6 +146,7 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
     }
   }
   const auto end = Clock::now();
+  r.cpu_s = thread_cpu_seconds() - cpu_start - std::chrono::duration<double>(sampling).count();
   sample();
   r.wall_s = seconds(start, end) - std::chrono::duration<double>(sampling).count();
   r.block_ops = c.header().totals.block_ops();
@@ -224,6 +234,7 @@ Floors run_floors(const corpus::Corpus& c) {
   std::span<const SeqHash> previous;
   Clock::duration event_time{0}, lookup_time{0};
   uint64_t event_blocks = 0, lookup_blocks = 0;
+  const double cpu_start = thread_cpu_seconds();
   const auto start = Clock::now();
   for (const corpus::Corpus::Op& op : c.ops()) {
     const auto t0 = Clock::now();
@@ -252,6 +263,7 @@ Floors run_floors(const corpus::Corpus& c) {
     }
   }
   const auto end = Clock::now();
+  f.cpu_s = thread_cpu_seconds() - cpu_start;
   f.wall_s = seconds(start, end);
   f.block_ops_per_s = c.header().totals.block_ops() / f.wall_s;
   f.event_ns_per_block =

@@ -37,8 +37,12 @@ struct MemoryReading {
   }
 };
 
+// CPU seconds the calling thread has run (excludes time preempted by other processes).
+double thread_cpu_seconds();
+
 struct SingleRun {
   double wall_s = 0;
+  double cpu_s = 0;  // the replay thread's CPU time: on a shared machine, the less noisy figure
   uint64_t block_ops = 0;
   double block_ops_per_s = 0;
   Percentiles lookup, apply;
@@ -59,6 +63,7 @@ struct ConcurrentRun {
 
 struct Floors {
   double wall_s = 0;
+  double cpu_s = 0;
   double block_ops_per_s = 0;
   double event_ns_per_block = 0;   // one flat-hash-map insert or erase per stored/removed block
   double lookup_ns_per_block = 0;  // one sequential 64-bit compare per lookup block

@@ -124,7 +124,8 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "--kv-index",
          [&c](const std::string& s) {
            auto k = index::parse_index_kind(s);
-           if (!k.ok()) throw CLI::ValidationError("--kv-index", std::string(message_of(k.status())));
+           if (!k.ok())
+             throw CLI::ValidationError("--kv-index", std::string(message_of(k.status())));
            c.kv_index = *k;
          },
          "KV index backend: chain (lock-free, compact), positional (the baseline) or reference "

@@ -118,17 +118,21 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     final_status = r.status;
     co_await res.send(std::move(r));
   };
-  const auto fail = [&](ErrorReason reason, unsigned status,
-                        std::string_view message) -> net::awaitable<void> {
+  // Error answers are built first and then sent: kvgate never puts a temporary inside a co_await
+  // expression (g++ 12 destroys some of them twice).
+  const auto error_answer = [&](ErrorReason reason, unsigned status, std::string_view message) {
     metrics_->error(reason);
     http::Response r = http::Response::error(status, message);
     if (status == 503) r.headers.emplace_back("retry-after", "1");
-    co_await reply(std::move(r));
+    return r;
   };
 
   ParsedRequest p;
   if (Status s = parse_request(route, req.body(), tokenizer_, &p); !s.ok()) {
-    co_await fail(ErrorReason::kBadRequest, 400, message_of(s));
+    {
+      http::Response err = error_answer(ErrorReason::kBadRequest, 400, message_of(s));
+      co_await reply(std::move(err));
+    }
     metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
     co_return;
   }
@@ -175,17 +179,24 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     metrics_->decision(d.branch, to_seconds(clock_.now() - td));
     if (d.worker < 0) {
       if (d.branch == policy::Branch::kShed) {
-        co_await fail(ErrorReason::kShed, 503, "every worker is overloaded; retry later");
+        http::Response err =
+            error_answer(ErrorReason::kShed, 503, "every worker is overloaded; retry later");
+        co_await reply(std::move(err));
       } else if (last_answer) {
         co_await reply(std::move(*last_answer));
       } else if (!tried.empty()) {
         const bool timeout = absl::IsDeadlineExceeded(last_failure);
-        co_await fail(timeout ? ErrorReason::kUpstreamTimeout : ErrorReason::kUpstreamConnect,
-                      timeout ? 504 : 502,
-                      "no worker could serve the request: " + std::string(message_of(last_failure)));
+        {
+          http::Response err = error_answer(
+              timeout ? ErrorReason::kUpstreamTimeout : ErrorReason::kUpstreamConnect,
+              timeout ? 504 : 502,
+              "no worker could serve the request: " + std::string(message_of(last_failure)));
+          co_await reply(std::move(err));
+        }
       } else {
-        co_await fail(ErrorReason::kNoWorker, 503,
-                      "no routable worker for this request; retry later");
+        http::Response err = error_answer(ErrorReason::kNoWorker, 503,
+                                          "no routable worker for this request; retry later");
+        co_await reply(std::move(err));
       }
       break;
     }
@@ -260,8 +271,10 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         a.done = true;
         const std::string_view ct = head->header("content-type");
         // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.)
-        const std::vector<http::Header> stream_headers = {{std::string(kWorkerHeader), worker->url()}};
-        const Status started = co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
+        const std::vector<http::Header> stream_headers = {
+            {std::string(kWorkerHeader), worker->url()}};
+        const Status started =
+            co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
         if (!started.ok()) {
           conn.close();
           metrics_->error(ErrorReason::kClientAbort);
@@ -278,8 +291,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             metrics_->error(ErrorReason::kUpstreamMidStream);
             logger()->warn("worker {} failed mid-stream: {}", worker->url(),
                            message_of(piece.status()));
-            (void)co_await res.write_sse(sse_error(
-                "the worker failed mid-stream: " + std::string(message_of(piece.status())), 502));
+            const std::string event = sse_error(
+                "the worker failed mid-stream: " + std::string(message_of(piece.status())), 502);
+            (void)co_await res.write_sse(event);
             (void)co_await res.finish();
             final_status = 502;
             break;
@@ -309,9 +323,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     if (a.done) break;
     if (!a.retry) {
       // A timeout: the request may still be running there; do not send it twice.
-      co_await fail(ErrorReason::kUpstreamTimeout, 504,
-                    "worker " + worker->url() +
-                        " did not answer in time: " + std::string(message_of(a.failure)));
+      {
+        http::Response err = error_answer(ErrorReason::kUpstreamTimeout, 504,
+                                          "worker " + worker->url() + " did not answer in time: " +
+                                              std::string(message_of(a.failure)));
+        co_await reply(std::move(err));
+      }
       break;
     }
     worker->count_retryable_failure();
@@ -323,8 +340,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       if (last_answer) {
         co_await reply(std::move(*last_answer));
       } else {
-        co_await fail(ErrorReason::kUpstreamConnect, 502,
-                      "no worker could serve the request: " + std::string(message_of(last_failure)));
+        {
+          http::Response err = error_answer(
+              ErrorReason::kUpstreamConnect, 502,
+              "no worker could serve the request: " + std::string(message_of(last_failure)));
+          co_await reply(std::move(err));
+        }
       }
       break;
     }

@@ -275,10 +275,16 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
 namespace {
 
 // One GET over the entry's control connection (reconnecting as needed).
+// (No temporaries inside co_await expressions anywhere in kvgate: g++ 12 destroys some of them
+// twice; docs/architecture.md, "Build".)
 net::awaitable<Result<http::ClientResponse>> control_get(std::unique_ptr<http::Connection>& conn,
                                                          const std::string& host, uint16_t port,
                                                          const http::ClientOptions& options,
-                                                         std::string target) {
+                                                         const char* target) {
+  http::ClientRequest request;
+  request.method = http::Verb::get;
+  request.target = target;
+  request.content_type = "";
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = conn != nullptr;
     if (!conn) {
@@ -286,8 +292,7 @@ net::awaitable<Result<http::ClientResponse>> control_get(std::unique_ptr<http::C
       if (!c.ok()) co_return c.status();
       conn = std::move(*c);
     }
-    auto res =
-        co_await conn->send({.method = http::Verb::get, .target = target, .content_type = ""});
+    auto res = co_await conn->send(request);
     if (!res.ok() || !conn->reusable()) {
       const bool retry = reused && !res.ok() && conn->failed_before_response();
       conn.reset();
@@ -419,9 +424,9 @@ net::awaitable<void> WorkerControl::probe(Entry& e) {
       e.worker->breaker().reset();  // a returned worker starts with a closed breaker
       logger()->info("worker {} is healthy", e.worker->url());
     } else {
-      logger()->warn(
-          "worker {} is unhealthy: {}", e.worker->url(),
-          res.ok() ? "status " + std::to_string(res->status) : std::string(message_of(res.status())));
+      logger()->warn("worker {} is unhealthy: {}", e.worker->url(),
+                     res.ok() ? "status " + std::to_string(res->status)
+                              : std::string(message_of(res.status())));
     }
   }
 }

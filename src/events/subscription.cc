@@ -1,6 +1,7 @@
 #include "kvgate/events/subscription.h"
 
 #include <iterator>
+#include <utility>
 
 #include <zmq_addon.hpp>
 
@@ -211,25 +212,25 @@ void Subscription::run_actions(MessageReport* r) {
   while (!actions_.empty()) {
     Cursor::Actions actions;
     actions.swap(actions_);
-    for (auto& a : actions) {
+    bool clear_next = false;  // a clear travels with the batch after it (one queue slot)
+    for (size_t i = 0; i < actions.size(); ++i) {
+      auto& a = actions[i];
       switch (a.kind) {
         case Cursor::Action::Kind::kApply: {
           auto batch = std::move(a.payload);
           batch->seq = a.seq;
           batch->replayed = a.replayed;
+          batch->clear_first = std::exchange(clear_next, false);
           note(a.replayed ? "replayed " + std::to_string(a.seq)
                           : "applied " + std::to_string(a.seq));
           if (!sink_(std::move(batch))) cursor_.on_lost_downstream();
           break;
         }
         case Cursor::Action::Kind::kClear: {
-          normalizer_.reset_chains();
-          checker_.reset();
-          auto clear = std::make_unique<NormalizedBatch>();
-          clear->key = spec_.key;
-          clear->holder = spec_.holder;
-          clear->clear_first = true;
-          clear->clear_only = true;
+          // The normalizer's salts and the checker's digests are keyed by engine hash, which
+          // names content: they stay right across a clear, so they are kept.
+          const bool with_next =
+              i + 1 < actions.size() && actions[i + 1].kind == Cursor::Action::Kind::kApply;
           if (a.reason) {
             note("resync (" + std::string(resync_reason_name(*a.reason)) + ")");
             KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
@@ -241,6 +242,15 @@ void Subscription::run_actions(MessageReport* r) {
                                 "KV-event publisher of {} rank {} restarted: holder cleared",
                                 spec_.worker_name, spec_.key.rank);
           }
+          if (with_next) {
+            clear_next = true;
+            break;
+          }
+          auto clear = std::make_unique<NormalizedBatch>();
+          clear->key = spec_.key;
+          clear->holder = spec_.holder;
+          clear->clear_first = true;
+          clear->clear_only = true;
           if (!sink_(std::move(clear))) cursor_.on_lost_downstream();
           break;
         }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "kvgate/events/decode.h"
@@ -335,6 +337,87 @@ TEST_F(IngestTest, ReplayTimeoutResyncs) {
   ASSERT_TRUE(settle(2));
   EXPECT_TRUE(state().degraded);
   EXPECT_EQ(content_now(), truth({content(2)}, holder_));
+}
+
+// An indexer whose apply() can be held, to fill a lane queue.
+class GatedIndexer final : public index::Indexer {
+ public:
+  explicit GatedIndexer(index::Indexer& inner) : inner_(inner) {}
+  void hold(bool h) {
+    std::lock_guard<std::mutex> l(mu_);
+    held_ = h;
+    cv_.notify_all();
+  }
+  bool waiting() {
+    std::lock_guard<std::mutex> l(mu_);
+    return waiting_;
+  }
+  std::string_view name() const override { return "gated"; }
+  index::Concurrency concurrency() const override { return inner_.concurrency(); }
+  index::ApplyResult apply(HolderId h, std::span<const index::Event> events) override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      waiting_ = held_;
+      cv_.wait(l, [&] { return !held_; });
+      waiting_ = false;
+    }
+    return inner_.apply(h, events);
+  }
+  void lookup(std::span<const SeqHash> chain, std::vector<index::HolderMatch>& out) const override {
+    inner_.lookup(chain, out);
+  }
+  void remove_holder(HolderId h) override { inner_.remove_holder(h); }
+  index::IndexStats stats() const override { return inner_.stats(); }
+
+ private:
+  index::Indexer& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool waiting_ = false;
+};
+
+// A full lane queue drops the batch; the holder resyncs (its next batch starts with a clear).
+TEST(IngestLane, FullQueueDropsAndTheHolderResyncs) {
+  auto truth_index = index::make_synchronized(*index::make_indexer(index::IndexKind::kReference));
+  GatedIndexer gated(*truth_index);
+  metrics::Registry registry;
+  IngestOptions o;
+  o.lanes = 1;
+  o.lane_queue_batches = 1;
+  EventIngest ingest(gated, registry, Clock::real(), o);
+  TestPublisher pub({});
+  SubscriptionSpec s;
+  s.key = HolderKey{WorkerId(3), 0};
+  s.holder = HolderId(1);
+  s.worker_name = "w3";
+  s.endpoint = pub.endpoint();
+  s.replay_endpoint = pub.replay_endpoint();
+  s.topic = "kv-events";
+  ASSERT_TRUE(ingest.add(s).ok());
+  ASSERT_TRUE(pub.wait_subscriber());
+  gated.hold(true);
+  pub.publish(content(0));
+  ASSERT_TRUE(wait_until([&] { return gated.waiting(); }));  // the lane is stuck in batch 0
+  for (uint64_t k = 1; k < 5; ++k) pub.publish(content(k));  // 1 queues, the rest are dropped
+  ASSERT_TRUE(wait_until([&] { return ingest.state(s.key)->last_seq == 4u; }));
+  EXPECT_GE(ingest.state(s.key)->lane_dropped, 3u);
+  gated.hold(false);
+  ASSERT_TRUE(wait_until([&] { return ingest.state(s.key)->applied_batches == 2u; }));
+  pub.publish(content(5));
+  ASSERT_TRUE(wait_until([&] {
+    const HolderState st = *ingest.state(s.key);
+    return st.last_seq == 5u && st.applied_batches == 3u;  // batches 0, 1 and 5
+  }));
+  const HolderState st = *ingest.state(s.key);
+  EXPECT_TRUE(st.degraded);
+  EXPECT_GE(st.cursor.resyncs[static_cast<size_t>(ResyncReason::kLostDownstream)], 1u);
+  std::vector<index::Membership> now;
+  ASSERT_TRUE(truth_index->holder_memberships(s.holder, now).ok());
+  EXPECT_EQ(now, truth({content(5)}, s.holder));  // cleared, then rebuilt from batch 5
+  EXPECT_NE(metrics::text_exposition(registry).find(
+                "kvgate_events_batches_total{disposition=\"dropped\",rank=\"0\",worker=\"w3\"}"),
+            std::string::npos);
 }
 
 TEST_F(IngestTest, MisconfiguredWorkerShowsAMismatchRatio) {

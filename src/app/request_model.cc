@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <cstring>
+#include <optional>
 
 namespace kvgate::app {
 namespace {
@@ -41,11 +42,14 @@ Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok
   od::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS) return bad(field, "is not a valid list");
   bool first = true;
+  std::optional<od::json_type> kind;  // every element must be of the first one's kind
   for (auto el : arr) {
     od::value item;
     if (el.get(item) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
     od::json_type it;
     if (item.type().get(it) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
+    if (kind && *kind != it) return bad(field, "mixes token ids, texts and lists");
+    kind = it;
     if (it == od::json_type::number) {
       uint64_t id = 0;
       if (item.get_uint64().get(id) != simdjson::SUCCESS || id > UINT32_MAX) {

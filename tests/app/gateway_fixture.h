@@ -1,0 +1,113 @@
+// An in-process fleet of mock workers (one Fleet per worker, so a test can kill one) behind an
+// in-process gateway, both on loopback ports picked by the OS.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvgate/app/gateway.h"
+#include "kvgate/core/json_writer.h"
+#include "kvgate/http/client.h"
+#include "kvgate/mock/fleet.h"
+
+namespace kvgate::app {
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (gateway_) gateway_->stop(std::chrono::milliseconds(2000));
+    gateway_.reset();
+    for (auto& f : fleets_) {
+      if (f) f->stop();
+    }
+  }
+
+  // Starts a one-worker mock fleet; returns its URL.
+  std::string start_worker(double speedup = 20, uint32_t num_blocks = 26'000) {
+    mock::FleetOptions o;
+    o.workers = 1;
+    o.http_port = 0;
+    o.kv_port = 0;
+    o.threads = 1;
+    o.engine.timing.speedup = speedup;
+    o.engine.num_blocks = num_blocks;
+    auto f = mock::Fleet::start(o);
+    EXPECT_TRUE(f.ok()) << f.status();
+    fleets_.push_back(std::move(*f));
+    return url_of(fleets_.size() - 1);
+  }
+  std::string url_of(size_t i) {
+    return "http://127.0.0.1:" + std::to_string(fleets_[i]->ports(0).http);
+  }
+  uint16_t worker_port(size_t i) { return fleets_[i]->ports(0).http; }
+
+  GatewayConfig base_config() {
+    GatewayConfig c;
+    c.host = "127.0.0.1";
+    c.port = 0;
+    c.threads = 2;
+    c.health_check_interval = std::chrono::milliseconds(100);
+    c.health_check_timeout = std::chrono::milliseconds(500);
+    c.health.failure_threshold = 2;
+    c.health.success_threshold = 1;
+    c.load_poll_interval = std::chrono::milliseconds(100);
+    c.discovery_retry = std::chrono::milliseconds(100);
+    c.retry_initial_backoff = std::chrono::milliseconds(5);
+    c.retry_max_backoff = std::chrono::milliseconds(50);
+    return c;
+  }
+
+  void start_gateway(GatewayConfig c) {
+    auto g = Gateway::create(std::move(c));
+    ASSERT_TRUE(g.ok()) << g.status();
+    gateway_ = std::move(*g);
+    ASSERT_TRUE(gateway_->start().ok());
+  }
+
+  // Waits until `n` workers are routable (discovered, healthy).
+  bool wait_routable(size_t n, std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+    return wait_for(
+        [&] {
+          size_t ready = 0;
+          for (const auto& w : gateway_->registry().snapshot()->workers) {
+            ready += (w->routable() && w->info()->discovered) ? 1 : 0;
+          }
+          return ready >= n;
+        },
+        limit);
+  }
+
+  static bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (cond()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return cond();
+  }
+
+  http::SyncClient client() { return http::SyncClient("127.0.0.1", gateway_->port()); }
+
+  static std::string completion(const std::string& prompt, int max_tokens = 4,
+                                bool stream = false) {
+    std::string body;
+    JsonWriter w(&body);
+    w.begin_object()
+        .member("model", "mock-8b")
+        .member("prompt", prompt)
+        .member("max_tokens", max_tokens);
+    w.member("stream", stream).end_object();
+    return body;
+  }
+
+  std::vector<std::unique_ptr<mock::Fleet>> fleets_;
+  std::unique_ptr<Gateway> gateway_;
+};
+
+}  // namespace kvgate::app

@@ -1,0 +1,198 @@
+// The gateway against real mock workers on loopback: cache-aware routing checked against the
+// workers' engine truth, spreading, failover, and workers added at run time.
+#include <simdjson.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+
+#include "app/gateway_fixture.h"
+#include "kvgate/core/block_hash.h"
+#include "kvgate/core/tokenizer.h"
+
+namespace kvgate::app {
+namespace {
+
+std::string worker_header(const http::ClientResponse& r) {
+  return std::string(r.header("x-kvgate-worker"));
+}
+
+uint64_t cached_tokens(const std::string& body) {
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  uint64_t v = 0;
+  if (p.parse(body).get(doc) != simdjson::SUCCESS) return 0;
+  if (doc["usage"]["prompt_tokens_details"]["cached_tokens"].get_uint64().get(v) !=
+      simdjson::SUCCESS)
+    return 0;
+  return v;
+}
+
+std::set<uint64_t> truth_seq_hashes(uint16_t port) {
+  http::SyncClient c("127.0.0.1", port);
+  auto r = c.get("/admin/truth");
+  std::set<uint64_t> out;
+  if (!r.ok()) return out;
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  if (p.parse(r->body).get(doc) != simdjson::SUCCESS) return out;
+  for (auto rank : doc["ranks"].get_array()) {
+    for (auto b : rank["tiers"]["GPU"].get_array()) out.insert(b["seq_hash"].get_uint64().value());
+  }
+  return out;
+}
+
+std::string long_prefix(int variant) {
+  std::string s = "System prompt " + std::to_string(variant) + ": you are a careful assistant. ";
+  while (s.size() < 3000) s += "Answer briefly and cite the documents you were given. ";
+  return s;
+}
+
+TEST_F(GatewayTest, RepeatedPrefixRequestsLandOnTheWorkerHoldingIt) {
+  for (int i = 0; i < 3; ++i) start_worker();
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0), url_of(1), url_of(2)};
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(3));
+  auto c = client();
+  const std::string prefix = long_prefix(1);
+  auto first = c.post("/v1/completions", completion(prefix + "question zero"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->status, 200u) << first->body;
+  const std::string holder = worker_header(*first);
+  ASSERT_FALSE(holder.empty());
+  // The prefix's blocks as the router names them; wait until the gateway's index has them.
+  std::vector<TokenId> tokens = TestTokenizer().encode(prefix);
+  std::vector<SeqHash> chain;
+  BlockHasher().hash_blocks(tokens, 16, nullptr, &chain);
+  ASSERT_GT(chain.size(), 20u);
+  std::vector<index::HolderMatch> matches;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        gateway_->index().lookup(chain, matches);
+        return !matches.empty() && matches[0].any_depth == chain.size();
+      },
+      std::chrono::milliseconds(5000)));
+  for (int i = 1; i <= 10; ++i) {
+    auto r = c.post("/v1/completions", completion(prefix + "question " + std::to_string(i)));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u);
+    EXPECT_EQ(worker_header(*r), holder) << "request " << i;
+    // The engine really had the prefix cached: usage and engine truth agree with the routing.
+    EXPECT_GE(cached_tokens(r->body), chain.size() * 16);
+  }
+  size_t holder_index = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    if (url_of(i) == holder) holder_index = i;
+  }
+  const auto truth = truth_seq_hashes(worker_port(holder_index));
+  for (SeqHash s : chain)
+    EXPECT_TRUE(truth.count(s)) << "block missing from the chosen worker's engine truth";
+  for (size_t i = 0; i < 3; ++i) {
+    if (i == holder_index) continue;
+    EXPECT_EQ(truth_seq_hashes(worker_port(i)).count(chain[0]), 0u)
+        << "another worker also computed the prefix";
+  }
+}
+
+TEST_F(GatewayTest, FreshPrefixesSpreadOverIdleWorkers) {
+  for (int i = 0; i < 4; ++i) start_worker();
+  auto cfg = base_config();
+  for (int i = 0; i < 4; ++i) cfg.worker_urls.push_back(url_of(i));
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(4));
+  auto c = client();
+  std::map<std::string, int> share;
+  for (int i = 0; i < 40; ++i) {
+    auto r = c.post("/v1/completions",
+                    completion("fresh topic number " + std::to_string(i * 7919) + " tell me more"));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u);
+    ++share[worker_header(*r)];
+  }
+  EXPECT_EQ(share.size(), 4u) << "every idle worker receives fresh prefixes";
+}
+
+TEST_F(GatewayTest, KilledWorkerIsRoutedAroundAndItsInFlightRequestsRetried) {
+  start_worker(/*speedup=*/1);
+  start_worker(/*speedup=*/1);
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0), url_of(1)};
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(2));
+  const std::string victim = url_of(0);
+  // Slow non-streamed requests (200 tokens each, ~1.5 s) on both workers; then kill worker 0.
+  constexpr int kRequests = 8;
+  std::atomic<int> ok{0}, from_victim{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      http::SyncClient c("127.0.0.1", gateway_->port(),
+                         {.request_timeout = std::chrono::seconds(60)});
+      auto r =
+          c.post("/v1/completions", completion("slow request " + std::to_string(i * 104729), 200));
+      if (r.ok() && r->status == 200) {
+        ++ok;
+        if (worker_header(*r) == victim) ++from_victim;
+      }
+    });
+  }
+  ASSERT_TRUE(wait_for([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() > 0; },
+                       std::chrono::milliseconds(5000)));
+  fleets_[0]->stop();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kRequests) << "every request answered despite the kill";
+  EXPECT_EQ(from_victim.load(), 0) << "nothing was answered by the killed worker";
+  const std::string metrics = gateway_->metrics_text();
+  EXPECT_NE(metrics.find("kvgate_upstream_retries_total "), std::string::npos);
+  EXPECT_EQ(metrics.find("kvgate_upstream_retries_total 0\n"), std::string::npos)
+      << "in-flight requests were retried";
+  // New requests go to the survivor.
+  auto c = client();
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.post("/v1/completions", completion("after the kill " + std::to_string(i)));
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 200u);
+    EXPECT_EQ(worker_header(*r), url_of(1));
+  }
+}
+
+TEST_F(GatewayTest, WorkerAddedAtRunTimeReceivesTraffic) {
+  start_worker();
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0)};
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(1));
+  const std::string added = start_worker();
+  auto c = client();
+  std::string body;
+  JsonWriter(&body).begin_object().member("url", added).end_object();
+  auto r = c.post("/workers", body);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 201u) << r->body;
+  auto dup = c.post("/workers", body);
+  EXPECT_EQ(dup->status, 409u);
+  ASSERT_TRUE(wait_routable(2));
+  int to_added = 0;
+  for (int i = 0; i < 40 && to_added == 0; ++i) {
+    auto g =
+        c.post("/v1/completions", completion("runtime worker check " + std::to_string(i * 31337)));
+    ASSERT_TRUE(g.ok());
+    to_added += worker_header(*g) == added ? 1 : 0;
+  }
+  EXPECT_GT(to_added, 0);
+  // Removal leaves nothing behind: out of the registry, its holder gone from the index.
+  auto del = c.request({.method = http::Verb::delete_, .target = "/workers?url=" + added});
+  ASSERT_TRUE(del.ok());
+  EXPECT_EQ(del->status, 200u);
+  EXPECT_EQ(gateway_->registry().snapshot()->workers.size(), 1u);
+  EXPECT_EQ(gateway_->metrics_text().find(added), std::string::npos)
+      << "its metric series are gone";
+  for (int i = 0; i < 5; ++i) {
+    auto g = c.post("/v1/completions", completion("after removal " + std::to_string(i)));
+    EXPECT_EQ(worker_header(*g), url_of(0));
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -1,0 +1,98 @@
+#include "app/request_model.h"
+
+#include <gtest/gtest.h>
+
+namespace kvgate::app {
+namespace {
+
+const TestTokenizer kTok;
+
+TEST(RequestModel, CompletionsTextIdsAndBatches) {
+  ParsedRequest p;
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions,
+                            R"({"model":"m","prompt":"hello world","stream":true})", kTok, &p)
+                  .ok());
+  EXPECT_EQ(p.model, "m");
+  EXPECT_TRUE(p.stream);
+  EXPECT_EQ(p.tokens, kTok.encode("hello world"));
+  EXPECT_FALSE(p.tokens_given);
+  ASSERT_TRUE(
+      parse_request(ApiRoute::kCompletions, R"({"prompt":[1,2,3],"extra":{"x":[1]}})", kTok, &p)
+          .ok());
+  EXPECT_EQ(p.tokens, (std::vector<TokenId>{1, 2, 3}));
+  EXPECT_TRUE(p.tokens_given);
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":[[7,8],[9]]})", kTok, &p).ok());
+  EXPECT_EQ(p.tokens, (std::vector<TokenId>{7, 8}));
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions,
+                            R"({"prompt":["first","second"],"cache_salt":"s1"})", kTok, &p)
+                  .ok());
+  EXPECT_EQ(p.tokens, kTok.encode("first"));
+  EXPECT_EQ(p.cache_salt, "s1");
+}
+
+TEST(RequestModel, ChatRendersMessagesAndContentParts) {
+  ParsedRequest p;
+  ASSERT_TRUE(parse_request(ApiRoute::kChatCompletions,
+                            R"({"messages":[{"role":"system","content":"be brief"},
+                                            {"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url"}]}]})",
+                            kTok, &p)
+                  .ok());
+  const ChatMessage msgs[] = {{"system", "be brief"}, {"user", "hi"}};
+  EXPECT_EQ(p.tokens, kTok.encode(render_chat(msgs)));
+}
+
+TEST(RequestModel, GenerateTakesInputIdsOrText) {
+  ParsedRequest p;
+  ASSERT_TRUE(parse_request(ApiRoute::kGenerate,
+                            R"({"input_ids":[5,6],"sampling_params":{"max_new_tokens":3}})", kTok,
+                            &p)
+                  .ok());
+  EXPECT_EQ(p.tokens, (std::vector<TokenId>{5, 6}));
+  ASSERT_TRUE(parse_request(ApiRoute::kGenerate, R"({"text":"abc"})", kTok, &p).ok());
+  EXPECT_EQ(p.tokens, kTok.encode("abc"));
+}
+
+TEST(RequestModel, RejectsWithTheFieldNamed) {
+  ParsedRequest p;
+  const struct {
+    ApiRoute route;
+    const char* body;
+    const char* mentions;
+  } cases[] = {
+      {ApiRoute::kCompletions, "{not json", "JSON"},
+      {ApiRoute::kCompletions, "[]", "object"},
+      {ApiRoute::kCompletions, R"({"prompt":{"a":1}})", "prompt"},
+      {ApiRoute::kCompletions, R"({"prompt":[1,"a",2]})", "prompt"},
+      {ApiRoute::kCompletions, R"({"prompt":[4294967296]})", "prompt"},
+      {ApiRoute::kCompletions, R"({"prompt":"x","stream":1})", "stream"},
+      {ApiRoute::kCompletions, R"({"prompt":"x","model":null})", "model"},
+      {ApiRoute::kCompletions, R"({"model":"m"})", "prompt"},
+      {ApiRoute::kChatCompletions, R"({"messages":[1]})", "messages"},
+      {ApiRoute::kChatCompletions, R"({"messages":[{"role":"user","content":5}]})", "content"},
+      {ApiRoute::kGenerate, R"({})", "text"},
+  };
+  for (const auto& c : cases) {
+    const Status s = parse_request(c.route, c.body, kTok, &p);
+    EXPECT_FALSE(s.ok()) << c.body;
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.body;
+    EXPECT_NE(std::string(message_of(s)).find(c.mentions), std::string::npos)
+        << c.body << " -> " << s;
+  }
+}
+
+TEST(RequestModel, LargePromptParsesFast) {
+  std::string text;
+  while (text.size() < (100 << 10)) text += "The quick brown fox jumps over the lazy dog. ";
+  std::string body = R"({"model":"m","prompt":")" + text + R"("})";
+  ParsedRequest p;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(parse_request(ApiRoute::kCompletions, body, kTok, &p).ok());
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
+  EXPECT_GT(p.tokens.size(), 20000u);
+  EXPECT_LT(ms, 20.0) << "parsing and tokenizing a 100 KB prompt took " << ms << " ms";
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -84,14 +84,13 @@ class CacheAwarePolicy final : public Policy {
   }
 
   void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
-    if (!req.chain.empty() && !has_events(worker)) predicted_.record(worker.id(), req.chain);
+    if (!req.chain.empty() && worker.info()->holders.empty())
+      predicted_.record(worker.id(), req.chain);
   }
 
   void on_worker_removed(WorkerId worker) override { predicted_.forget(worker); }
 
  private:
-  static bool has_events(const workers::Worker& w) { return !w.info()->holders.empty(); }
-
   void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     if (req.chain.empty()) return;
     s.depth_by_worker.assign(fleet.workers.size(), 0);
@@ -103,9 +102,9 @@ class CacheAwarePolicy final : public Policy {
       }
     }
     for (auto& c : s.candidates) {
-      const workers::Worker& w = *fleet.workers[c.index];
-      c.matched_blocks =
-          has_events(w) ? s.depth_by_worker[c.index] : predicted_.depth(w.id(), req.chain);
+      const bool has_events = !fleet.infos[c.index]->holders.empty();
+      c.matched_blocks = has_events ? s.depth_by_worker[c.index]
+                                    : predicted_.depth(fleet.workers[c.index]->id(), req.chain);
     }
   }
 

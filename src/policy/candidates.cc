@@ -17,7 +17,7 @@ size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot&
     if (!w.routable()) continue;
     if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) continue;
     if (!req.model.empty()) {
-      const auto info = w.info();
+      const auto& info = fleet.infos[i];
       if (!info->models.empty() &&
           std::find(info->models.begin(), info->models.end(), req.model) == info->models.end()) {
         continue;

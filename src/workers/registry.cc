@@ -115,6 +115,7 @@ void WorkerRegistry::publish_locked() {
   std::map<uint32_t, size_t> block_sizes;
   for (size_t i = 0; i < workers_.size(); ++i) {
     const auto info = workers_[i]->info();
+    snap->infos.push_back(info);
     for (HolderId h : info->holders) {
       if (!h.valid()) continue;
       if (snap->worker_of_holder.size() <= h.value())

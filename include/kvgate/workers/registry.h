@@ -25,8 +25,10 @@ namespace kvgate::workers {
 
 struct FleetSnapshot {
   uint64_t version = 0;
-  // Every registered worker, in registration order.
+  // Every registered worker, in registration order, and its description as of this snapshot
+  // (decisions read `infos` instead of each Worker's atomic info pointer).
   std::vector<std::shared_ptr<Worker>> workers;
+  std::vector<std::shared_ptr<const WorkerInfo>> infos;
   // HolderId value -> index into `workers`, or -1 (holders of removed workers, unknown ids).
   std::vector<int32_t> worker_of_holder;
   // Union of the workers' models, sorted.

@@ -41,9 +41,8 @@ asan:
 tsan:
 	@$(MAKE) --no-print-directory test PRESET=tsan
 
-fuzz:
-	@$(MAKE) --no-print-directory build PRESET=fuzz
-	@tools/fuzz.sh build/fuzz $${FUZZ_SECONDS:-60}
+fuzz: setup
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-60} bash tools/ci-extra/fuzz.sh
 
 format:
 	@$(FORMAT_FILES) | xargs -r clang-format -i

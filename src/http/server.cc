@@ -22,6 +22,7 @@ namespace kvgate::http {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
+using detail::Lock;
 using detail::ServerState;
 using detail::Session;
 
@@ -75,11 +76,23 @@ bool is_parse_error(const boost::system::error_code& ec) {
          ec != beast_http::error::need_more;
 }
 
-bool sessions_empty(absl::flat_hash_map<uint64_t, std::weak_ptr<Session>>* m) { return m->empty(); }
-
 void unregister(ServerState& st, uint64_t id) {
-  MutexLock l(&st.mu);
-  st.sessions.erase(id);
+  {
+    Lock l(&st.mu);
+    st.sessions.erase(id);
+  }
+  st.sessions_changed.notify_all();
+}
+
+// The wait predicate runs with st.mu held (condition_variable_any relocks it), which the
+// analysis cannot follow into a lambda.
+bool no_sessions(const ServerState& st) KVGATE_NO_THREAD_SAFETY_ANALYSIS {
+  return st.sessions.empty();
+}
+
+// Waits (holding st.mu) until no session is left or the deadline passes.
+bool await_no_sessions(ServerState& st, std::chrono::milliseconds grace) KVGATE_REQUIRES(st.mu) {
+  return st.sessions_changed.wait_for(st.mu, grace, [&st] { return no_sessions(st); });
 }
 
 // Answers a request the server itself rejects, then the connection closes.
@@ -94,6 +107,16 @@ net::awaitable<void> reject(Session& s, unsigned status, std::string_view messag
   s.stream.expires_after(s.options.write_timeout);
   boost::system::error_code ec;
   co_await beast_http::async_write(s.stream, res, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+  // Closing with unread request bytes would reset the connection and could destroy the answer
+  // before the client reads it: stop sending, then drain (bounded) until the client closes.
+  s.stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  s.stream.expires_after(std::chrono::seconds(1));
+  char sink[16 << 10];
+  for (size_t drained = 0; !ec && drained < (4u << 20);) {
+    drained += co_await s.stream.async_read_some(net::buffer(sink),
+                                                 net::redirect_error(net::use_awaitable, ec));
+  }
 }
 
 net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_ptr<Session> s) {
@@ -144,7 +167,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       if (handler != nullptr) {
         co_await (*handler)(req, responder);
       } else {
-        co_await responder.send(Response::error(
+        (void)co_await responder.send(Response::error(
             error_status, error_status == 404 ? "no such route" : "method not allowed",
             error_type_for(error_status)));
       }
@@ -156,9 +179,10 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
                           std::string(req.path()), failure);
     }
     if (!responder.started()) {
-      co_await responder.send(Response::error(500, "handler sent no response", "server_error"));
+      (void)co_await responder.send(
+          Response::error(500, "handler sent no response", "server_error"));
     } else if (responder.streaming()) {
-      co_await responder.finish();
+      (void)co_await responder.finish();
     }
     if (responder.failed() || !responder.keep_alive()) break;
   }
@@ -185,7 +209,7 @@ net::awaitable<void> accept_loop(std::shared_ptr<ServerState> st,
     st->connections_accepted.fetch_add(1, std::memory_order_relaxed);
     std::shared_ptr<Session> session;
     {
-      MutexLock l(&st->mu);
+      Lock l(&st->mu);
       if (st->stopping) {
         socket.close(ec);
         continue;
@@ -360,7 +384,7 @@ Status Server::start() {
   boost::system::error_code ec;
   net::ip::address address = net::ip::make_address(state_->options.address, ec);
   if (ec) return absl::InvalidArgumentError("bad listen address: " + state_->options.address);
-  MutexLock l(&state_->mu);
+  Lock l(&state_->mu);
   if (state_->started) return absl::FailedPreconditionError("server already started");
   auto acceptor = listen_on(state_, tcp::endpoint(address, state_->options.port));
   if (!acceptor.ok()) return acceptor.status();
@@ -371,19 +395,19 @@ Status Server::start() {
 }
 
 uint16_t Server::port() const {
-  MutexLock l(&state_->mu);
+  Lock l(&state_->mu);
   return state_->bound.port();
 }
 
 boost::asio::ip::tcp::endpoint Server::endpoint() const {
-  MutexLock l(&state_->mu);
+  Lock l(&state_->mu);
   return state_->bound;
 }
 
 void Server::close_listener(bool drop_connections) {
   std::vector<std::shared_ptr<Session>> open;
   {
-    MutexLock l(&state_->mu);
+    Lock l(&state_->mu);
     close_acceptor(std::move(state_->acceptor));
     state_->acceptor = nullptr;
     if (drop_connections) {
@@ -396,7 +420,7 @@ void Server::close_listener(bool drop_connections) {
 }
 
 Status Server::reopen_listener() {
-  MutexLock l(&state_->mu);
+  Lock l(&state_->mu);
   if (!state_->started || state_->stopping) {
     return absl::FailedPreconditionError("server not running");
   }
@@ -408,13 +432,13 @@ Status Server::reopen_listener() {
 }
 
 bool Server::listening() const {
-  MutexLock l(&state_->mu);
+  Lock l(&state_->mu);
   return state_->acceptor != nullptr;
 }
 
 void Server::request_stop() {
   {
-    MutexLock l(&state_->mu);
+    Lock l(&state_->mu);
     state_->stopping = true;
   }
   close_listener(/*drop_connections=*/true);
@@ -422,9 +446,8 @@ void Server::request_stop() {
 
 bool Server::stop(std::chrono::milliseconds grace) {
   request_stop();
-  MutexLock l(&state_->mu);
-  return state_->mu.AwaitWithTimeout(absl::Condition(&sessions_empty, &state_->sessions),
-                                     absl::FromChrono(grace));
+  Lock l(&state_->mu);
+  return await_no_sessions(*state_, grace);
 }
 
 ServerStats Server::stats() const {
@@ -432,7 +455,7 @@ ServerStats Server::stats() const {
   s.connections_accepted = state_->connections_accepted.load(std::memory_order_relaxed);
   s.requests = state_->requests.load(std::memory_order_relaxed);
   s.bad_requests = state_->bad_requests.load(std::memory_order_relaxed);
-  MutexLock l(&state_->mu);
+  Lock l(&state_->mu);
   s.open_connections = state_->sessions.size();
   return s;
 }

@@ -18,7 +18,10 @@ class FleetImpl {
   void stop() {
     if (stopped) return;
     stopped = true;
-    for (auto& w : workers) w->shutdown();
+    // A fleet that failed to start never ran its pool: nothing is in flight to abort.
+    if (pool_started) {
+      for (auto& w : workers) w->shutdown();
+    }
     hub.stop();
     pool.stop();
   }
@@ -29,6 +32,7 @@ class FleetImpl {
   PublisherHub hub;
   std::vector<std::unique_ptr<Worker>> workers;
   std::vector<WorkerPorts> ports;
+  bool pool_started = false;
   bool stopped = false;
 };
 
@@ -155,6 +159,7 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
   }
   if (Status s = impl->hub.start(); !s.ok()) return s;
   impl->pool.start();
+  impl->pool_started = true;
   return std::unique_ptr<Fleet>(new Fleet(std::move(impl)));
 }
 

@@ -227,7 +227,7 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   using http::Verb;
   auto sync = [this](http::Response (Worker::*fn)() const) {
     return [this, fn](const http::Request&, http::Responder& res) -> net::awaitable<void> {
-      co_await res.send((this->*fn)());
+      (void)co_await res.send((this->*fn)());
     };
   };
   server_->route(Verb::get, "/health", sync(&Worker::health));
@@ -237,7 +237,7 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   server_->route(Verb::get, "/v1/models", sync(&Worker::models));
   server_->route(Verb::get, "/metrics",
                  [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {
-                   co_await res.send(metrics());
+                   (void)co_await res.send(metrics());
                  });
   auto infer = [this](ApiKind kind) {
     return [this, kind](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
@@ -336,17 +336,17 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
   const WallTime arrival_wall = Clock::real().wall();
   auto parsed = parse_api_request(kind, req.body(), tokenizer_, json_);
   if (!parsed.ok()) {
-    co_await res.send(Response::error(400, std::string(parsed.status().message())));
+    (void)co_await res.send(Response::error(400, std::string(parsed.status().message())));
     co_return;
   }
   ApiRequest& api = *parsed;
   if (auto status = injected_failure()) {
-    co_await res.send(Response::error(*status, "injected failure (mock fault hook)",
-                                      http::error_type_for(*status)));
+    (void)co_await res.send(Response::error(*status, "injected failure (mock fault hook)",
+                                            http::error_type_for(*status)));
     co_return;
   }
   if (stopping_) {
-    co_await res.send(Response::error(503, "engine shutting down", "service_unavailable"));
+    (void)co_await res.send(Response::error(503, "engine shutting down", "service_unavailable"));
     co_return;
   }
   std::optional<uint32_t> wanted = api.dp_rank;
@@ -354,7 +354,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     wanted = static_cast<uint32_t>(std::strtoul(std::string(h).c_str(), nullptr, 10));
   }
   if (wanted && *wanted >= options_.dp_size) {
-    co_await res.send(Response::error(400, "data_parallel_rank out of range"));
+    (void)co_await res.send(Response::error(400, "data_parallel_rank out of range"));
     co_return;
   }
   const uint32_t rank = pick_rank(wanted);
@@ -394,7 +394,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     p->arrival_wall = arrival_wall;
     auto id = r.engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
     if (!id.ok()) {
-      co_await res.send(Response::error(400, std::string(id.status().message())));
+      (void)co_await res.send(Response::error(400, std::string(id.status().message())));
       co_return;
     }
     p->engine_id = *id;
@@ -429,14 +429,14 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
       co_await wait();
     }
     if (std::any_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->aborted; })) {
-      co_await res.send(
+      (void)co_await res.send(
           Response::error(503, "request aborted: engine shutting down", "service_unavailable"));
       co_return;
     }
     std::vector<ChoiceResult> choices;
     for (auto& p : ex.parts) choices.push_back(result_of(*p, p->all));
     double e2e = to_seconds(Clock::real().now() - arrival);
-    co_await res.send(Response::json(200, render_response(api, rids, choices, e2e)));
+    (void)co_await res.send(Response::json(200, render_response(api, rids, choices, e2e)));
     co_return;
   }
 
@@ -469,7 +469,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     if (!(co_await res.write_sse(render_usage_chunk(api, rids, choices))).ok()) co_return;
   }
   if (!(co_await res.write_sse("[DONE]")).ok()) co_return;
-  co_await res.finish();
+  (void)co_await res.finish();
 }
 
 // ---- the step loop ----
@@ -794,25 +794,25 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
   const std::string_view path = req.path();
   if (req.method() == http::Verb::get) {
     if (path == "/admin/truth") {
-      co_await res.send(truth());
+      (void)co_await res.send(truth());
     } else if (path == "/admin/requests") {
-      co_await res.send(requests(req));
+      (void)co_await res.send(requests(req));
     } else if (path == "/admin/faults") {
-      co_await res.send(faults());
+      (void)co_await res.send(faults());
     } else {
-      co_await res.send(Response::error(404, "no such admin route", "not_found_error"));
+      (void)co_await res.send(Response::error(404, "no such admin route", "not_found_error"));
     }
     co_return;
   }
   simdjson::dom::object body;
   if (!admin_body(json_, req.body(), &body)) {
-    co_await res.send(Response::error(400, "admin body must be a JSON object"));
+    (void)co_await res.send(Response::error(400, "admin body must be a JSON object"));
     co_return;
   }
   // Rank selection shared by the per-rank hooks: "rank" absent means every rank.
   std::optional<int64_t> rank = int_field(body, "rank");
   if (rank && (*rank < 0 || *rank >= options_.dp_size)) {
-    co_await res.send(Response::error(400, "rank out of range"));
+    (void)co_await res.send(Response::error(400, "rank out of range"));
     co_return;
   }
   auto each_rank = [&](auto&& fn) {
@@ -854,14 +854,14 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
     fail_ratio_ = std::clamp(num_field(body, "ratio").value_or(0.0), 0.0, 1.0);
     const int64_t status = int_field(body, "status").value_or(500);
     if (status < 400 || status > 599) {
-      co_await res.send(Response::error(400, "status must be a 4xx or 5xx code"));
+      (void)co_await res.send(Response::error(400, "status must be a 4xx or 5xx code"));
       co_return;
     }
     fail_status_ = static_cast<unsigned>(status);
   } else if (path == "/admin/fault/close_listener") {
     const int64_t ms = std::max<int64_t>(int_field(body, "duration_ms").value_or(1000), 0);
     // Answer first: closing drops this connection too.
-    co_await res.send(ok_json());
+    (void)co_await res.send(ok_json());
     server_->close_listener(/*drop_connections=*/true);
     reopen_listener_after(std::chrono::milliseconds(ms));
     co_return;
@@ -875,10 +875,10 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
       r->publish_delay = Duration(0);
     }
   } else {
-    co_await res.send(Response::error(404, "no such admin route", "not_found_error"));
+    (void)co_await res.send(Response::error(404, "no such admin route", "not_found_error"));
     co_return;
   }
-  co_await res.send(ok_json());
+  (void)co_await res.send(ok_json());
 }
 
 }  // namespace kvgate::mock::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
+#include "http/detail/mutex.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/server.h"
 
@@ -54,6 +56,7 @@ struct ServerState {
   std::map<std::string, std::vector<Route>, std::greater<>> prefixes;  // longest first
 
   mutable Mutex mu;
+  std::condition_variable_any sessions_changed;  // with mu: a session ended
   std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor KVGATE_GUARDED_BY(mu);
   boost::asio::ip::tcp::endpoint bound KVGATE_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, std::weak_ptr<Session>> sessions KVGATE_GUARDED_BY(mu);

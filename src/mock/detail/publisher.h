@@ -25,6 +25,7 @@
 #include "kvgate/core/clock.h"
 #include "kvgate/core/result.h"
 #include "kvgate/core/thread_annotations.h"
+#include "mock/detail/mutex.h"
 
 namespace kvgate::mock::detail {
 

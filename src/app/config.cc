@@ -93,6 +93,12 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "Executor threads for HTTP and upstream I/O (0: one per core)")
       ->capture_default_str()
       ->group("Listening");
+  app.add_flag_function(
+         "--no-pin-threads", [&c](int64_t) { c.pin_threads = false; },
+         "Do not pin executor threads to CPUs (by default thread i runs on the i-th allowed CPU, "
+         "CPUs "
+         "of one NUMA node first)")
+      ->group("Listening");
   app.add_option("--max-payload-size", c.max_payload_bytes,
                  "Largest request body in bytes; larger gets 413")
       ->capture_default_str()

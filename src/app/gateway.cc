@@ -1,15 +1,48 @@
 #include "kvgate/app/gateway.h"
 
+#include <numa.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
 #include <thread>
 
 #include "app/gateway_impl.h"
 #include "app/instrumented_index.h"
+#include "boost/asio/post.hpp"
 #include "kvgate/core/log.h"
 
 namespace kvgate::app {
 namespace net = boost::asio;
 
 namespace {
+
+// Pins executor thread i to the i-th CPU this process may use, the CPUs of one NUMA node before
+// the next's, so with one thread per core every context owns a core and, on several nodes, the
+// contexts fill one node's cores before spilling to the next.
+void pin_threads(http::IoPool& io) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.empty() || io.size() > cpus.size()) return;  // oversubscribed: let the OS place them
+  if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
+    std::stable_sort(cpus.begin(), cpus.end(),
+                     [](int a, int b) { return numa_node_of_cpu(a) < numa_node_of_cpu(b); });
+  }
+  for (size_t i = 0; i < io.size(); ++i) {
+    const int cpu = cpus[i];
+    net::post(io.context(i), [cpu] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    });
+  }
+}
+
 size_t default_threads(size_t configured) {
   if (configured > 0) return configured;
   const unsigned n = std::thread::hardware_concurrency();
@@ -75,6 +108,7 @@ Status GatewayImpl::init() {
 
 Status GatewayImpl::start() {
   io_.start();
+  if (config_.pin_threads) pin_threads(io_);
   if (Status s = server_->start(); !s.ok()) {
     io_.stop();
     return s;

@@ -28,7 +28,8 @@ struct GatewayConfig {
   // Listening
   std::string host = "0.0.0.0";
   uint16_t port = 30000;
-  size_t threads = 0;  // executor threads; 0: one per core
+  size_t threads = 0;       // executor threads; 0: one per core
+  bool pin_threads = true;  // pin executor thread i to CPU i (grouped by NUMA node)
   size_t max_payload_bytes = 64 << 20;
 
   // Fleet

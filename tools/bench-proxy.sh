@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The gateway's added latency and its request rate, as ratios measured in one run:
+#   direct  wrk -> kvgate-mock worker
+#   kvgate  wrk -> kvgate -> the same worker (cache_aware, chain index, KV events on)
+#   nginx   wrk -> nginx (proxy_pass, keep-alive upstream) -> the same worker
+# Each leg runs `rounds` times, interleaved; the table reports medians of p50 / p99 latency and
+# requests per second, and each proxy's ratio to the direct leg.
+#
+#   tools/bench-proxy.sh [BUILD_DIR] [--seconds S] [--rounds N] [--connections C] [--max-tokens T]
+set -euo pipefail
+build="build/release"
+seconds=10
+rounds=3
+conns=16
+max_tokens=1
+if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) seconds="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --connections) conns="$2"; shift 2 ;;
+    --max-tokens) max_tokens="$2"; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+command -v wrk >/dev/null || { echo "bench-proxy: wrk is missing (tools/setup.sh installs it)" >&2; exit 1; }
+command -v nginx >/dev/null || { echo "bench-proxy: nginx is missing (tools/setup.sh installs it)" >&2; exit 1; }
+
+work=$(mktemp -d /tmp/kvgate-bench-proxy.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -f "$work/nginx.pid" ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() {  # url
+  for _ in $(seq 1 200); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "bench-proxy: $1 did not come up" >&2; return 1
+}
+
+worker_port=$(free_port)
+"$build/bin/kvgate-mock" --workers 1 --http-port "$worker_port" --kv-port 0 --threads 1 --speedup 1000 \
+  >"$work/mock.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$worker_port/health"
+
+gw_port=$(free_port)
+"$build/bin/kvgate" --host 127.0.0.1 --port "$gw_port" --threads 1 --log-level warn \
+  --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$gw_port/readiness"
+
+ngx_port=$(free_port)
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<CONF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx/body;
+  proxy_temp_path $work/nginx/proxy;
+  fastcgi_temp_path $work/nginx/fastcgi;
+  uwsgi_temp_path $work/nginx/uwsgi;
+  scgi_temp_path $work/nginx/scgi;
+  upstream worker { server 127.0.0.1:$worker_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$ngx_port;
+    location / {
+      proxy_pass http://worker;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
+wait_http "http://127.0.0.1:$ngx_port/health"
+
+cat >"$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"model":"mock-8b","prompt":"The quick brown fox jumps over the lazy dog and keeps running","max_tokens":$max_tokens}'
+LUA
+
+# One wrk leg: prints "p50_ms p99_ms rps".
+leg() {
+  local out
+  out=$(wrk -t1 -c"$conns" -d"${seconds}s" --latency -s "$work/post.lua" "http://127.0.0.1:$1/v1/completions")
+  local non2xx
+  non2xx=$(grep -oE "Non-2xx or 3xx responses: [0-9]+" <<<"$out" | grep -oE "[0-9]+$" || echo 0)
+  [[ "$non2xx" == "0" ]] || { echo "bench-proxy: $non2xx failed requests on port $1" >&2; echo "$out" >&2; exit 1; }
+  /usr/bin/python3 - "$out" <<'PY'
+import re, sys
+out = sys.argv[1]
+def ms(v):
+    m = re.match(r"([\d.]+)(us|ms|s)", v)
+    x = float(m.group(1)); u = m.group(2)
+    return x / 1000 if u == "us" else (x * 1000 if u == "s" else x)
+p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))
+p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+print(f"{p50:.4f} {p99:.4f} {rps:.1f}")
+PY
+}
+
+echo "bench-proxy: $rounds rounds of ${seconds}s per leg, $conns connections, max_tokens $max_tokens ($(nproc) cores)"
+declare -A results
+for r in $(seq 1 "$rounds"); do
+  for name in direct kvgate nginx; do
+    case $name in direct) port=$worker_port ;; kvgate) port=$gw_port ;; nginx) port=$ngx_port ;; esac
+    results[$name]+="$(leg "$port");"
+    echo "  round $r $name: ${results[$name]##*;}" >/dev/null
+  done
+done
+/usr/bin/python3 - "${results[direct]}" "${results[kvgate]}" "${results[nginx]}" <<'PY'
+import statistics, sys
+def parse(s):
+    rows = [list(map(float, x.split())) for x in s.split(";") if x.strip()]
+    return [statistics.median(r[i] for r in rows) for i in range(3)]
+d, k, n = (parse(a) for a in sys.argv[1:4])
+print("| path | p50 (ms) | p99 (ms) | requests/s | p50 / direct | p99 / direct | rate / direct |")
+print("|---|---|---|---|---|---|---|")
+for name, v in (("direct to the worker", d), ("through kvgate", k), ("through nginx", n)):
+    print(f"| {name} | {v[0]:.3f} | {v[1]:.3f} | {v[2]:.0f} | {v[0]/d[0]:.2f} | {v[1]/d[1]:.2f} | {v[2]/d[2]:.2f} |")
+print(f"\nadded latency p50: kvgate +{(k[0]-d[0])*1000:.0f} us, nginx +{(n[0]-d[0])*1000:.0f} us; "
+      f"kvgate/nginx rate {k[2]/n[2]:.2f}")
+PY

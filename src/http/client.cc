@@ -28,14 +28,16 @@ std::string_view ClientResponse::header(std::string_view name) const {
 Connection::Connection(beast::tcp_stream stream, std::string host_header, ClientOptions options)
     : stream_(std::move(stream)), host_header_(std::move(host_header)), options_(options) {}
 
-net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::string host,
+net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::string_view host_view,
                                                                         uint16_t port,
                                                                         ClientOptions options) {
+  const std::string host(host_view);
+  const std::string service = std::to_string(port);
   auto executor = co_await net::this_coro::executor;
   tcp::resolver resolver(executor);
   boost::system::error_code ec;
-  auto results = co_await resolver.async_resolve(host, std::to_string(port),
-                                                 net::redirect_error(net::use_awaitable, ec));
+  auto results =
+      co_await resolver.async_resolve(host, service, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return absl::UnavailableError("resolve " + host + ": " + ec.message());
   beast::tcp_stream stream(executor);
   stream.expires_after(options.connect_timeout);
@@ -160,7 +162,7 @@ net::awaitable<Result<std::string_view>> Connection::next_piece() {
 }
 
 net::awaitable<Result<ClientResponse>> Connection::send_streaming(const ClientRequest& request,
-                                                                  BodyCallback on_body) {
+                                                                  BodyRef on_body) {
   auto head = co_await start_streaming(request);
   if (!head.ok()) co_return head;
   for (;;) {

@@ -167,9 +167,10 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       if (handler != nullptr) {
         co_await (*handler)(req, responder);
       } else {
-        (void)co_await responder.send(Response::error(
-            error_status, error_status == 404 ? "no such route" : "method not allowed",
-            error_type_for(error_status)));
+        Response r = Response::error(error_status,
+                                     error_status == 404 ? "no such route" : "method not allowed",
+                                     error_type_for(error_status));
+        (void)co_await responder.send(std::move(r));
       }
     } catch (const std::exception& e) {
       failure = e.what();
@@ -179,8 +180,8 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
                           std::string(req.path()), failure);
     }
     if (!responder.started()) {
-      (void)co_await responder.send(
-          Response::error(500, "handler sent no response", "server_error"));
+      Response r = Response::error(500, "handler sent no response", "server_error");
+      (void)co_await responder.send(std::move(r));
     } else if (responder.streaming()) {
       (void)co_await responder.finish();
     }
@@ -284,7 +285,7 @@ net::awaitable<Status> Responder::send(Response response) {
 }
 
 net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view content_type,
-                                               const std::vector<Header>& headers) {
+                                               std::span<const Header> headers) {
   if (state_ != State::kIdle || failed_) {
     co_return absl::FailedPreconditionError("response already started");
   }
@@ -318,9 +319,10 @@ net::awaitable<Status> Responder::write(std::string_view data) {
   if (data.empty()) co_return Status();
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(session_->stream,
-                            beast_http::make_chunk(net::const_buffer(data.data(), data.size())),
-                            net::redirect_error(net::use_awaitable, ec));
+  // A named chunk: g++ 12 may destroy a temporary inside a co_await expression twice, and the
+  // chunk holds a shared_ptr.
+  const auto chunk = beast_http::make_chunk(net::const_buffer(data.data(), data.size()));
+  co_await net::async_write(session_->stream, chunk, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return fail("write chunk", ec);
   co_return Status();
 }
@@ -339,8 +341,8 @@ net::awaitable<Status> Responder::finish() {
   state_ = State::kDone;
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
-  co_await net::async_write(session_->stream, beast_http::make_chunk_last(),
-                            net::redirect_error(net::use_awaitable, ec));
+  const auto last = beast_http::make_chunk_last();
+  co_await net::async_write(session_->stream, last, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return fail("write last chunk", ec);
   co_return Status();
 }

@@ -227,7 +227,8 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   using http::Verb;
   auto sync = [this](http::Response (Worker::*fn)() const) {
     return [this, fn](const http::Request&, http::Responder& res) -> net::awaitable<void> {
-      (void)co_await res.send((this->*fn)());
+      Response reply = (this->*fn)();
+      (void)co_await res.send(std::move(reply));
     };
   };
   server_->route(Verb::get, "/health", sync(&Worker::health));
@@ -237,7 +238,8 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   server_->route(Verb::get, "/v1/models", sync(&Worker::models));
   server_->route(Verb::get, "/metrics",
                  [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {
-                   (void)co_await res.send(metrics());
+                   Response reply = metrics();
+                   (void)co_await res.send(std::move(reply));
                  });
   auto infer = [this](ApiKind kind) {
     return [this, kind](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
@@ -336,17 +338,20 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
   const WallTime arrival_wall = Clock::real().wall();
   auto parsed = parse_api_request(kind, req.body(), tokenizer_, json_);
   if (!parsed.ok()) {
-    (void)co_await res.send(Response::error(400, std::string(parsed.status().message())));
+    Response reply = Response::error(400, std::string(parsed.status().message()));
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
   ApiRequest& api = *parsed;
   if (auto status = injected_failure()) {
-    (void)co_await res.send(Response::error(*status, "injected failure (mock fault hook)",
-                                            http::error_type_for(*status)));
+    Response reply = Response::error(*status, "injected failure (mock fault hook)",
+                                     http::error_type_for(*status));
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
   if (stopping_) {
-    (void)co_await res.send(Response::error(503, "engine shutting down", "service_unavailable"));
+    Response reply = Response::error(503, "engine shutting down", "service_unavailable");
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
   std::optional<uint32_t> wanted = api.dp_rank;
@@ -354,7 +359,8 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     wanted = static_cast<uint32_t>(std::strtoul(std::string(h).c_str(), nullptr, 10));
   }
   if (wanted && *wanted >= options_.dp_size) {
-    (void)co_await res.send(Response::error(400, "data_parallel_rank out of range"));
+    Response reply = Response::error(400, "data_parallel_rank out of range");
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
   const uint32_t rank = pick_rank(wanted);
@@ -394,7 +400,8 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     p->arrival_wall = arrival_wall;
     auto id = r.engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
     if (!id.ok()) {
-      (void)co_await res.send(Response::error(400, std::string(id.status().message())));
+      Response reply = Response::error(400, std::string(id.status().message()));
+      (void)co_await res.send(std::move(reply));
       co_return;
     }
     p->engine_id = *id;
@@ -429,14 +436,18 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
       co_await wait();
     }
     if (std::any_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->aborted; })) {
-      (void)co_await res.send(
-          Response::error(503, "request aborted: engine shutting down", "service_unavailable"));
+      Response reply =
+          Response::error(503, "request aborted: engine shutting down", "service_unavailable");
+      (void)co_await res.send(std::move(reply));
       co_return;
     }
     std::vector<ChoiceResult> choices;
     for (auto& p : ex.parts) choices.push_back(result_of(*p, p->all));
     double e2e = to_seconds(Clock::real().now() - arrival);
-    (void)co_await res.send(Response::json(200, render_response(api, rids, choices, e2e)));
+    {
+      Response reply = Response::json(200, render_response(api, rids, choices, e2e));
+      (void)co_await res.send(std::move(reply));
+    }
     co_return;
   }
 
@@ -466,7 +477,8 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
   if (api.include_usage && kind != ApiKind::kGenerate) {
     std::vector<ChoiceResult> choices;
     for (auto& p : ex.parts) choices.push_back(result_of(*p, {}));
-    if (!(co_await res.write_sse(render_usage_chunk(api, rids, choices))).ok()) co_return;
+    const std::string usage = render_usage_chunk(api, rids, choices);
+    if (!(co_await res.write_sse(usage)).ok()) co_return;
   }
   if (!(co_await res.write_sse("[DONE]")).ok()) co_return;
   (void)co_await res.finish();
@@ -794,25 +806,31 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
   const std::string_view path = req.path();
   if (req.method() == http::Verb::get) {
     if (path == "/admin/truth") {
-      (void)co_await res.send(truth());
+      Response reply = truth();
+      (void)co_await res.send(std::move(reply));
     } else if (path == "/admin/requests") {
-      (void)co_await res.send(requests(req));
+      Response reply = requests(req);
+      (void)co_await res.send(std::move(reply));
     } else if (path == "/admin/faults") {
-      (void)co_await res.send(faults());
+      Response reply = faults();
+      (void)co_await res.send(std::move(reply));
     } else {
-      (void)co_await res.send(Response::error(404, "no such admin route", "not_found_error"));
+      Response reply = Response::error(404, "no such admin route", "not_found_error");
+      (void)co_await res.send(std::move(reply));
     }
     co_return;
   }
   simdjson::dom::object body;
   if (!admin_body(json_, req.body(), &body)) {
-    (void)co_await res.send(Response::error(400, "admin body must be a JSON object"));
+    Response reply = Response::error(400, "admin body must be a JSON object");
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
   // Rank selection shared by the per-rank hooks: "rank" absent means every rank.
   std::optional<int64_t> rank = int_field(body, "rank");
   if (rank && (*rank < 0 || *rank >= options_.dp_size)) {
-    (void)co_await res.send(Response::error(400, "rank out of range"));
+    Response reply = Response::error(400, "rank out of range");
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
   auto each_rank = [&](auto&& fn) {
@@ -854,14 +872,18 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
     fail_ratio_ = std::clamp(num_field(body, "ratio").value_or(0.0), 0.0, 1.0);
     const int64_t status = int_field(body, "status").value_or(500);
     if (status < 400 || status > 599) {
-      (void)co_await res.send(Response::error(400, "status must be a 4xx or 5xx code"));
+      Response reply = Response::error(400, "status must be a 4xx or 5xx code");
+      (void)co_await res.send(std::move(reply));
       co_return;
     }
     fail_status_ = static_cast<unsigned>(status);
   } else if (path == "/admin/fault/close_listener") {
     const int64_t ms = std::max<int64_t>(int_field(body, "duration_ms").value_or(1000), 0);
     // Answer first: closing drops this connection too.
-    (void)co_await res.send(ok_json());
+    {
+      Response reply = ok_json();
+      (void)co_await res.send(std::move(reply));
+    }
     server_->close_listener(/*drop_connections=*/true);
     reopen_listener_after(std::chrono::milliseconds(ms));
     co_return;
@@ -875,10 +897,14 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
       r->publish_delay = Duration(0);
     }
   } else {
-    (void)co_await res.send(Response::error(404, "no such admin route", "not_found_error"));
+    Response reply = Response::error(404, "no such admin route", "not_found_error");
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
-  (void)co_await res.send(ok_json());
+  {
+    Response reply = ok_json();
+    (void)co_await res.send(std::move(reply));
+  }
 }
 
 }  // namespace kvgate::mock::detail

@@ -38,16 +38,19 @@ class ServerTest : public ::testing::Test {
   virtual void add_routes() {
     server_->route(
         Verb::get, "/hello", [](const Request& req, Responder& r) -> net::awaitable<void> {
-          (void)co_await r.send(
-              Response::text(200, "hello " + std::string(req.query_param("name").value_or("?"))));
+          Response out =
+              Response::text(200, "hello " + std::string(req.query_param("name").value_or("?")));
+          (void)co_await r.send(std::move(out));
         });
     server_->route(Verb::post, "/echo",
                    [](const Request& req, Responder& r) -> net::awaitable<void> {
-                     (void)co_await r.send(Response::json(200, req.body()));
+                     Response out = Response::json(200, req.body());
+                     (void)co_await r.send(std::move(out));
                    });
     server_->route_prefix(Verb::get, "/files/",
                           [](const Request& req, Responder& r) -> net::awaitable<void> {
-                            (void)co_await r.send(Response::text(200, std::string(req.path())));
+                            Response out = Response::text(200, std::string(req.path()));
+                            (void)co_await r.send(std::move(out));
                           });
     server_->route(Verb::get, "/silent",
                    [](const Request&, Responder&) -> net::awaitable<void> { co_return; });
@@ -176,9 +179,10 @@ class StreamingTest : public ServerTest {
                    [this](const Request&, Responder& r) -> net::awaitable<void> {
                      if (!(co_await r.start_sse()).ok()) co_return;
                      for (int i = 0; i < 5; ++i) {
-                       if (!(co_await r.write_sse("{\"i\":" + std::to_string(i) + "}")).ok())
-                         co_return;
-                       bool seen = co_await co_wait_until([this, i] { return received_ > i; }, 10s);
+                       const std::string event = "{\"i\":" + std::to_string(i) + "}";
+                       if (!(co_await r.write_sse(event)).ok()) co_return;
+                       auto seen_next = [this, i] { return received_ > i; };
+                       const bool seen = co_await co_wait_until(seen_next, 10s);
                        if (!seen) co_return;
                      }
                      (void)co_await r.write_sse("[DONE]");

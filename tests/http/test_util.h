@@ -5,6 +5,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/this_coro.hpp"
@@ -24,7 +25,9 @@ inline bool wait_until(const std::function<bool()>& done,
 }
 
 // The coroutine form of wait_until, for handlers.
-inline boost::asio::awaitable<bool> co_wait_until(std::function<bool()> done,
+// `done` is a reference: a std::function built inside the caller's co_await would be a temporary
+// g++ 12 may destroy twice.
+inline boost::asio::awaitable<bool> co_wait_until(absl::FunctionRef<bool()> done,
                                                   std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   boost::asio::steady_timer t(co_await boost::asio::this_coro::executor);

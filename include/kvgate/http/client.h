@@ -2,13 +2,16 @@
 // wrapper for tests and tools.
 //
 //   // In a coroutine on some executor:
-//   auto conn = co_await http::Connection::connect("127.0.0.1", port, {});
-//   auto res = co_await (*conn)->send({.method = http::Verb::post, .target = "/v1/completions",
-//                                      .body = json});
+//   auto conn = co_await http::Connection::connect("127.0.0.1", port);
+//   http::ClientRequest req{.method = http::Verb::post, .target = "/v1/completions", .body = json};
+//   auto res = co_await (*conn)->send(req);
 //   // Streaming: the body arrives piece by piece (chunked transfer decoded), e.g. into SseParser.
 //   auto head = co_await (*conn)->send_streaming(req, [&](std::string_view piece) {
 //     parser.feed(piece, on_event); return Status();
 //   });
+//
+// Arguments with destructors are built in named locals before the co_await (g++ 12 may destroy a
+// temporary inside a co_await expression twice; docs/architecture.md).
 //
 // A connection is reusable() after a complete response that allowed keep-alive; the gateway's
 // upstream pool keeps such connections per worker. Timeouts: connecting is bounded by
@@ -19,24 +22,23 @@
 // on. SyncClient is not thread-safe; use one per thread.
 #pragma once
 
-#include "boost/beast/http/buffer_body.hpp"
-#include "boost/beast/http/parser.hpp"
-
-#include <optional>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "boost/asio/awaitable.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
+#include "boost/beast/http/buffer_body.hpp"
 #include "boost/beast/http/fields.hpp"
+#include "boost/beast/http/parser.hpp"
 #include "kvgate/core/result.h"
 #include "kvgate/http/message.h"
 
@@ -67,19 +69,25 @@ struct ClientResponse {
 // Receives each piece of a streamed body as it arrives; a non-OK status aborts the exchange
 // (the connection is then closed) and is returned by send_streaming().
 using BodyCallback = std::function<Status(std::string_view)>;
+// The coroutine form takes a non-owning reference: a std::function built from a lambda would be a
+// temporary inside the caller's co_await, which g++ 12 may destroy twice.
+using BodyRef = absl::FunctionRef<Status(std::string_view)>;
 
 class Connection {
  public:
   // Resolves `host` and connects on the calling coroutine's executor.
+  // Resolves `host` and connects on the calling coroutine's executor. `host` must stay valid
+  // until the awaitable completes (a view, not a string: no temporary inside the caller's
+  // co_await).
   static boost::asio::awaitable<Result<std::unique_ptr<Connection>>> connect(
-      std::string host, uint16_t port, ClientOptions options = {});
+      std::string_view host, uint16_t port, ClientOptions options = {});
 
   // Sends the request and reads the whole response.
   boost::asio::awaitable<Result<ClientResponse>> send(const ClientRequest& request);
   // Sends the request and streams the response body to `on_body`; returns the head when the body
   // has ended.
   boost::asio::awaitable<Result<ClientResponse>> send_streaming(const ClientRequest& request,
-                                                                BodyCallback on_body);
+                                                                BodyRef on_body);
 
   // The same exchange with the body pulled piece by piece, so the caller can await its own writes
   // between pieces (a proxy's backpressure): start_streaming() returns the response head, then

@@ -13,6 +13,9 @@
 // client slows its handler instead of growing a buffer. Bodies above `body_limit` get 413, a
 // malformed request 400, a header block above `header_limit` 431; each then closes the connection.
 //
+// g++ 12 may destroy a temporary inside a co_await expression twice (docs/architecture.md):
+// build a Response in a named local and co_await send(std::move(r)).
+//
 // Threading: the listener and each connection run on one context of the pool (all of them on
 // `pin_context` when it is set, else the listener on context 0 and connections round-robin), and a
 // handler runs on its connection's context; with `pin_context` every handler of the server runs on
@@ -27,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -66,8 +70,10 @@ class Responder {
   boost::asio::awaitable<Status> send(Response response);
 
   // Sends the status line and headers with Transfer-Encoding: chunked.
+  // (A span, not a vector: a defaulted vector would be a temporary inside the caller's co_await,
+  // which g++ 12 may destroy twice.)
   boost::asio::awaitable<Status> start_stream(unsigned status, std::string_view content_type,
-                                              const std::vector<Header>& headers = {});
+                                              std::span<const Header> headers = {});
   // start_stream for Server-Sent Events (text/event-stream, no caching, no proxy buffering).
   boost::asio::awaitable<Status> start_sse(unsigned status = 200);
   // One chunk (empty data is skipped: an empty chunk would end the body).

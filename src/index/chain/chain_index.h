@@ -27,22 +27,20 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "index/chain/detail/record_map.h"
-#include "index/chain/detail/run.h"
-#include "index/chain/detail/word_slab.h"
+#include "index/chain/detail/core.h"
+#include "index/chain/detail/holder_state.h"
 #include "kvgate/index/indexer.h"
 
 namespace kvgate::index::chain {
 
-struct ChainCounters {
-  std::atomic<uint64_t> runs_created{0};
-  std::atomic<uint64_t> runs_freed{0};
-  std::atomic<uint64_t> appends{0};
-  std::atomic<uint64_t> truncations{0};
-};
+using ChainCounters = detail::Counters;
 
 class ChainIndex final : public Indexer {
  public:
+  // The most holders one chain index takes (per-position holder counts are 16-bit). Events for a
+  // holder id at or above it are counted as malformed.
+  static constexpr uint32_t kMaxHolders = 65535;
+
   explicit ChainIndex(const IndexerOptions& options = {}, int numa_node = -1);
   ~ChainIndex() override;
 
@@ -59,52 +57,40 @@ class ChainIndex final : public Indexer {
   // lookup() that also reports how many runs it walked (the churn benchmark's measure).
   void lookup_traced(std::span<const SeqHash> chain, std::vector<HolderMatch>& out,
                      uint32_t* runs_walked) const;
-  uint64_t live_runs() const { return arena_.live_runs() - 1; }  // without the root
-  // Positions stored in live runs (for mean run length).
+  uint64_t live_runs() const { return core_.arena.live_runs() - 1; }  // without the root
+  // Positions stored in live runs (for mean run length). Not synchronized with writers.
   uint64_t live_positions() const;
-  const ChainCounters& counters() const { return counters_; }
+  const ChainCounters& counters() const { return core_.counters; }
+  // Where the bytes of stats().bytes are (for benchmarks; not synchronized with writers).
+  struct MemoryBreakdown {
+    uint64_t slab_reserved = 0, slab_live = 0, runs_reserved = 0, holder_states = 0;
+    uint64_t live_runs = 0, live_positions = 0;
+  };
+  MemoryBreakdown memory_breakdown() const;
   // Adds the sequence hash of every position some holder holds (locks each run briefly).
   void collect_resident(absl::flat_hash_set<SeqHash>& out) const;
 
  private:
-  struct HolderState;
   using RunId = detail::RunId;
+  using HolderState = detail::HolderState;
 
   HolderState* find_state(uint32_t holder) const;
   HolderState& state(uint32_t holder);
 
+  // chain_writes.cc
   void store(HolderState& hs, uint32_t holder, const Event& e, ApplyResult& r);
   void remove(HolderState& hs, uint32_t holder, const Event& e, ApplyResult& r);
   void clear_holder(HolderState& hs, uint32_t holder);
-
-  SeqHash seq_at(RunId run, uint32_t offset) const;
-  // Finds (creating when needed) the place of `seq` right after (run, offset) and returns it with
-  // its run locked; offset -1 with the root run starts a chain.
-  std::pair<RunId, uint32_t> locate_locked(RunId run, int64_t offset, SeqHash seq);
-  RunId new_run(RunId parent, uint32_t offset, SeqHash seq);
-  void append_locked(detail::Run& r, SeqHash seq);
-  // Changes the holder's record counts at a place (run locked) by d_any / d_device.
-  void adjust_locked(HolderState& hs, uint32_t holder, RunId rid, detail::Run& r, uint32_t offset,
-                     int d_any, int d_device);
-  void truncate_locked(detail::Run& r);
-  bool dead_candidate_locked(RunId rid, const detail::Run& r) const;
-  void kill(RunId rid);
   void account(HolderState& hs);
 
   const BlockHasher hasher_;
-  mutable detail::WordSlab slab_;
-  mutable detail::RunArena arena_;
+  mutable detail::IndexCore core_;
 
   static constexpr uint32_t kHolderChunkShift = 10;
-  static constexpr uint32_t kHolderChunks = 1024;  // up to 1,048,576 holder ids
+  static constexpr uint32_t kHolderChunks = (kMaxHolders >> kHolderChunkShift) + 1;
   std::atomic<std::atomic<HolderState*>*> holder_chunks_[kHolderChunks] = {};
   std::mutex holder_chunks_mu_;
-
-  std::atomic<uint64_t> memberships_{0};
-  std::atomic<uint64_t> resident_{0};
-  std::atomic<uint64_t> holders_{0};
   std::atomic<uint64_t> holder_bytes_{0};
-  ChainCounters counters_;
 };
 
 }  // namespace kvgate::index::chain

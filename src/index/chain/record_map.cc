@@ -1,71 +1,102 @@
 #include "index/chain/detail/record_map.h"
 
-#include <utility>
+#include <algorithm>
+#include <bit>
 
 namespace kvgate::index::chain::detail {
+namespace {
+
+uint32_t match(const int8_t* ctrl, int8_t tag) {
+  const __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(ctrl));
+  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(c, _mm_set1_epi8(tag))));
+}
+// Slots that are empty or deleted (control bytes with the sign bit set).
+uint32_t free_slots(const int8_t* ctrl) {
+  return static_cast<uint32_t>(
+      _mm_movemask_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(ctrl))));
+}
+
+}  // namespace
 
 Record* RecordMap::find(uint64_t engine) {
   if (size_ == 0) return nullptr;
-  size_t i = home(engine);
-  for (size_t d = 0;; ++d, i = next(i)) {
-    Record& s = slots_[i];
-    if (s.run == kNoRun || distance(i, home(s.engine)) < d) return nullptr;
-    if (s.engine == engine) return &s;
+  const uint64_t h = mix(engine);
+  const int8_t tag = tag_of(h);
+  size_t g = group_of(h);
+  for (size_t probed = 0; probed < groups_count_; ++probed, g = next(g)) {
+    Group& grp = groups_[g];
+    for (uint32_t m = match(grp.ctrl, tag); m != 0; m &= m - 1) {
+      Record& r = grp.slots[std::countr_zero(m)];
+      if (r.engine == engine) return &r;
+    }
+    if (match(grp.ctrl, kEmpty) != 0) return nullptr;  // probing never went past this group
   }
+  return nullptr;
 }
 
-Record* RecordMap::place(Record r) {
-  size_t i = home(r.engine);
-  Record* placed = nullptr;
-  for (size_t d = 0;; ++d, i = next(i)) {
-    Record& s = slots_[i];
-    if (s.run == kNoRun) {
-      s = r;
-      return placed ? placed : &s;
+Record* RecordMap::place(uint64_t h, const Record& r) {
+  size_t g = group_of(h);
+  for (;;) {
+    Group& grp = groups_[g];
+    if (const uint32_t m = free_slots(grp.ctrl); m != 0) {
+      const int i = std::countr_zero(m);
+      if (grp.ctrl[i] == kDeleted) --deleted_;
+      grp.ctrl[i] = tag_of(h);
+      grp.slots[i] = r;
+      return &grp.slots[i];
     }
-    const size_t sd = distance(i, home(s.engine));
-    if (sd < d) {
-      // Robin Hood: the richer resident moves on, the poorer newcomer takes its slot.
-      std::swap(s, r);
-      if (!placed) placed = &s;
-      d = sd;
-    }
+    g = next(g);
   }
 }
 
 Record* RecordMap::insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies) {
-  if ((size_ + 1) * 5 > capacity_ * 4) grow();
+  // Keep used slots (live and deleted) under 15/16: probing 16 slots at a time stays short even
+  // that full. When live slots fill it, grow so that they fill 3/4 of the new table (load then
+  // swings between 3/4 and 15/16); when tombstones do, rehash at the same size to drop them.
+  if ((size_ + deleted_ + 1) * 16 > capacity() * 15) {
+    const size_t at_three_quarters = ((size_ + 1) * 4 / 3 + kGroup - 1) / kGroup;
+    rehash(deleted_ * 4 > size_ ? std::max(groups_count_, at_three_quarters)
+                                : std::max(groups_count_ + 1, at_three_quarters));
+  }
   ++size_;
-  return place(Record{engine, run, offset, copies});
+  return place(mix(engine), Record{engine, run, offset, copies});
 }
 
 void RecordMap::erase(Record* r) {
-  size_t i = static_cast<size_t>(r - slots_.get());
-  // Backward shift: pull each following displaced record one slot back.
-  for (size_t j = next(i);; j = next(j)) {
-    Record& s = slots_[j];
-    if (s.run == kNoRun || distance(j, home(s.engine)) == 0) break;
-    slots_[i] = s;
-    i = j;
+  const auto off = reinterpret_cast<const char*>(r) - reinterpret_cast<const char*>(groups_.get());
+  const size_t g = static_cast<size_t>(off) / sizeof(Group);
+  const int i = static_cast<int>(r - groups_[g].slots);
+  // A group that still has an empty slot was never full, so no probe ever passed it: its slot
+  // can go back to empty. Otherwise a tombstone keeps later keys findable.
+  if (match(groups_[g].ctrl, kEmpty) != 0) {
+    groups_[g].ctrl[i] = kEmpty;
+  } else {
+    groups_[g].ctrl[i] = kDeleted;
+    ++deleted_;
   }
-  slots_[i] = Record{};
   --size_;
 }
 
 void RecordMap::clear() {
-  slots_.reset();
-  capacity_ = 0;
+  groups_.reset();
+  groups_count_ = 0;
   size_ = 0;
+  deleted_ = 0;
 }
 
-void RecordMap::grow() {
-  const size_t new_capacity = capacity_ < 16 ? 16 : capacity_ + capacity_ / 2;
-  std::unique_ptr<Record[]> old = std::move(slots_);
-  const size_t old_capacity = capacity_;
-  slots_.reset(new Record[new_capacity]);
-  capacity_ = new_capacity;
-  for (size_t i = 0; i < old_capacity; ++i) {
-    if (old[i].run != kNoRun) place(old[i]);
+void RecordMap::rehash(size_t groups) {
+  std::unique_ptr<Group[]> old = std::move(groups_);
+  const size_t old_count = groups_count_;
+  groups_.reset(new Group[groups]);
+  groups_count_ = groups;
+  for (size_t g = 0; g < groups; ++g) {
+    for (int i = 0; i < kGroup; ++i) groups_[g].ctrl[i] = kEmpty;
+  }
+  deleted_ = 0;
+  for (size_t g = 0; g < old_count; ++g) {
+    for (int i = 0; i < kGroup; ++i) {
+      if (old[g].ctrl[i] >= 0) place(mix(old[g].slots[i].engine), old[g].slots[i]);
+    }
   }
 }
 

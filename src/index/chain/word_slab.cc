@@ -34,26 +34,28 @@ WordSlab::~WordSlab() {
 }
 
 int WordSlab::class_of(size_t words) {
-  const int c = std::bit_width(words - 1);  // smallest c with 2^c >= words
-  return c < 1 ? 1 : c;
+  if (words <= 2) return 0;
+  const int k = std::bit_width(words - 1);  // 2^k >= words > 2^(k-1)
+  // 3 * 2^(k-2) lies between 2^(k-1) and 2^k: take it when it is enough.
+  if ((size_t{3} << (k - 2)) >= words) return 2 * (k - 2) + 1;
+  return 2 * (k - 1);
 }
 
 Word* WordSlab::allocate(size_t data_words) {
   const int cls = class_of(data_words + 1);
-  if (cls > kMaxClass) return nullptr;
+  if (cls >= kClasses) return nullptr;
   Class& c = classes_[cls];
   Word* block = pop(c);
   if (block == nullptr) block = carve(cls);
-  block[0].store((uint64_t{1} << cls) - 1, std::memory_order_relaxed);
-  live_.fetch_add(sizeof(Word) << cls, std::memory_order_relaxed);
+  block[0].store((class_words(cls) - 1) | (uint64_t(cls) << 56), std::memory_order_relaxed);
+  live_.fetch_add(sizeof(Word) * class_words(cls), std::memory_order_relaxed);
   return block;
 }
 
 void WordSlab::free(Word* block) {
   if (block == nullptr) return;
-  const size_t words = capacity(block) + 1;
-  const int cls = std::countr_zero(words);
-  live_.fetch_sub(sizeof(Word) << cls, std::memory_order_relaxed);
+  const int cls = static_cast<int>(block[0].load(std::memory_order_relaxed) >> 56);
+  live_.fetch_sub(sizeof(Word) * class_words(cls), std::memory_order_relaxed);
   push(classes_[cls], block);
 }
 
@@ -82,13 +84,14 @@ void WordSlab::push(Class& c, Word* block) {
 
 Word* WordSlab::carve(int cls) {
   Class& c = classes_[cls];
-  const size_t block_words = size_t{1} << cls;
+  const size_t block_words = class_words(cls);
   std::lock_guard<std::mutex> lock(c.refill_mu);
   if (c.bump == nullptr || c.bump + block_words > c.bump_end) {
-    // Small classes carve from 64 KiB chunks, so a class used a little costs little.
+    // Chunks of a few blocks for large classes: a class's last chunk is only partly carved, and
+    // with fifty classes those tails add up.
     const size_t block_bytes = block_words * sizeof(Word);
     const size_t bytes =
-        std::max(block_bytes, std::clamp<size_t>(block_bytes * 16, 64 << 10, kChunkBytes));
+        std::max(block_bytes, std::clamp<size_t>(block_bytes * 4, 16 << 10, 256 << 10));
     void* p = numa_node_ >= 0 ? numa_alloc_onnode(bytes, numa_node_)
                               : ::operator new(bytes, std::align_val_t(64));
     if (p == nullptr) throw std::bad_alloc();

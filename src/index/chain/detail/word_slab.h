@@ -2,7 +2,9 @@
 // child tables, position counts).
 //
 // Every block is an array of std::atomic<uint64_t> words whose word 0 holds the block's data
-// capacity; data starts at word 1. Blocks come in power-of-two size classes carved from chunks
+// capacity (and, in its top byte, its size class); data starts at word 1. Blocks come in size
+// classes of 2, 3, 4, 6, 8, 12, ... words (powers of two and halfway steps, so a block wastes at
+// most a third of itself) carved from chunks
 // that are never returned to the system while the slab lives, and freed blocks go back to a
 // lock-free free list of their class. So a reader that followed a pointer to a block which a
 // writer has since replaced and freed (or even reused) still reads valid atomic words of a block
@@ -25,8 +27,8 @@ using Word = std::atomic<uint64_t>;
 
 class WordSlab {
  public:
-  // Classes hold 2^c words including the capacity word, c in [1, kMaxClass].
-  static constexpr int kMaxClass = 26;
+  // Class c holds (2 + (c & 1)) << (c / 2) words including the header word.
+  static constexpr int kClasses = 50;
   static constexpr size_t kChunkBytes = size_t{1} << 20;
 
   // `numa_node` >= 0 places chunks on that node (libnuma), -1 leaves placement to the OS.
@@ -41,8 +43,10 @@ class WordSlab {
   void free(Word* block);
 
   static size_t capacity(const Word* block) {
-    return static_cast<size_t>(block[0].load(std::memory_order_relaxed));
+    return static_cast<size_t>(block[0].load(std::memory_order_relaxed) &
+                               ((uint64_t{1} << 56) - 1));
   }
+  static size_t class_words(int cls) { return size_t{2u + (cls & 1u)} << (cls / 2); }
   static Word* data(Word* block) { return block + 1; }
   static const Word* data(const Word* block) { return block + 1; }
 
@@ -64,7 +68,7 @@ class WordSlab {
   Word* carve(int cls);
 
   const int numa_node_;
-  Class classes_[kMaxClass + 1];
+  Class classes_[kClasses];
   std::mutex chunks_mu_;
   std::vector<std::pair<void*, size_t>> chunks_;
   std::atomic<uint64_t> reserved_{0};

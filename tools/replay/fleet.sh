@@ -1,0 +1,148 @@
+# Shell helpers that start a kvgate-mock fleet and a kvgate gateway for a replay, wait for them
+# with bounded waits, and stop everything they started. Sourced by tools/demo.sh,
+# tools/compare-policies and tests/replay/e2e_test.sh:
+#
+#   source tools/replay/fleet.sh
+#   kvg_init BUILD_DIR WORK_DIR          # binaries from BUILD_DIR/bin, logs into WORK_DIR
+#   trap kvg_stop_all EXIT; trap 'exit 130' INT TERM
+#   kvg_start_mock 8 [kvgate-mock flags]  || exit   # sets KVG_WORKER_URLS (space-separated)
+#   kvg_start_gateway cache_aware [flags] || exit   # sets KVG_GATEWAY_URL
+#   kvg_wait_routable 8 60                || exit
+#   kvg_run REPLAY_TIMEOUT_S build/x/bin/kvgate-replay --target "$KVG_GATEWAY_URL" ...
+#   kvg_stop_all                                    # also what the EXIT trap does
+#
+# Every process is started in the background and remembered; kvg_run waits for its child with
+# `wait`, which a trapped signal interrupts, so Ctrl-C or SIGTERM stop everything at once. A
+# function that fails prints why (prefixed with $KVG_NAME) and returns 1; nothing here exits.
+
+KVG_NAME="${KVG_NAME:-kvgate}"
+KVG_PIDS=()
+KVG_PY=/usr/bin/python3
+
+kvg_init() {  # BUILD_DIR WORK_DIR
+  KVG_BIN="$1/bin"
+  KVG_WORK="$2"
+  mkdir -p "$KVG_WORK"
+}
+
+kvg_say() { echo "$KVG_NAME: $*" >&2; }
+
+kvg_need() {  # binary names
+  local b
+  for b in "$@"; do
+    if [[ ! -x "$KVG_BIN/$b" ]]; then
+      kvg_say "$KVG_BIN/$b is missing (build it first)"
+      return 1
+    fi
+  done
+}
+
+# Polls `cmd...` every 0.1 s until it succeeds or `secs` pass.
+kvg_poll() {  # secs cmd...
+  local secs="$1"
+  shift
+  local deadline=$((SECONDS + secs))
+  while ((SECONDS < deadline)); do
+    "$@" && return 0
+    sleep 0.1
+  done
+  "$@"
+}
+
+kvg_alive() { kill -0 "$1" 2>/dev/null; }
+
+kvg_start_mock() {  # workers [flags...]
+  local workers="$1"
+  shift
+  kvg_need kvgate-mock || return 1
+  local pf="$KVG_WORK/mock-ports.json"
+  rm -f "$pf"
+  "$KVG_BIN/kvgate-mock" --workers "$workers" --http-port 0 --kv-port 0 --port-file "$pf" \
+    --log-level warn "$@" >"$KVG_WORK/mock.out" 2>"$KVG_WORK/mock.err" &
+  KVG_MOCK_PID=$!
+  KVG_PIDS+=("$KVG_MOCK_PID")
+  if ! kvg_poll 30 test -s "$pf"; then
+    kvg_alive "$KVG_MOCK_PID" && kvg_say "kvgate-mock wrote no port file within 30 s" ||
+      kvg_say "kvgate-mock exited at start: $(tail -3 "$KVG_WORK/mock.err")"
+    return 1
+  fi
+  KVG_WORKER_URLS=$("$KVG_PY" -c 'import json,sys
+print(" ".join(w["url"] for w in json.load(open(sys.argv[1]))["workers"]))' "$pf") || return 1
+}
+
+kvg_start_gateway() {  # policy [flags...]
+  local policy="$1"
+  shift
+  kvg_need kvgate || return 1
+  # shellcheck disable=SC2086  # the URLs are one word each
+  "$KVG_BIN/kvgate" --host 127.0.0.1 --port 0 --policy "$policy" --log-level warn "$@" \
+    --worker-urls $KVG_WORKER_URLS >"$KVG_WORK/gateway.out" 2>"$KVG_WORK/gateway.err" &
+  KVG_GATEWAY_PID=$!
+  KVG_PIDS+=("$KVG_GATEWAY_PID")
+  if ! kvg_poll 30 grep -q "kvgate listening on" "$KVG_WORK/gateway.out"; then
+    kvg_alive "$KVG_GATEWAY_PID" && kvg_say "kvgate did not report its port within 30 s" ||
+      kvg_say "kvgate exited at start: $(tail -3 "$KVG_WORK/gateway.err")"
+    return 1
+  fi
+  KVG_GATEWAY_URL="http://$(grep -o 'kvgate listening on [^ ]*' "$KVG_WORK/gateway.out" |
+    head -1 | cut -d' ' -f4)"
+}
+
+kvg_routable() {  # url: prints the number of routable workers
+  curl -sf --max-time 2 "$1/workers" 2>/dev/null |
+    "$KVG_PY" -c 'import json,sys
+print(sum(1 for w in json.load(sys.stdin)["workers"] if w["routable"]))' 2>/dev/null
+}
+
+kvg_wait_routable() {  # workers secs
+  local want="$1" secs="$2"
+  if ! kvg_poll "$secs" curl -sf --max-time 2 -o /dev/null "$KVG_GATEWAY_URL/readiness"; then
+    kvg_say "the gateway's /readiness was not 200 within $secs s"
+    return 1
+  fi
+  local have=""
+  check() { have=$(kvg_routable "$KVG_GATEWAY_URL"); [[ "$have" == "$want" ]]; }
+  if ! kvg_poll "$secs" check; then
+    kvg_say "GET /workers shows ${have:-no} routable workers of $want after $secs s"
+    return 1
+  fi
+}
+
+# Runs a command in the background with a time limit and waits for it (interruptibly).
+# Returns its exit code, or 124 when it ran out of time.
+kvg_run() {  # secs cmd...
+  local secs="$1"
+  shift
+  "$@" &
+  local pid=$!
+  KVG_PIDS+=("$pid")
+  local deadline=$((SECONDS + secs))
+  while kvg_alive "$pid"; do
+    if ((SECONDS >= deadline)); then
+      kvg_say "$(basename "$1") did not finish within $secs s: stopping it"
+      kill -TERM "$pid" 2>/dev/null
+      sleep 1
+      kill -KILL "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      return 124
+    fi
+    sleep 0.2
+  done
+  wait "$pid"
+}
+
+# Stops every process started here: SIGTERM, up to 10 s to exit, then SIGKILL.
+kvg_stop_all() {
+  local p
+  for p in "${KVG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  local deadline=$((SECONDS + 10))
+  for p in "${KVG_PIDS[@]}"; do
+    while kvg_alive "$p" && ((SECONDS < deadline)); do sleep 0.1; done
+    if kvg_alive "$p"; then
+      kvg_say "process $p ignored SIGTERM for 10 s: killing it"
+      kill -KILL "$p" 2>/dev/null
+    fi
+    wait "$p" 2>/dev/null
+  done
+  KVG_PIDS=()
+}

@@ -1,0 +1,223 @@
+#include "replay/runner.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+#include "boost/asio/co_spawn.hpp"
+#include "boost/asio/detached.hpp"
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/use_awaitable.hpp"
+#include "kvgate/http/client.h"
+#include "kvgate/http/io_pool.h"
+#include "kvgate/http/sse.h"
+#include "replay/stream.h"
+
+namespace kvgate::replay {
+namespace net = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+constexpr size_t kErrorBodyBytes = 4096;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string error_kind_of(const Status& s) {
+  return absl::IsDeadlineExceeded(s) ? "timeout" : "transport";
+}
+
+}  // namespace
+
+uint64_t max_tokens_for(uint64_t output_length, uint64_t cap) {
+  uint64_t n = output_length;
+  if (cap != 0) n = std::min(n, cap);
+  return std::max<uint64_t>(n, 1);
+}
+
+// The state of one run(): shared by the scheduler and every request coroutine.
+class Runner::Run {
+ public:
+  Run(const Runner& r, const RunInput& in, Endpoint target, Counters* counters)
+      : r_(r),
+        in_(in),
+        target_(std::move(target)),
+        counters_(counters),
+        pool_(r.options_.threads),
+        idle_(pool_.size()),
+        records_(in.rows.size()),
+        outstanding_(in.rows.size()) {}
+
+  std::vector<RequestRecord> go(double* wall_s) {
+    pool_.start();
+    start_ = Clock::now();
+    if (!records_.empty()) {
+      net::co_spawn(pool_.context(0), schedule(), net::detached);
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return finished_; });
+    }
+    *wall_s = seconds(Clock::now() - start_);
+    pool_.stop();
+    idle_.clear();
+    return std::move(records_);
+  }
+
+ private:
+  net::awaitable<void> schedule() {
+    net::steady_timer timer(pool_.context(0));
+    const auto& s = in_.schedule;
+    for (size_t k = 0; k < s.order.size(); ++k) {
+      const size_t i = s.order[k];
+      const auto at = due_at(start_, s.due[i]);
+      if (at > Clock::now()) {
+        timer.expires_at(at);
+        boost::system::error_code ec;
+        co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+      }
+      const size_t ctx = k % pool_.size();
+      net::co_spawn(pool_.context(ctx), request(i, ctx), net::detached);
+    }
+  }
+
+  net::awaitable<void> request(size_t i, size_t ctx) {
+    RequestRecord& rec = records_[i];
+    const corpus::TraceRow& row = *in_.rows[i];
+    rec.row = in_.row_numbers[i];
+    rec.scheduled_s = std::chrono::duration<double>(in_.schedule.due[i]).count();
+    rec.max_tokens = max_tokens_for(row.output_length, r_.options_.max_output_tokens);
+    http::ClientRequest req;
+    req.method = http::Verb::post;
+    req.target = "/v1/completions";
+    {
+      // Used only before the first co_await: other coroutines of this thread reuse it after.
+      thread_local std::vector<TokenId> tokens;
+      r_.prompts_.build(row, &tokens);
+      rec.prompt_tokens = tokens.size();
+      completion_body(r_.options_.model, tokens, rec.max_tokens, &req.body);
+      if (r_.oracle_ != nullptr && !tokens.empty()) {
+        rec.oracle_tokens = r_.oracle_->lookup(tokens);
+        rec.oracle_source = OracleSource::kEvents;
+      }
+    }
+    const auto sent = Clock::now();
+    rec.actual_s = seconds(sent - start_);
+    counters_->sent.fetch_add(1, std::memory_order_relaxed);
+    if (rec.prompt_tokens == 0) {
+      rec.error_kind = "empty_prompt";
+      rec.error = "the row has no hash ids";
+    } else {
+      co_await exchange(rec, req, ctx, sent);
+    }
+    (rec.answered ? counters_->answered : counters_->failed)
+        .fetch_add(1, std::memory_order_relaxed);
+    if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> l(mu_);
+      finished_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  net::awaitable<void> exchange(RequestRecord& rec, const http::ClientRequest& req, size_t ctx,
+                                Clock::time_point sent) {
+    const http::ClientOptions copts{.connect_timeout = r_.options_.connect_timeout,
+                                    .request_timeout = r_.options_.request_timeout,
+                                    .idle_timeout = r_.options_.idle_timeout};
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::unique_ptr<http::Connection> conn;
+      const bool reused = !idle_[ctx].empty();
+      if (reused) {
+        conn = std::move(idle_[ctx].back());
+        idle_[ctx].pop_back();
+      } else {
+        auto c = co_await http::Connection::connect(target_.host, target_.port, copts);
+        if (!c.ok()) {
+          rec.error_kind = "connect";
+          rec.error = std::string(message_of(c.status()));
+          co_return;
+        }
+        conn = std::move(*c);
+      }
+      auto head = co_await conn->start_streaming(req);
+      if (!head.ok()) {
+        // A pooled connection the server closed while idle: once more on a fresh one.
+        if (reused && conn->failed_before_response()) continue;
+        rec.error_kind = error_kind_of(head.status());
+        rec.error = std::string(message_of(head.status()));
+        co_return;
+      }
+      rec.status = head->status;
+      const std::string_view worker = head->header(kWorkerHeader);
+      rec.worker = worker.empty() ? r_.options_.target_url : std::string(worker);
+      if (head->status != 200) {
+        std::string body;
+        for (;;) {
+          auto piece = co_await conn->next_piece();
+          if (!piece.ok() || piece->empty()) break;
+          if (body.size() < kErrorBodyBytes) body.append(*piece);
+        }
+        rec.error_kind = "http_" + std::to_string(head->status);
+        rec.error = body.substr(0, kErrorBodyBytes);
+        if (conn->reusable()) idle_[ctx].push_back(std::move(conn));
+        co_return;
+      }
+      http::SseParser sse;
+      StreamReader reader(&rec, sent);
+      Clock::time_point now;
+      const http::SseParser::OnData on_data = [&](std::string_view d) { reader.on_event(d, now); };
+      for (;;) {
+        auto piece = co_await conn->next_piece();
+        now = Clock::now();
+        if (!piece.ok()) {
+          rec.error_kind = error_kind_of(piece.status());
+          rec.error = "mid-stream: " + std::string(message_of(piece.status()));
+          break;
+        }
+        if (piece->empty()) break;
+        sse.feed(*piece, on_data);
+      }
+      reader.finish(now);
+      if (rec.error_kind.empty() && !reader.errored()) {
+        if (reader.done()) {
+          rec.answered = true;
+        } else {
+          rec.error_kind = "incomplete";
+          rec.error = "the stream ended without [DONE]";
+        }
+      }
+      if (rec.answered && conn->reusable()) idle_[ctx].push_back(std::move(conn));
+      co_return;
+    }
+    rec.error_kind = "transport";
+    rec.error = "the server closed two connections before answering";
+  }
+
+  const Runner& r_;
+  const RunInput& in_;
+  const Endpoint target_;
+  Counters* counters_;
+  http::IoPool pool_;
+  // Idle keep-alive connections per context: touched only by that context's thread.
+  std::vector<std::vector<std::unique_ptr<http::Connection>>> idle_;
+  std::vector<RequestRecord> records_;
+  std::atomic<size_t> outstanding_;
+  Clock::time_point start_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;
+};
+
+Result<std::vector<RequestRecord>> Runner::run(const RunInput& input, Counters* counters) {
+  if (input.rows.size() != input.row_numbers.size() ||
+      input.rows.size() != input.schedule.due.size()) {
+    return absl::InvalidArgumentError("replay: rows, row numbers and schedule differ in size");
+  }
+  auto target = parse_http_url(options_.target_url);
+  if (!target.ok()) return target.status();
+  Run run(*this, input, std::move(*target), counters);
+  return run.go(&wall_s_);
+}
+
+}  // namespace kvgate::replay

@@ -23,6 +23,8 @@ using detail::TierCopies;
 using detail::Word;
 using detail::WordSlab;
 
+thread_local std::vector<Record*> ChainIndex::removal_scratch_;
+
 namespace {
 
 constexpr size_t kDeviceTier = static_cast<size_t>(Tier::kDevice);
@@ -161,10 +163,16 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
 
 void ChainIndex::remove(HolderState& hs, uint32_t holder, const Event& e, ApplyResult& r) {
   const size_t tier = static_cast<size_t>(e.tier);
-  warm(hs.records, e.engine_hashes);
+  // Find every record first, in one tight loop: the lookups are independent, so their cache misses
+  // overlap. Erasing never moves other records, so the pointers stay valid (a hash named twice is
+  // re-checked below).
+  std::vector<Record*>& found = removal_scratch_;
+  found.resize(e.engine_hashes.size());
+  for (size_t i = 0; i < found.size(); ++i) found[i] = hs.records.find(e.engine_hashes[i]);
   RunSession s(core_, hs, holder);
-  for (EngineHash engine : e.engine_hashes) {
-    Record* rec = hs.records.find(engine);
+  for (size_t i = 0; i < found.size(); ++i) {
+    Record* rec = found[i];
+    if (rec != nullptr && !hs.records.live(rec, e.engine_hashes[i])) rec = nullptr;
     if (rec == nullptr || hs.copies(*rec, tier) == 0) {
       ++r.unknown_removals;
       continue;

@@ -3,8 +3,19 @@
 #include <algorithm>
 #include <bit>
 
+// jemalloc's real size for an allocation request, when jemalloc is linked (kvgate's binaries) and
+// null otherwise (sanitizer builds).
+extern "C" size_t nallocx(size_t size, int flags) __attribute__((weak));
+
 namespace kvgate::index::chain::detail {
 namespace {
+
+// The allocator rounds a large table up to its size class (up to a quarter more): use those bytes
+// as more groups instead of wasting them.
+size_t usable_groups(size_t groups, size_t group_bytes) {
+  if (nallocx == nullptr) return groups;
+  return nallocx(groups * group_bytes, 0) / group_bytes;
+}
 
 uint32_t match(const int8_t* ctrl, int8_t tag) {
   const __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(ctrl));
@@ -34,6 +45,14 @@ Record* RecordMap::find(uint64_t engine) {
   return nullptr;
 }
 
+uint32_t RecordMap::touch(uint64_t engine) const {
+  if (groups_count_ == 0) return 0;
+  const uint64_t h = mix(engine);
+  const Group& grp = groups_[group_of(h)];
+  const uint32_t m = match(grp.ctrl, tag_of(h)) | free_slots(grp.ctrl);
+  return static_cast<uint32_t>(grp.slots[m ? std::countr_zero(m) : 0].run);
+}
+
 Record* RecordMap::place(uint64_t h, const Record& r) {
   size_t g = group_of(h);
   for (;;) {
@@ -51,12 +70,12 @@ Record* RecordMap::place(uint64_t h, const Record& r) {
 
 Record* RecordMap::insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies) {
   // Keep used slots (live and deleted) under 15/16: probing 16 slots at a time stays short even
-  // that full. When live slots fill it, grow so that they fill 3/4 of the new table (load then
-  // swings between 3/4 and 15/16); when tombstones do, rehash at the same size to drop them.
+  // that full. When live slots fill it, grow so that they fill 4/5 of the new table (load then
+  // swings between 4/5 and 15/16); when tombstones do, rehash at the same size to drop them.
   if ((size_ + deleted_ + 1) * 16 > capacity() * 15) {
-    const size_t at_three_quarters = ((size_ + 1) * 4 / 3 + kGroup - 1) / kGroup;
-    rehash(deleted_ * 4 > size_ ? std::max(groups_count_, at_three_quarters)
-                                : std::max(groups_count_ + 1, at_three_quarters));
+    const size_t at_four_fifths = ((size_ + 1) * 5 / 4 + kGroup - 1) / kGroup;
+    rehash(deleted_ * 4 > size_ ? std::max(groups_count_, at_four_fifths)
+                                : std::max(groups_count_ + 1, at_four_fifths));
   }
   ++size_;
   return place(mix(engine), Record{engine, run, offset, copies});
@@ -77,6 +96,13 @@ void RecordMap::erase(Record* r) {
   --size_;
 }
 
+bool RecordMap::live(const Record* r, uint64_t engine) const {
+  const auto off = reinterpret_cast<const char*>(r) - reinterpret_cast<const char*>(groups_.get());
+  const size_t g = static_cast<size_t>(off) / sizeof(Group);
+  const int i = static_cast<int>(r - groups_[g].slots);
+  return groups_[g].ctrl[i] >= 0 && r->engine == engine;
+}
+
 void RecordMap::clear() {
   groups_.reset();
   groups_count_ = 0;
@@ -85,6 +111,7 @@ void RecordMap::clear() {
 }
 
 void RecordMap::rehash(size_t groups) {
+  groups = usable_groups(groups, sizeof(Group));
   std::unique_ptr<Group[]> old = std::move(groups_);
   const size_t old_count = groups_count_;
   groups_.reset(new Group[groups]);

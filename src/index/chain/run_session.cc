@@ -74,7 +74,7 @@ void RunSession::append(SeqHash seq) {
   WordSlab::data(hashes_)[len_].store(seq, std::memory_order_relaxed);
   set_count(r_->holder_counts, len_, 0);
   ++len_;
-  core_.counters.appends.fetch_add(1, std::memory_order_relaxed);
+  ++appends_;
 }
 
 bool RunSession::has_child(uint32_t offset, SeqHash seq) const {
@@ -218,8 +218,10 @@ RunId RunSession::close() {
   }
   if (d_resident_ != 0)
     core_.resident.fetch_add(static_cast<uint64_t>(d_resident_), std::memory_order_relaxed);
+  if (appends_ != 0) core_.counters.appends.fetch_add(appends_, std::memory_order_relaxed);
   d_memberships_ = 0;
   d_resident_ = 0;
+  appends_ = 0;
   if (tail_released_) core_.truncate_locked(r);
   const bool dead = core_.dead_candidate_locked(run_, r);
   const RunId rid = run_;

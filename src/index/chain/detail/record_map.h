@@ -2,7 +2,7 @@
 //
 // Open addressing in groups of 16 slots, each group led by 16 control bytes (empty, deleted, or 7
 // bits of the key's hash), probed 16 at a time with SSE2 (the design of Abseil's Swiss tables),
-// but with any number of groups (fastrange, not a power of two) kept between 3/4 and 15/16 full: it
+// but with any number of groups (fastrange, not a power of two) kept between 4/5 and 15/16 full: it
 // is most of the index's memory per membership, so it runs full and never doubles needlessly.
 //
 // Threading: owned by the lane applying the holder's events; never read by lookups.
@@ -47,17 +47,18 @@ class RecordMap {
   // insert or erase).
   Record* insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies);
   void erase(Record* r);
+  // Whether a record found earlier is still in the map (erase() never moves other records; only
+  // insert() can, when it rehashes).
+  bool live(const Record* r, uint64_t engine) const;
   void clear();
 
   size_t size() const { return size_; }
   size_t capacity() const { return groups_count_ * kGroup; }
   uint64_t bytes() const { return groups_count_ * sizeof(Group); }
 
-  // Loads the control bytes of the group `engine` starts probing at (to warm the cache: see the
-  // chain index's writers).
-  uint32_t touch(uint64_t engine) const {
-    return groups_count_ > 0 ? static_cast<uint8_t>(groups_[group_of(mix(engine))].ctrl[0]) : 0;
-  }
+  // Loads the control bytes of the group `engine` starts probing at and the slot it most likely
+  // uses (its match, or the first free slot), to warm the cache: see the chain index's writers.
+  uint32_t touch(uint64_t engine) const;
 
   template <class F>
   void for_each(F&& f) const {

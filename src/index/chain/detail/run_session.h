@@ -68,6 +68,7 @@ class RunSession {
   bool tail_released_ = false;  // a tail position lost its last holder: try to truncate
   int64_t d_memberships_ = 0;   // counter changes, published by close()
   int64_t d_resident_ = 0;
+  uint64_t appends_ = 0;
 };
 
 }  // namespace kvgate::index::chain::detail

@@ -2,10 +2,13 @@
 //
 //   http::IoPool pool(2);
 //   http::Server server(pool, {.address = "127.0.0.1", .port = 0});
-//   server.route(http::Verb::get, "/health", [](const http::Request&, http::Responder& r)
-//       -> boost::asio::awaitable<void> { co_await r.send(http::Response::json(200, "{}")); });
+//   server.route(http::Verb::get, "/health",
+//                [](const http::Request&, http::Responder& r) -> boost::asio::awaitable<void> {
+//                  http::Response ok = http::Response::json(200, "{}");
+//                  (void)co_await r.send(std::move(ok));
+//                });
 //   pool.start();
-//   KVGATE_CHECK_OK(server.start());   // server.port() is the bound port
+//   Status s = server.start();   // then server.port() is the bound port
 //
 // Connections are kept alive between requests (no pipelining: one request at a time per
 // connection). A handler either sends one whole response (Responder::send) or streams one

@@ -11,16 +11,13 @@
 #include <thread>
 #include <variant>
 
-#include "events/detail/lock.h"
+#include "kvgate/core/thread_annotations.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/thread_annotations.h"
 
 namespace kvgate::events {
 namespace {
 
-using detail::CondVar;
-using detail::Lock;
-using detail::LockGuard;
 using metrics::Counter;
 using metrics::Family;
 using metrics::Gauge;
@@ -146,7 +143,7 @@ class Lane {
   ~Lane() { stop(); }
 
   bool try_push(std::unique_ptr<NormalizedBatch> b) KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     if (queue_.size() >= capacity_ || stopping_) return false;
     queue_.emplace_back(std::move(b));
     cv_.notify_all();
@@ -154,7 +151,7 @@ class Lane {
   }
   // Never refused: removal must get through a full queue.
   void push_removal(Removal r) KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) {
       r.done->set_value();
       return;
@@ -163,7 +160,7 @@ class Lane {
     cv_.notify_all();
   }
   void set_series(HolderId h, HolderSeries* s) KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     if (s)
       series_[h] = s;
     else
@@ -171,13 +168,13 @@ class Lane {
   }
   void stop() KVGATE_EXCLUDES(mu_) {
     {
-      LockGuard l(mu_);
+      MutexLock l(&mu_);
       stopping_ = true;
       cv_.notify_all();
     }
     if (thread_.joinable()) thread_.join();
     // Discard what is left; unblock removals.
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     for (auto& item : queue_) {
       if (auto* r = std::get_if<Removal>(&item)) r->done->set_value();
     }
@@ -191,8 +188,8 @@ class Lane {
       Item item;
       HolderSeries* series = nullptr;
       {
-        LockGuard l(mu_);
-        while (!stopping_ && queue_.empty()) cv_.wait(mu_);
+        MutexLock l(&mu_);
+        while (!stopping_ && queue_.empty()) cv_.wait(&mu_);
         if (stopping_) return;
         item = std::move(queue_.front());
         queue_.pop_front();
@@ -221,7 +218,7 @@ class Lane {
   const Clock& clock_;
   Histogram& lag_;
   const size_t capacity_;
-  Lock mu_;
+  Mutex mu_;
   CondVar cv_;
   std::deque<Item> queue_ KVGATE_GUARDED_BY(mu_);
   std::map<HolderId, HolderSeries*> series_ KVGATE_GUARDED_BY(mu_);
@@ -254,7 +251,7 @@ class EventThread {
     std::promise<void> done;
     auto f = done.get_future();
     {
-      LockGuard l(mu_);
+      MutexLock l(&mu_);
       if (stopping_) return;
       commands_.push_back([&] {
         fn();
@@ -267,7 +264,7 @@ class EventThread {
 
   void stop() KVGATE_EXCLUDES(mu_) {
     {
-      LockGuard l(mu_);
+      MutexLock l(&mu_);
       stopping_ = true;
     }
     wake();
@@ -290,7 +287,7 @@ class EventThread {
     for (;;) {
       std::deque<std::function<void()>> commands;
       {
-        LockGuard l(mu_);
+        MutexLock l(&mu_);
         commands.swap(commands_);
         if (stopping_) {
           for (auto& c : commands) c();  // their callers wait
@@ -387,7 +384,7 @@ class EventThread {
   Families& f_;
   const std::chrono::milliseconds poll_interval_;
   const int wake_fd_;
-  Lock mu_;
+  Mutex mu_;
   std::deque<std::function<void()>> commands_ KVGATE_GUARDED_BY(mu_);
   bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
   std::map<HolderKey, Holder> holders_;  // event thread only
@@ -410,7 +407,7 @@ class EventIngest::Impl {
   ~Impl() { stop(); }
 
   Status add(SubscriptionSpec spec) KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     if (stopped_) return absl::FailedPreconditionError("event ingest stopped");
     if (entries_.count(spec.key)) {
       return absl::AlreadyExistsError("KV events of this worker rank are already subscribed");
@@ -451,7 +448,7 @@ class EventIngest::Impl {
   }
 
   bool remove(HolderKey key) KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) return false;
     Entry& e = it->second;
@@ -470,7 +467,7 @@ class EventIngest::Impl {
   }
 
   std::optional<HolderState> state(HolderKey key) const KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     auto it = entries_.find(key);
     if (it == entries_.end()) return std::nullopt;
     HolderState st;
@@ -492,7 +489,7 @@ class EventIngest::Impl {
   }
 
   void stop() KVGATE_EXCLUDES(mu_) {
-    LockGuard l(mu_);
+    MutexLock l(&mu_);
     if (stopped_) return;
     stopped_ = true;
     for (auto& t : threads_) t->stop();
@@ -586,7 +583,7 @@ class EventIngest::Impl {
   zmq::context_t ctx_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<EventThread>> threads_;
-  mutable Lock mu_;
+  mutable Mutex mu_;
   std::map<HolderKey, Entry> entries_ KVGATE_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
   bool stopped_ KVGATE_GUARDED_BY(mu_) = false;

@@ -22,7 +22,6 @@ namespace kvgate::http {
 namespace net = boost::asio;
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
-using detail::Lock;
 using detail::ServerState;
 using detail::Session;
 
@@ -78,7 +77,7 @@ bool is_parse_error(const boost::system::error_code& ec) {
 
 void unregister(ServerState& st, uint64_t id) {
   {
-    Lock l(&st.mu);
+    MutexLock l(&st.mu);
     st.sessions.erase(id);
   }
   st.sessions_changed.notify_all();
@@ -210,7 +209,7 @@ net::awaitable<void> accept_loop(std::shared_ptr<ServerState> st,
     st->connections_accepted.fetch_add(1, std::memory_order_relaxed);
     std::shared_ptr<Session> session;
     {
-      Lock l(&st->mu);
+      MutexLock l(&st->mu);
       if (st->stopping) {
         socket.close(ec);
         continue;
@@ -386,7 +385,7 @@ Status Server::start() {
   boost::system::error_code ec;
   net::ip::address address = net::ip::make_address(state_->options.address, ec);
   if (ec) return absl::InvalidArgumentError("bad listen address: " + state_->options.address);
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   if (state_->started) return absl::FailedPreconditionError("server already started");
   auto acceptor = listen_on(state_, tcp::endpoint(address, state_->options.port));
   if (!acceptor.ok()) return acceptor.status();
@@ -397,19 +396,19 @@ Status Server::start() {
 }
 
 uint16_t Server::port() const {
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   return state_->bound.port();
 }
 
 boost::asio::ip::tcp::endpoint Server::endpoint() const {
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   return state_->bound;
 }
 
 void Server::close_listener(bool drop_connections) {
   std::vector<std::shared_ptr<Session>> open;
   {
-    Lock l(&state_->mu);
+    MutexLock l(&state_->mu);
     close_acceptor(std::move(state_->acceptor));
     state_->acceptor = nullptr;
     if (drop_connections) {
@@ -422,7 +421,7 @@ void Server::close_listener(bool drop_connections) {
 }
 
 Status Server::reopen_listener() {
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   if (!state_->started || state_->stopping) {
     return absl::FailedPreconditionError("server not running");
   }
@@ -434,13 +433,13 @@ Status Server::reopen_listener() {
 }
 
 bool Server::listening() const {
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   return state_->acceptor != nullptr;
 }
 
 void Server::request_stop() {
   {
-    Lock l(&state_->mu);
+    MutexLock l(&state_->mu);
     state_->stopping = true;
   }
   close_listener(/*drop_connections=*/true);
@@ -448,7 +447,7 @@ void Server::request_stop() {
 
 bool Server::stop(std::chrono::milliseconds grace) {
   request_stop();
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   return await_no_sessions(*state_, grace);
 }
 
@@ -457,7 +456,7 @@ ServerStats Server::stats() const {
   s.connections_accepted = state_->connections_accepted.load(std::memory_order_relaxed);
   s.requests = state_->requests.load(std::memory_order_relaxed);
   s.bad_requests = state_->bad_requests.load(std::memory_order_relaxed);
-  Lock l(&state_->mu);
+  MutexLock l(&state_->mu);
   s.open_connections = state_->sessions.size();
   return s;
 }

@@ -6,34 +6,34 @@ SynchronizedIndexer::SynchronizedIndexer(std::unique_ptr<Indexer> inner)
     : name_(inner->name()), inner_(std::move(inner)) {}
 
 ApplyResult SynchronizedIndexer::apply(HolderId holder, std::span<const Event> events) {
-  detail::WriteLock lock(mu_);
+  MutexLock lock(&mu_);
   return inner_->apply(holder, events);
 }
 
 void SynchronizedIndexer::lookup(std::span<const SeqHash> chain,
                                  std::vector<HolderMatch>& out) const {
-  detail::ReadLock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   inner_->lookup(chain, out);
 }
 
 void SynchronizedIndexer::remove_holder(HolderId holder) {
-  detail::WriteLock lock(mu_);
+  MutexLock lock(&mu_);
   inner_->remove_holder(holder);
 }
 
 IndexStats SynchronizedIndexer::stats() const {
-  detail::ReadLock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   return inner_->stats();
 }
 
 Status SynchronizedIndexer::memberships(std::vector<Membership>& out) const {
-  detail::ReadLock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   return inner_->memberships(out);
 }
 
 Status SynchronizedIndexer::holder_memberships(HolderId holder,
                                                std::vector<Membership>& out) const {
-  detail::ReadLock lock(mu_);
+  ReaderMutexLock lock(&mu_);
   return inner_->holder_memberships(holder, out);
 }
 

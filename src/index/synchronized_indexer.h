@@ -1,14 +1,12 @@
 // SynchronizedIndexer: makes an externally synchronized indexer safe from any thread.
 //
-// Threading: lookup(), stats() and the membership dumps share a reader lock (an absl::Mutex,
-// visible to ThreadSanitizer through detail::RwLock); apply() and remove_holder() take it
-// exclusively, so a write applied before a lookup starts is visible to it and a lookup never sees
-// half a batch. Writers of different holders serialize.
+// Threading: lookup(), stats() and the membership dumps share a reader lock (kvgate::Mutex);
+// apply() and remove_holder() take it exclusively, so a write applied before a lookup starts is
+// visible to it and a lookup never sees half a batch. Writers of different holders serialize.
 #pragma once
 
 #include <memory>
 
-#include "index/detail/rw_lock.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/index/indexer.h"
 
@@ -30,7 +28,7 @@ class SynchronizedIndexer final : public Indexer {
 
  private:
   const std::string_view name_;  // the inner indexer's (a literal with static storage)
-  mutable detail::RwLock mu_;
+  mutable Mutex mu_;
   std::unique_ptr<Indexer> inner_ KVGATE_PT_GUARDED_BY(mu_);
 };
 

@@ -165,7 +165,7 @@ void PublisherHub::stop() {
 
 void PublisherHub::enqueue(Command c) {
   {
-    Lock l(&mu_);
+    MutexLock l(&mu_);
     commands_.push_back(std::move(c));
   }
   uint64_t one = 1;
@@ -271,7 +271,7 @@ void PublisherHub::run() {
   std::vector<zmq_pollitem_t> items;
   while (running_.load()) {
     {
-      Lock l(&mu_);
+      MutexLock l(&mu_);
       local.swap(commands_);
     }
     for (Command& c : local) {

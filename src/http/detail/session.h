@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
-#include "http/detail/mutex.h"
+#include "kvgate/core/thread_annotations.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/server.h"
 

@@ -25,7 +25,7 @@
 #include "kvgate/core/clock.h"
 #include "kvgate/core/result.h"
 #include "kvgate/core/thread_annotations.h"
-#include "mock/detail/mutex.h"
+#include "kvgate/core/thread_annotations.h"
 
 namespace kvgate::mock::detail {
 

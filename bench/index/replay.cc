@@ -158,15 +158,17 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
   r.lookup = percentiles(lookup_ns);
   r.apply = percentiles(apply_ns);
   r.final_stats = index.stats();
-  if (const auto* chain = dynamic_cast<const index::chain::ChainIndex*>(&index); chain && std::getenv("KVGATE_BENCH_MEMORY")) {
+  if (const auto* chain = dynamic_cast<const index::chain::ChainIndex*>(&index);
+      chain && std::getenv("KVGATE_BENCH_MEMORY")) {
     const auto m = chain->memory_breakdown();
-    std::fprintf(stderr,
-                 "chain memory: slab reserved %.1f MB (live %.1f), runs %.1f MB, holder states %.1f MB; "
-                 "%lu live runs, %lu positions (%.1f per run), %lu memberships\n",
-                 m.slab_reserved / 1e6, m.slab_live / 1e6, m.runs_reserved / 1e6, m.holder_states / 1e6,
-                 static_cast<unsigned long>(m.live_runs), static_cast<unsigned long>(m.live_positions),
-                 m.live_runs ? double(m.live_positions) / double(m.live_runs) : 0.0,
-                 static_cast<unsigned long>(r.final_stats.memberships));
+    std::fprintf(
+        stderr,
+        "chain memory: slab reserved %.1f MB (live %.1f), runs %.1f MB, holder states %.1f MB; "
+        "%lu live runs, %lu positions (%.1f per run), %lu memberships\n",
+        m.slab_reserved / 1e6, m.slab_live / 1e6, m.runs_reserved / 1e6, m.holder_states / 1e6,
+        static_cast<unsigned long>(m.live_runs), static_cast<unsigned long>(m.live_positions),
+        m.live_runs ? double(m.live_positions) / double(m.live_runs) : 0.0,
+        static_cast<unsigned long>(r.final_stats.memberships));
   }
   return r;
 }

@@ -11,7 +11,6 @@
 #include <thread>
 #include <variant>
 
-#include "kvgate/core/thread_annotations.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/thread_annotations.h"
 

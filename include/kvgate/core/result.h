@@ -14,5 +14,7 @@ using Result = absl::StatusOr<T>;
 
 // A Status's message as a std::string_view (Debian's abseil has its own string_view type, which
 // fmt and std APIs do not take).
-inline std::string_view message_of(const Status& s) { return {s.message().data(), s.message().size()}; }
+inline std::string_view message_of(const Status& s) {
+  return {s.message().data(), s.message().size()};
+}
 }  // namespace kvgate

@@ -14,7 +14,6 @@
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
 #include "kvgate/core/thread_annotations.h"
-#include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/server.h"
 
 namespace kvgate::http::detail {

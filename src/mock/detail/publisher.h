@@ -25,7 +25,6 @@
 #include "kvgate/core/clock.h"
 #include "kvgate/core/result.h"
 #include "kvgate/core/thread_annotations.h"
-#include "kvgate/core/thread_annotations.h"
 
 namespace kvgate::mock::detail {
 

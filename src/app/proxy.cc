@@ -95,6 +95,21 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   return r;
 }
 
+// The body of a refused stream (an error document), at most 1 MiB of it.
+net::awaitable<std::string> read_error_body(http::Connection& conn) {
+  std::string body;
+  for (;;) {
+    auto piece = co_await conn.next_piece();
+    if (!piece.ok() || piece->empty()) break;
+    if (body.size() > (1 << 20)) {
+      conn.close();  // not read to its end: the connection cannot be reused
+      break;
+    }
+    body.append(*piece);
+  }
+  co_return body;
+}
+
 std::string sse_error(std::string_view message, unsigned code) {
   std::string body;
   JsonWriter w(&body);
@@ -217,44 +232,25 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           break;
         }
         http::Connection& conn = *lease->conn;
-        if (!p.stream) {
-          auto r = co_await conn.send(upstream_req);
-          if (!r.ok()) {
-            if (lease->reused && conn.failed_before_response())
-              continue;  // a stale keep-alive connection
-            a.failure = r.status();
-            a.retry = !absl::IsDeadlineExceeded(r.status());
-            dispatch.set(outcome_of_failure(r.status()));
-            break;
-          }
-          dispatch.set(outcome_of_status(r->status));
-          http::Response answer = forwarded(r->status, *r, std::move(r->body), worker->url());
-          upstream_->release(worker->id(), std::move(lease->conn));
-          if (retryable_status(answer.status)) {
-            a.answer = std::move(answer);
-            a.retry = true;
-            break;
-          }
-          co_await reply(std::move(answer));
-          a.done = true;
-          break;
+        // A whole answer (non-streamed), or the head of a stream.
+        Result<http::ClientResponse> head = absl::UnknownError("not sent");
+        if (p.stream) {
+          head = co_await conn.start_streaming(upstream_req);
+        } else {
+          head = co_await conn.send(upstream_req);
         }
-        // Streaming.
-        auto head = co_await conn.start_streaming(upstream_req);
         if (!head.ok()) {
-          if (lease->reused && conn.failed_before_response()) continue;
+          if (lease->reused && conn.failed_before_response())
+            continue;  // a stale keep-alive connection
           a.failure = head.status();
           a.retry = !absl::IsDeadlineExceeded(head.status());
           dispatch.set(outcome_of_failure(head.status()));
           break;
         }
-        if (head->status != 200) {
-          std::string body;
-          for (;;) {
-            auto piece = co_await conn.next_piece();
-            if (!piece.ok() || piece->empty() || body.size() > (1 << 20)) break;
-            body.append(*piece);
-          }
+        if (!p.stream || head->status != 200) {
+          // An answer to forward whole: a non-streamed one, or a worker refusing a stream.
+          std::string body = std::move(head->body);
+          if (p.stream) body = co_await read_error_body(conn);
           dispatch.set(outcome_of_status(head->status));
           http::Response answer = forwarded(head->status, *head, std::move(body), worker->url());
           upstream_->release(worker->id(), std::move(lease->conn));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "replay/progress.h"
 #include "replay/runner.h"
 
 namespace kvgate::replay {
@@ -65,6 +66,15 @@ TEST(MaxTokens, OutputLengthCappedAndAtLeastOne) {
   EXPECT_EQ(max_tokens_for(343, 64), 64u);
   EXPECT_EQ(max_tokens_for(10, 64), 10u);
   EXPECT_EQ(max_tokens_for(0, 0), 1u);
+}
+
+TEST(Progress, Line) {
+  EXPECT_EQ(Progress::line(400, 120, 90, 10, 12.4, 40, 10),
+            "[==>       ] 120/400 sent, 90 done, 10 failed, 20 in flight, 12 s (arrivals end at "
+            "40 s)");
+  EXPECT_EQ(Progress::line(4, 4, 4, 0, 1, 1, 4),
+            "[====] 4/4 sent, 4 done, 0 failed, 0 in flight, "
+            "1 s (arrivals end at 1 s)");
 }
 
 }  // namespace

@@ -33,11 +33,10 @@ class EventOracle::Impl {
     io.subscription.hash_seed = options_.hash_seed;
     ingest_ = std::make_unique<events::EventIngest>(*index_, registry_, Clock::real(), io);
     // One WorkerId per distinct URL, in order of appearance.
-    std::vector<std::string> urls;
     for (const KvStream& s : streams) {
-      auto it = std::find(urls.begin(), urls.end(), s.worker_url);
-      const size_t w = static_cast<size_t>(it - urls.begin());
-      if (it == urls.end()) urls.push_back(s.worker_url);
+      auto it = std::find(urls_.begin(), urls_.end(), s.worker_url);
+      const size_t w = static_cast<size_t>(it - urls_.begin());
+      if (it == urls_.end()) urls_.push_back(s.worker_url);
       events::SubscriptionSpec spec;
       spec.key = HolderKey{WorkerId(static_cast<uint32_t>(w)), s.dp_rank};
       spec.holder = HolderId(static_cast<uint32_t>(keys_.size()));
@@ -54,16 +53,35 @@ class EventOracle::Impl {
     return Status();
   }
 
-  uint64_t lookup(std::span<const TokenId> prompt) const {
+  uint64_t lookup(std::span<const TokenId> prompt, std::vector<WorkerTokens>* per_worker) const {
     thread_local std::vector<SeqHash> chain;
     thread_local std::vector<index::HolderMatch> matches;
     chain.clear();
     hasher_.hash_blocks(prompt, options_.block_size, nullptr, &chain);
     index_->lookup(chain, matches);
     uint64_t best = 0;
-    for (const auto& m : matches) best = std::max<uint64_t>(best, m.device_depth);
+    if (per_worker != nullptr) per_worker->clear();
+    for (const auto& m : matches) {
+      best = std::max<uint64_t>(best, m.device_depth);
+      if (per_worker == nullptr || m.device_depth == 0 || m.holder.value() >= keys_.size()) {
+        continue;
+      }
+      // A worker's figure is its best rank's.
+      const uint32_t w = keys_[m.holder.value()].worker.value();
+      const auto t = static_cast<uint32_t>(
+          reusable_tokens(m.device_depth, prompt.size(), options_.block_size));
+      auto it = std::find_if(per_worker->begin(), per_worker->end(),
+                             [w](const WorkerTokens& x) { return x.worker == w; });
+      if (it == per_worker->end()) {
+        per_worker->push_back({w, t});
+      } else {
+        it->tokens = std::max(it->tokens, t);
+      }
+    }
     return reusable_tokens(best, prompt.size(), options_.block_size);
   }
+
+  const std::string& worker_url(uint32_t w) const { return urls_.at(w); }
 
   OracleStats stats() const {
     OracleStats s;
@@ -89,7 +107,8 @@ class EventOracle::Impl {
   metrics::Registry registry_;
   std::unique_ptr<index::Indexer> index_;
   std::unique_ptr<events::EventIngest> ingest_;
-  std::vector<HolderKey> keys_;
+  std::vector<HolderKey> keys_;    // by HolderId
+  std::vector<std::string> urls_;  // by WorkerId
 };
 
 EventOracle::EventOracle(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -104,8 +123,12 @@ Result<std::unique_ptr<EventOracle>> EventOracle::start(const std::vector<KvStre
   return std::unique_ptr<EventOracle>(new EventOracle(std::move(impl)));
 }
 
-uint64_t EventOracle::lookup(std::span<const TokenId> prompt) const {
-  return impl_->lookup(prompt);
+uint64_t EventOracle::lookup(std::span<const TokenId> prompt,
+                             std::vector<WorkerTokens>* per_worker) const {
+  return impl_->lookup(prompt, per_worker);
+}
+const std::string& EventOracle::worker_url(uint32_t worker) const {
+  return impl_->worker_url(worker);
 }
 OracleStats EventOracle::stats() const { return impl_->stats(); }
 uint32_t EventOracle::block_size() const { return impl_->block_size(); }

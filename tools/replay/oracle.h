@@ -49,14 +49,24 @@ struct OracleStats {
   uint64_t resident_blocks = 0;
 };
 
+struct WorkerTokens {
+  uint32_t worker = 0;  // index into the streams' distinct worker URLs, in order of appearance
+  uint32_t tokens = 0;
+};
+
 class EventOracle {
  public:
   static Result<std::unique_ptr<EventOracle>> start(const std::vector<KvStream>& streams,
                                                     OracleOptions options);
   ~EventOracle();
 
-  // Tokens of `prompt`'s longest prefix some holder holds now, capped as described above.
-  uint64_t lookup(std::span<const TokenId> prompt) const;
+  // Tokens of `prompt`'s longest prefix some holder holds now, capped as described above. With
+  // `per_worker`, also each worker's own figure (workers holding nothing are left out), which
+  // tells a routing miss (the chosen worker held less at arrival) from a loss while queued.
+  uint64_t lookup(std::span<const TokenId> prompt,
+                  std::vector<WorkerTokens>* per_worker = nullptr) const;
+  // The URL of a worker index lookup() reported.
+  const std::string& worker_url(uint32_t worker) const;
   OracleStats stats() const;
   uint32_t block_size() const;
 

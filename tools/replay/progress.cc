@@ -13,7 +13,8 @@ std::string Progress::line(uint64_t total, uint64_t sent, uint64_t answered, uin
   if (filled < width) bar[filled] = '>';
   char buf[160];
   std::snprintf(
-      buf, sizeof(buf), "] %llu/%llu sent, %llu done, %llu failed, %llu in flight, %.0fs/%.0fs",
+      buf, sizeof(buf),
+      "] %llu/%llu sent, %llu done, %llu failed, %llu in flight, %.0f s (arrivals end at %.0f s)",
       static_cast<unsigned long long>(sent), static_cast<unsigned long long>(total),
       static_cast<unsigned long long>(answered), static_cast<unsigned long long>(failed),
       static_cast<unsigned long long>(sent >= ended ? sent - ended : 0), elapsed_s, span_s);

@@ -29,6 +29,10 @@ struct RequestRecord {
   uint64_t max_tokens = 0;
   std::optional<uint64_t> oracle_tokens;
   OracleSource oracle_source = OracleSource::kNone;
+  // The event oracle's figure for the worker that served the request, at arrival: below
+  // oracle_tokens the router chose a shallower holder; above cached_tokens the prefix was lost
+  // (evicted) while the request waited for admission.
+  std::optional<uint64_t> routed_oracle_tokens;
   std::string response_id;  // the engine's id (joins the mock's request records)
   std::string error_kind;   // empty when answered
   std::string error;

@@ -129,6 +129,13 @@ Summary summarize(const std::vector<RequestRecord>& records, const ReportConfig&
       s.oracle_cached_tokens += r.cached_tokens;
       s.oracle_prompt_tokens += r.usage_prompt_tokens;
       if (r.cached_tokens > *r.oracle_tokens) ++s.cached_above_oracle;
+      if (r.routed_oracle_tokens) {
+        ++s.routed_requests;
+        s.routed_oracle_tokens += *r.routed_oracle_tokens;
+        s.routed_best_oracle_tokens += *r.oracle_tokens;
+        s.routed_cached_tokens += r.cached_tokens;
+        s.routed_to_best += *r.routed_oracle_tokens >= *r.oracle_tokens ? 1 : 0;
+      }
       events |= r.oracle_source == OracleSource::kEvents;
       mock |= r.oracle_source == OracleSource::kMock;
     }
@@ -194,6 +201,18 @@ std::string summary_json(const Summary& s) {
   w.member("prompt_tokens", s.oracle_prompt_tokens).member("oracle_reuse", s.oracle_reuse);
   w.member("hit_over_oracle", s.hit_over_oracle);
   w.member("requests_cached_above_oracle", s.cached_above_oracle);
+  if (s.routed_requests > 0) {
+    // hit/oracle = (routed / oracle) x (cached / routed): the decision, then what survived the
+    // wait for admission.
+    w.key("routing").begin_object().member("requests", s.routed_requests);
+    w.member("routed_to_best_holder", s.routed_to_best);
+    w.member("routed_oracle_tokens", s.routed_oracle_tokens);
+    w.member("routed_over_oracle", ratio(static_cast<double>(s.routed_oracle_tokens),
+                                         static_cast<double>(s.routed_best_oracle_tokens)));
+    w.member("cached_over_routed", ratio(static_cast<double>(s.routed_cached_tokens),
+                                         static_cast<double>(s.routed_oracle_tokens)));
+    w.end_object();
+  }
   if (s.oracle_stats) {
     const OracleStats& o = *s.oracle_stats;
     w.key("event_streams").begin_object().member("holders", o.holders);
@@ -227,7 +246,8 @@ std::string requests_csv(const std::vector<RequestRecord>& records, double slo_t
                          double slo_itl_ms) {
   std::string out =
       "row,scheduled_s,actual_s,worker,status,answered,ttft_ms,e2e_ms,itl_mean_ms,itl_max_ms,"
-      "prompt_tokens,cached_tokens,output_tokens,max_tokens,oracle_tokens,oracle_source,good,"
+      "prompt_tokens,cached_tokens,output_tokens,max_tokens,oracle_tokens,oracle_source,"
+      "routed_oracle_tokens,good,"
       "response_id,error_kind,error,itl_ms\n";
   for (const RequestRecord& r : records) {
     double itl_sum = 0, itl_max = 0;
@@ -246,6 +266,7 @@ std::string requests_csv(const std::vector<RequestRecord>& records, double slo_t
            std::to_string(r.output_tokens) + ',' + std::to_string(r.max_tokens) + ',' +
            (r.oracle_tokens ? std::to_string(*r.oracle_tokens) : "") + ',' +
            oracle_source_name(r.oracle_source) + ',' +
+           (r.routed_oracle_tokens ? std::to_string(*r.routed_oracle_tokens) : "") + ',' +
            (is_good(r, slo_ttft_ms, slo_itl_ms) ? "1" : "0") + ',' + csv_field(r.response_id) +
            ',' + csv_field(r.error_kind) + ',' + csv_field(r.error) + ',';
     for (size_t i = 0; i < r.itl_s.size(); ++i) {
@@ -284,6 +305,15 @@ std::string text_report(const Summary& s) {
   if (s.oracle_requests > 0) {
     line("  hit/oracle     %.3f (oracle from %s: %.3f of prompt tokens reusable)\n",
          s.hit_over_oracle, s.oracle_source.c_str(), s.oracle_reuse);
+    if (s.routed_requests > 0) {
+      line(
+          "  routing        %.3f of the oracle's tokens held by the chosen worker at arrival, "
+          "%.3f of those still cached at admission\n",
+          ratio(static_cast<double>(s.routed_oracle_tokens),
+                static_cast<double>(s.routed_best_oracle_tokens)),
+          ratio(static_cast<double>(s.routed_cached_tokens),
+                static_cast<double>(s.routed_oracle_tokens)));
+    }
   } else {
     o += "  hit/oracle     n/a (no oracle)\n";
   }

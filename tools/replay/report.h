@@ -70,6 +70,12 @@ struct Summary {
   double oracle_reuse = 0;     // oracle / prompt
   double hit_over_oracle = 0;  // cached / oracle
   size_t cached_above_oracle = 0;
+  // Requests with the event oracle's per-worker figure: what the chosen workers held at arrival.
+  size_t routed_requests = 0;
+  uint64_t routed_oracle_tokens = 0;
+  uint64_t routed_best_oracle_tokens = 0;  // the oracle's figure for the same requests
+  uint64_t routed_cached_tokens = 0;
+  size_t routed_to_best = 0;  // requests whose worker held the oracle's prefix at arrival
   std::optional<OracleStats> oracle_stats;
   std::map<std::string, WorkerFigures> workers;
   double share_min = 0, share_max = 0, share_max_over_mean = 0;

@@ -88,6 +88,7 @@ class Runner::Run {
     rec.row = in_.row_numbers[i];
     rec.scheduled_s = std::chrono::duration<double>(in_.schedule.due[i]).count();
     rec.max_tokens = max_tokens_for(row.output_length, r_.options_.max_output_tokens);
+    std::vector<WorkerTokens> per_worker;
     http::ClientRequest req;
     req.method = http::Verb::post;
     req.target = "/v1/completions";
@@ -98,7 +99,7 @@ class Runner::Run {
       rec.prompt_tokens = tokens.size();
       completion_body(r_.options_.model, tokens, rec.max_tokens, &req.body);
       if (r_.oracle_ != nullptr && !tokens.empty()) {
-        rec.oracle_tokens = r_.oracle_->lookup(tokens);
+        rec.oracle_tokens = r_.oracle_->lookup(tokens, &per_worker);
         rec.oracle_source = OracleSource::kEvents;
       }
     }
@@ -110,6 +111,12 @@ class Runner::Run {
       rec.error = "the row has no hash ids";
     } else {
       co_await exchange(rec, req, ctx, sent);
+      if (rec.oracle_tokens && !rec.worker.empty()) {
+        rec.routed_oracle_tokens = 0;
+        for (const WorkerTokens& w : per_worker) {
+          if (r_.oracle_->worker_url(w.worker) == rec.worker) rec.routed_oracle_tokens = w.tokens;
+        }
+      }
     }
     (rec.answered ? counters_->answered : counters_->failed)
         .fetch_add(1, std::memory_order_relaxed);

@@ -1,5 +1,6 @@
 // The chain index's writers: stored, removed and cleared events, and holder removal.
 #include <algorithm>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -45,7 +46,11 @@ void warm(const detail::RecordMap& map, std::span<const EngineHash> hashes) {
 int64_t advance(detail::IndexCore& core, RunSession& s, RunId qrun, int64_t qoff, SeqHash seq,
                 size_t capacity) {
   const uint32_t next = static_cast<uint32_t>(qoff + 1);
-  for (int attempt = 0; attempt < 1000; ++attempt) {
+  // A child found dead (being killed by another lane, not yet unlinked from its parent) is waited
+  // out: the killer holds no lock while we retry, so it gets there. Spin briefly, then yield (on
+  // two cores the killer may need this thread's core).
+  for (uint64_t attempt = 0;; ++attempt) {
+    if (attempt > 64) std::this_thread::yield();
     if (s.is_open() && s.run() == qrun) {
       if (qrun != kRootRun) {
         if (next < s.length()) {
@@ -80,7 +85,6 @@ int64_t advance(detail::IndexCore& core, RunSession& s, RunId qrun, int64_t qoff
     }
     if (!s.open(qrun)) return -1;
   }
-  return -1;
 }
 
 }  // namespace

@@ -47,6 +47,21 @@ TEST(ChainIndex, ExactAgainstReferenceSequential) {
   }
 }
 
+// 20 of 20: four lanes and two racing readers, holders removed and re-added while events flow,
+// equal to the reference at the end of every phase of every run.
+TEST(ChainIndex, ConcurrentTwentyOfTwenty) {
+  for (uint64_t seed = 100; seed < 120; ++seed) {
+    harness::HarnessOptions o;
+    o.seed = seed;
+    o.lanes = 4;
+    o.readers = 2;
+    o.events = 100'000;
+    auto report = harness::run_exactness(chain_factory(), harness::options_from_env(o));
+    ASSERT_TRUE(report.ok()) << "run " << seed - 99 << " of 20: " << report.status();
+    ASSERT_GT(report->holder_removals, 0u);
+  }
+}
+
 TEST(ChainIndex, ExactAgainstReferenceConcurrent) {
   harness::HarnessOptions o;
   o.seed = 7;

@@ -13,6 +13,7 @@
 
 #include "kvgate/core/log.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/index/lane_pool.h"
 
 namespace kvgate::events {
 namespace {
@@ -125,111 +126,10 @@ struct HolderSeries {
 
 }  // namespace
 
-// ---- Lanes ------------------------------------------------------------------------------------
-
-class Lane {
- public:
-  struct Removal {
-    HolderId holder;
-    std::promise<void>* done;
-  };
-  using Item = std::variant<std::unique_ptr<NormalizedBatch>, Removal>;
-
-  Lane(index::Indexer& index, const Clock& clock, Histogram& lag, size_t capacity)
-      : index_(index), clock_(clock), lag_(lag), capacity_(capacity) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Lane() { stop(); }
-
-  bool try_push(std::unique_ptr<NormalizedBatch> b) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    if (queue_.size() >= capacity_ || stopping_) return false;
-    queue_.emplace_back(std::move(b));
-    cv_.notify_all();
-    return true;
-  }
-  // Never refused: removal must get through a full queue.
-  void push_removal(Removal r) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    if (stopping_) {
-      r.done->set_value();
-      return;
-    }
-    queue_.emplace_back(r);
-    cv_.notify_all();
-  }
-  void set_series(HolderId h, HolderSeries* s) KVGATE_EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    if (s)
-      series_[h] = s;
-    else
-      series_.erase(h);
-  }
-  void stop() KVGATE_EXCLUDES(mu_) {
-    {
-      MutexLock l(&mu_);
-      stopping_ = true;
-      cv_.notify_all();
-    }
-    if (thread_.joinable()) thread_.join();
-    // Discard what is left; unblock removals.
-    MutexLock l(&mu_);
-    for (auto& item : queue_) {
-      if (auto* r = std::get_if<Removal>(&item)) r->done->set_value();
-    }
-    queue_.clear();
-  }
-
- private:
-  void run() {
-    static const index::Event kClear{};
-    for (;;) {
-      Item item;
-      HolderSeries* series = nullptr;
-      {
-        MutexLock l(&mu_);
-        while (!stopping_ && queue_.empty()) cv_.wait(&mu_);
-        if (stopping_) return;
-        item = std::move(queue_.front());
-        queue_.pop_front();
-        if (auto* b = std::get_if<std::unique_ptr<NormalizedBatch>>(&item)) {
-          auto it = series_.find((*b)->holder);
-          series = it == series_.end() ? nullptr : it->second;
-        }
-      }
-      if (auto* r = std::get_if<Removal>(&item)) {
-        index_.remove_holder(r->holder);
-        r->done->set_value();
-        continue;
-      }
-      auto& batch = std::get<std::unique_ptr<NormalizedBatch>>(item);
-      if (batch->clear_first)
-        index_.apply(batch->holder, std::span<const index::Event>(&kClear, 1));
-      if (!batch->events.empty()) index_.apply(batch->holder, batch->events);
-      if (series && !batch->clear_only) series->applied.fetch_add(1, std::memory_order_relaxed);
-      if (batch->ts > 0) {
-        lag_.Observe(std::max(0.0, to_unix_seconds(clock_.wall()) - batch->ts));
-      }
-    }
-  }
-
-  index::Indexer& index_;
-  const Clock& clock_;
-  Histogram& lag_;
-  const size_t capacity_;
-  Mutex mu_;
-  CondVar cv_;
-  std::deque<Item> queue_ KVGATE_GUARDED_BY(mu_);
-  std::map<HolderId, HolderSeries*> series_ KVGATE_GUARDED_BY(mu_);
-  bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
-
 // ---- Event threads ----------------------------------------------------------------------------
 
 struct Holder {
   std::unique_ptr<Subscription> sub;
-  Lane* lane = nullptr;
   HolderSeries* series = nullptr;
   WorkerSeries* worker = nullptr;
 };
@@ -395,10 +295,14 @@ class EventThread {
 class EventIngest::Impl {
  public:
   Impl(index::Indexer& index, metrics::Registry& registry, const Clock& clock, IngestOptions o)
-      : index_(index), clock_(clock), options_(o), families_(registry), ctx_(1) {
-    for (size_t i = 0; i < std::max<size_t>(1, o.lanes); ++i) {
-      lanes_.push_back(std::make_unique<Lane>(index_, clock_, families_.lag, o.lane_queue_batches));
-    }
+      : index_(index),
+        clock_(clock),
+        options_(o),
+        families_(registry),
+        ctx_(1),
+        lanes_({.lanes = static_cast<uint32_t>(std::max<size_t>(1, o.lanes)),
+                .max_queued_per_key = o.lane_queue_batches,
+                .burst = 64}) {
     for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
       threads_.push_back(std::make_unique<EventThread>(families_, o.poll_interval));
     }
@@ -413,18 +317,18 @@ class EventIngest::Impl {
     }
     const HolderKey key = spec.key;
     EventThread& t = *threads_[key.worker.value() % threads_.size()];
-    Lane& lane = *lanes_[key.worker.value() % lanes_.size()];
     auto series = make_holder_series(spec);
     WorkerSeries* worker = acquire_worker(spec.worker_name);
-    lane.set_series(spec.holder, series.get());
     Status status;
     HolderSeries* s = series.get();
+    const uint64_t lane_key = key.worker.value();  // a worker's ranks share one key: in order
     t.call([&] {
       Holder h;
       h.sub = std::make_unique<Subscription>(
           ctx_, spec, options_.subscription,
-          [&lane, s](std::unique_ptr<NormalizedBatch> b) {
-            if (lane.try_push(std::move(b))) return true;
+          [this, s, lane_key](std::unique_ptr<NormalizedBatch> b) {
+            std::shared_ptr<NormalizedBatch> batch(std::move(b));
+            if (lanes_.submit(lane_key, [this, s, batch] { apply(*batch, *s); })) return true;
             s->lane_dropped.fetch_add(1, std::memory_order_relaxed);
             s->batches[3]->Increment();
             return false;
@@ -432,18 +336,26 @@ class EventIngest::Impl {
           clock_);
       status = h.sub->start();
       if (!status.ok()) return;
-      h.lane = &lane;
       h.series = s;
       h.worker = worker;
       t.holders().emplace(key, std::move(h));
     });
     if (!status.ok()) {
-      lane.set_series(spec.holder, nullptr);
       remove_series(*series, spec.worker_name);
       return status;
     }
-    entries_[key] = Entry{&t, &lane, spec.holder, spec.worker_name, std::move(series)};
+    entries_[key] = Entry{&t, spec.holder, spec.worker_name, std::move(series)};
     return absl::OkStatus();
+  }
+
+  // A lane task: one admitted batch into the index.
+  void apply(const NormalizedBatch& batch, HolderSeries& series) {
+    static const index::Event kClear{};
+    if (batch.clear_first) index_.apply(batch.holder, std::span<const index::Event>(&kClear, 1));
+    if (!batch.events.empty()) index_.apply(batch.holder, batch.events);
+    if (!batch.clear_only) series.applied.fetch_add(1, std::memory_order_relaxed);
+    if (batch.ts > 0)
+      families_.lag.Observe(std::max(0.0, to_unix_seconds(clock_.wall()) - batch.ts));
   }
 
   bool remove(HolderKey key) KVGATE_EXCLUDES(mu_) {
@@ -453,11 +365,15 @@ class EventIngest::Impl {
     Entry& e = it->second;
     // 1. No more batches: the subscription and its sockets go away on their thread.
     e.thread->call([&] { e.thread->holders().erase(key); });
-    // 2. Everything already queued for the holder applies, then the holder leaves the index.
+    // 2. Everything already queued for the holder applies, then the holder leaves the index (its
+    // worker's key runs in order; the removal is never refused).
     std::promise<void> done;
-    e.lane->push_removal(Lane::Removal{e.holder, &done});
+    const HolderId holder = e.holder;
+    lanes_.submit_always(key.worker.value(), [this, holder, &done] {
+      index_.remove_holder(holder);
+      done.set_value();
+    });
     done.get_future().wait();
-    e.lane->set_series(e.holder, nullptr);
     // 3. Its series.
     if (e.series->was_degraded) families_.degraded_total.Decrement();
     remove_series(*e.series, e.worker_name);
@@ -492,13 +408,14 @@ class EventIngest::Impl {
     if (stopped_) return;
     stopped_ = true;
     for (auto& t : threads_) t->stop();
-    for (auto& lane : lanes_) lane->stop();
+    // Queued batches are discarded; a batch being applied finishes.
+    for (const auto& [key, e] : entries_) lanes_.forget(key.worker.value());
+    lanes_.flush_all();
   }
 
  private:
   struct Entry {
     EventThread* thread;
-    Lane* lane;
     HolderId holder;
     std::string worker_name;
     std::unique_ptr<HolderSeries> series;
@@ -580,12 +497,13 @@ class EventIngest::Impl {
   IngestOptions options_;
   Families families_;
   zmq::context_t ctx_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<std::unique_ptr<EventThread>> threads_;
   mutable Mutex mu_;
   std::map<HolderKey, Entry> entries_ KVGATE_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
   bool stopped_ KVGATE_GUARDED_BY(mu_) = false;
+  // Last: destroyed first, so no lane task outlives what it touches.
+  index::LanePool lanes_;
 };
 
 EventIngest::EventIngest(index::Indexer& index, metrics::Registry& registry, const Clock& clock,

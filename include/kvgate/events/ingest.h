@@ -3,9 +3,11 @@
 //
 //   event threads (IngestOptions::event_threads): each polls the sockets of the subscriptions it
 //     owns and runs decode -> hash check -> normalize -> admission off the routing threads.
-//   lanes (IngestOptions::lanes): each applies batches from its bounded queue to the index. All
-//     ranks of a worker are pinned to one lane, so one worker's batches apply in order. A full
-//     queue drops the batch (counted) and the holder resyncs: its next batch clears it first.
+//   lanes (IngestOptions::lanes): an index::LanePool applies batches to the index. A worker (all
+//     its ranks) is scheduled onto one lane at a time, so its batches apply in order, and a busy
+//     worker does not hold a lane while others wait. A worker's queue holds at most
+//     lane_queue_batches; beyond that a batch is dropped (counted) and the holder resyncs: its
+//     next batch clears it first.
 //
 // Removal leaves nothing behind: remove() returns after the subscription's sockets are closed,
 // every queued batch of the holder has been applied or discarded, the holder has been removed
@@ -37,7 +39,7 @@ namespace kvgate::events {
 struct IngestOptions {
   size_t event_threads = 1;
   size_t lanes = 2;
-  size_t lane_queue_batches = 1024;
+  size_t lane_queue_batches = 1024;             // per worker
   std::chrono::milliseconds poll_interval{20};  // bounds shutdown and timeout latency
   SubscriptionOptions subscription;
 };

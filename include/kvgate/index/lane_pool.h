@@ -50,6 +50,8 @@ class LanePool {
 
   // Queues `task` for `key`. False (task dropped) when the key's queue is full.
   bool submit(uint64_t key, Task task);
+  // Queues `task` for `key` whatever the bound (for work that must not be lost, like a removal).
+  void submit_always(uint64_t key, Task task);
   // Waits until every task submitted for `key` before this call has run.
   void flush(uint64_t key);
   // Waits until the pool is idle: nothing queued, nothing running.
@@ -70,6 +72,7 @@ class LanePool {
     uint64_t done = 0;       // tasks ever finished (or dropped)
   };
   void run_lane();
+  bool enqueue(uint64_t key, Task task, bool bounded);
 
   const LanePoolOptions options_;
   mutable std::mutex mu_;

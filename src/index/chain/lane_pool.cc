@@ -18,12 +18,20 @@ LanePool::~LanePool() {
 }
 
 bool LanePool::submit(uint64_t key, Task task) {
+  return enqueue(key, std::move(task), /*bounded=*/true);
+}
+
+void LanePool::submit_always(uint64_t key, Task task) {
+  enqueue(key, std::move(task), /*bounded=*/false);
+}
+
+bool LanePool::enqueue(uint64_t key, Task task, bool bounded) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto& k = keys_[key];
     if (!k) k = std::make_unique<Key>();
     k->forgotten = false;  // re-used after forget(): its lane must keep it
-    if (k->tasks.size() >= options_.max_queued_per_key) {
+    if (bounded && k->tasks.size() >= options_.max_queued_per_key) {
       ++refused_;
       return false;
     }

@@ -12,7 +12,10 @@ namespace detail {
 
 class FleetImpl {
  public:
-  explicit FleetImpl(FleetOptions o) : options(std::move(o)), pool(options.threads) {}
+  explicit FleetImpl(FleetOptions o)
+      : options(std::move(o)),
+        oracle(options.engine.block_size, options.engine.router_hash_seed),
+        pool(options.threads) {}
   ~FleetImpl() { stop(); }
 
   void stop() {
@@ -27,6 +30,7 @@ class FleetImpl {
   }
 
   FleetOptions options;
+  FleetOracle oracle;  // outlives the workers that feed it
   // Destroyed in reverse: workers (their timers and sockets) before the pool's contexts.
   http::IoPool pool;
   PublisherHub hub;
@@ -118,6 +122,7 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.replay_buffer_steps = o.replay_buffer_steps;
     wo.request_records = o.request_records;
     wo.seed = o.seed;
+    wo.oracle = &impl->oracle;
     wo.advertise_host = o.advertise_host;
     wo.http.address = o.bind_address;
     wo.http.port = o.http_ports.empty() ? layout_port(o.http_port, i) : o.http_ports[i];

@@ -79,6 +79,7 @@ struct Worker::Part {
   std::string rid;
   ApiKind kind = ApiKind::kCompletion;
   uint32_t prompt_tokens = 0;
+  uint32_t oracle_tokens = 0;  // the fleet's best cached prefix at arrival
   uint32_t cached = 0;
   uint32_t preemptions = 0;
   std::vector<TokenId> pending;  // produced, not yet written to the client
@@ -147,6 +148,7 @@ struct Worker::Record {
   double e2e = 0;
   uint32_t prompt_tokens = 0;
   uint32_t cached_tokens = 0;
+  uint32_t oracle_tokens = 0;
   uint32_t output_tokens = 0;
   uint32_t preemptions = 0;
 };
@@ -326,6 +328,7 @@ void Worker::record(const Part& p, std::string_view status) {
   if (p.first_token) r.ttft = to_seconds(*p.first_token - p.arrival);
   r.prompt_tokens = p.prompt_tokens;
   r.cached_tokens = p.cached;
+  r.oracle_tokens = p.oracle_tokens;
   r.output_tokens = static_cast<uint32_t>(p.all.size());
   r.preemptions = p.preemptions;
   records_.push_back(std::move(r));
@@ -396,6 +399,8 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     p->kind = kind;
     p->rid = i == 0 ? base_id : base_id + "-" + std::to_string(i);
     p->prompt_tokens = static_cast<uint32_t>(api.prompts[i].size());
+    if (options_.oracle != nullptr)
+      p->oracle_tokens = options_.oracle->best_prefix_tokens(api.prompts[i]);
     p->arrival = arrival;
     p->arrival_wall = arrival_wall;
     auto id = r.engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
@@ -530,8 +535,13 @@ void Worker::on_step_done(Rank& r) {
     p.owner->wake.cancel();
   }
   r.engine.take_events(&r.scratch);
+  if (options_.oracle != nullptr) options_.oracle->apply(holder_of(r), r.scratch);
   publish(r, r.scratch);
   kick(r);
+}
+
+uint32_t Worker::holder_of(const Rank& r) const {
+  return options_.index * options_.dp_size + r.index;
 }
 
 void Worker::publish(Rank& r, std::vector<events::WireEvent>& evs) {
@@ -556,6 +566,7 @@ void Worker::apply_deferred(Rank& r) {
     r.deferred_clear = false;
     if (r.engine.clear_cache(/*announce=*/true).ok()) {
       r.engine.take_events(&r.scratch);
+      if (options_.oracle != nullptr) options_.oracle->apply(holder_of(r), r.scratch);
       publish(r, r.scratch);
     }
   }
@@ -566,6 +577,7 @@ void Worker::apply_deferred(Rank& r) {
       // A restarted engine comes back empty and says nothing about it.
       r.engine.take_events(&r.scratch);
       r.scratch.clear();
+      if (options_.oracle != nullptr) options_.oracle->clear(holder_of(r));
     }
     r.next_seq = 0;
     ++r.restarts;
@@ -777,7 +789,8 @@ Response Worker::requests(const http::Request& req) const {
       w.null();
     }
     w.member("e2e_s", r.e2e).member("prompt_tokens", r.prompt_tokens);
-    w.member("cached_tokens", r.cached_tokens).member("output_tokens", r.output_tokens);
+    w.member("cached_tokens", r.cached_tokens).member("oracle_tokens", r.oracle_tokens);
+    w.member("output_tokens", r.output_tokens);
     w.member("preemptions", r.preemptions).end_object();
   }
   w.end_array().member("last_seq", last).end_object();

@@ -465,3 +465,31 @@ TEST_F(FleetTest, StopWithStreamsOpenEndsThem) {
 
 }  // namespace
 }  // namespace kvgate::mock
+
+namespace kvgate::mock::testing {
+namespace {
+
+// The fleet's oracle: each request record carries the longest prefix any rank of any worker held
+// at its arrival, capped as the engine caps its own hits.
+TEST_F(FleetTest, RequestRecordsCarryTheFleetOracle) {
+  start(small_fleet(/*workers=*/2));
+  Http w0(port(0)), w1(port(1));
+  const auto ids = prompt_ids(100, 3);
+  ASSERT_EQ(w0.post("/v1/completions", completion(ids, 2)).status, 200u);
+  // Worker 1 has never seen the prompt; worker 0 holds its 6 full blocks (96 of 100 tokens).
+  const auto r1 = w1.post("/v1/completions", completion(ids, 2));
+  ASSERT_EQ(r1.status, 200u);
+  EXPECT_EQ(cached_tokens(r1), 0u);
+  const auto r0 = w0.post("/v1/completions", completion(ids, 2));
+  EXPECT_EQ(cached_tokens(r0), 96u);
+  const auto oracle_of = [](Http& h, size_t i) {
+    Json j(h.get("/admin/requests").body);
+    return j["requests"].at(i)["oracle_tokens"].get_uint64().value();
+  };
+  EXPECT_EQ(oracle_of(w0, 0), 0u);   // the first request: nobody held anything
+  EXPECT_EQ(oracle_of(w1, 0), 96u);  // a miss on worker 1, though the fleet held the prefix
+  EXPECT_EQ(oracle_of(w0, 1), 96u);  // a hit: cached equals the oracle
+}
+
+}  // namespace
+}  // namespace kvgate::mock::testing

@@ -22,6 +22,7 @@
 #include "kvgate/metrics/metrics.h"
 #include "kvgate/mock/engine.h"
 #include "mock/detail/api.h"
+#include "mock/detail/oracle.h"
 #include "mock/detail/publisher.h"
 
 namespace kvgate::mock::detail {
@@ -41,6 +42,7 @@ struct WorkerOptions {
   size_t replay_buffer_steps = 10'000;
   size_t request_records = 100'000;
   uint64_t seed = 0;
+  FleetOracle* oracle = nullptr;  // shared by the fleet's workers (optional)
 };
 
 class Worker {
@@ -78,6 +80,8 @@ class Worker {
   void kick(Rank& r);
   void on_step_done(Rank& r);
   void publish(Rank& r, std::vector<events::WireEvent>& evs);
+  // The fleet-wide holder number of a rank (worker-major), as the oracle knows it.
+  uint32_t holder_of(const Rank& r) const;
   void apply_deferred(Rank& r);
   void set_paused(bool paused);
   void reopen_listener_after(Duration delay);

@@ -19,7 +19,8 @@ using detail::WordSlab;
 namespace {
 
 // Per-thread scratch for a run's holder entries: lookups copy them out under the seqlock.
-thread_local std::vector<uint64_t> tl_entries;
+thread_local std::vector<uint32_t> tl_alive;
+thread_local std::vector<std::pair<uint32_t, HolderEntry>> tl_hits;
 
 }  // namespace
 
@@ -32,7 +33,11 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
   out.clear();
   if (runs_walked) *runs_walked = 0;
   if (chain.empty()) return;
-  std::vector<uint64_t>& entries = tl_entries;
+  // The holders still in the race (their any-tier depth reached the current run's start), as
+  // indices into `out` (ascending, so in holder order), and the run's entries they matched.
+  std::vector<uint32_t>& alive = tl_alive;
+  std::vector<std::pair<uint32_t, HolderEntry>>& hits = tl_hits;
+  alive.clear();
   RunId rid = ChildTable::find(core_.arena.at(kRootRun), 0, chain[0]);
   size_t pos = 0;  // chain position of the current run's offset 0
   bool first = true;
@@ -40,7 +45,6 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     const Run& r = core_.arena.at(rid);
     uint32_t matched = 0;
     bool continues_inside = false;
-    size_t alive_bound = 0;
     for (;;) {
       const uint64_t v1 = r.version.load(std::memory_order_acquire);
       if (v1 & 1) {
@@ -53,24 +57,42 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       size_t n = r.entry_count.load(std::memory_order_relaxed);
       len = hashes ? std::min(len, WordSlab::capacity(hashes)) : 0;
       n = ents ? std::min(n, WordSlab::capacity(ents)) : 0;
-      entries.resize(n);
-      for (size_t i = 0; i < n; ++i)
-        entries[i] = WordSlab::data(ents)[i].load(std::memory_order_relaxed);
-      // How far any holder still in the race could reach in this run bounds the comparison.
-      alive_bound = 0;
+      const auto entry = [&](size_t i) {
+        return HolderEntry::unpack(WordSlab::data(ents)[i].load(std::memory_order_relaxed));
+      };
+      hits.clear();
       if (first) {
-        for (size_t i = 0; i < n; ++i)
-          alive_bound = std::max<size_t>(alive_bound, HolderEntry::unpack(entries[i]).any);
-      } else {
-        size_t j = 0;
-        for (size_t i = 0; i < n && j < out.size(); ++i) {
-          const HolderEntry e = HolderEntry::unpack(entries[i]);
-          while (j < out.size() && out[j].holder.value() < e.holder) ++j;
-          if (j < out.size() && out[j].holder.value() == e.holder && out[j].any_depth == pos) {
-            alive_bound = std::max<size_t>(alive_bound, e.any);
+        for (size_t i = 0; i < n; ++i) hits.emplace_back(0, entry(i));
+      } else if (alive.size() * 8 < n) {
+        // Few holders left: find each by binary search instead of reading the whole table.
+        for (uint32_t k : alive) {
+          const uint32_t holder = out[k].holder.value();
+          size_t lo = 0, hi = n;
+          while (lo < hi) {
+            const size_t mid = (lo + hi) / 2;
+            if (entry(mid).holder < holder) {
+              lo = mid + 1;
+            } else {
+              hi = mid;
+            }
+          }
+          if (lo < n) {
+            const HolderEntry e = entry(lo);
+            if (e.holder == holder) hits.emplace_back(k, e);
           }
         }
+      } else {
+        size_t j = 0;
+        for (size_t i = 0; i < n && j < alive.size(); ++i) {
+          const HolderEntry e = entry(i);
+          while (j < alive.size() && out[alive[j]].holder.value() < e.holder) ++j;
+          if (j < alive.size() && out[alive[j]].holder.value() == e.holder)
+            hits.emplace_back(alive[j], e);
+        }
       }
+      // How far any holder still in the race reaches in this run bounds the comparison.
+      size_t alive_bound = 0;
+      for (const auto& [k, e] : hits) alive_bound = std::max<size_t>(alive_bound, e.any);
       const size_t limit = std::min({len, chain.size() - pos, alive_bound});
       matched = 0;
       const Word* h = hashes ? WordSlab::data(hashes) : nullptr;
@@ -81,40 +103,32 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       const bool valid_start = len > 0 && h[0].load(std::memory_order_relaxed) == chain[pos];
       std::atomic_thread_fence(std::memory_order_acquire);
       if (r.version.load(std::memory_order_relaxed) != v1) continue;
-      if (!valid_start) {
+      if (!valid_start)
         matched = 0;  // a run being killed, or a recycled slot: the chain ends before it
-        alive_bound = 0;
-      }
       break;
     }
     if (runs_walked) ++*runs_walked;
     if (matched == 0) break;
+    const size_t frontier = pos + matched;
+    alive.clear();
     if (first) {
-      for (uint64_t w : entries) {
-        const HolderEntry e = HolderEntry::unpack(w);
+      for (const auto& [k, e] : hits) {
         const uint32_t any = std::min<uint32_t>(e.any, matched);
         if (any == 0) continue;
+        if (any == matched) alive.push_back(static_cast<uint32_t>(out.size()));
         out.push_back({HolderId(e.holder), std::min<uint32_t>(e.device, matched), any});
       }
       first = false;
     } else {
-      size_t j = 0;
-      for (uint64_t w : entries) {
-        const HolderEntry e = HolderEntry::unpack(w);
-        while (j < out.size() && out[j].holder.value() < e.holder) ++j;
-        if (j == out.size()) break;
-        HolderMatch& m = out[j];
-        if (m.holder.value() != e.holder) continue;
-        if (m.device_depth == pos && m.any_depth == pos)
-          m.device_depth += std::min<uint32_t>(e.device, matched);
-        if (m.any_depth == pos) m.any_depth += std::min<uint32_t>(e.any, matched);
+      for (const auto& [k, e] : hits) {
+        HolderMatch& m = out[k];
+        if (m.device_depth == pos) m.device_depth += std::min<uint32_t>(e.device, matched);
+        m.any_depth += std::min<uint32_t>(e.any, matched);
+        if (m.any_depth == frontier) alive.push_back(k);
       }
     }
     // Continue below this run only if some holder covered everything matched here.
-    const size_t frontier = pos + matched;
-    bool alive = false;
-    for (const HolderMatch& m : out) alive = alive || m.any_depth == frontier;
-    if (!alive || continues_inside || frontier >= chain.size()) break;
+    if (alive.empty() || continues_inside || frontier >= chain.size()) break;
     rid = ChildTable::find(r, matched, chain[frontier]);
     pos = frontier;
   }

@@ -7,12 +7,16 @@
 # requests per second, and each proxy's ratio to the direct leg.
 #
 #   tools/bench-proxy.sh [BUILD_DIR] [--seconds S] [--rounds N] [--connections C] [--max-tokens T]
+#                        [--stream]
+# --stream asks for an SSE answer (one event per token, then [DONE]), so the legs also compare
+# relaying a stream chunk by chunk; wrk's latency is then the whole stream's.
 set -euo pipefail
 build="build/release"
 seconds=10
 rounds=3
 conns=16
 max_tokens=1
+stream=false
 if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -20,6 +24,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds="$2"; shift 2 ;;
     --connections) conns="$2"; shift 2 ;;
     --max-tokens) max_tokens="$2"; shift 2 ;;
+    --stream) stream=true; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -86,7 +91,7 @@ wait_http "http://127.0.0.1:$ngx_port/health"
 cat >"$work/post.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"model":"mock-8b","prompt":"The quick brown fox jumps over the lazy dog and keeps running","max_tokens":$max_tokens}'
+wrk.body = '{"model":"mock-8b","prompt":"The quick brown fox jumps over the lazy dog and keeps running","max_tokens":$max_tokens,"stream":$stream}'
 LUA
 
 # One wrk leg: prints "p50_ms p99_ms rps".
@@ -110,7 +115,8 @@ print(f"{p50:.4f} {p99:.4f} {rps:.1f}")
 PY
 }
 
-echo "bench-proxy: $rounds rounds of ${seconds}s per leg, $conns connections, max_tokens $max_tokens ($(nproc) cores)"
+echo "bench-proxy: $rounds rounds of ${seconds}s per leg, $conns connections, max_tokens $max_tokens," \
+  "stream $stream ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 declare -A results
 for r in $(seq 1 "$rounds"); do
   for name in direct kvgate nginx; do

@@ -79,7 +79,7 @@ kvg_start_gateway() {  # policy [flags...]
     --worker-urls $KVG_WORKER_URLS >"$KVG_WORK/gateway.out" 2>"$KVG_WORK/gateway.err" &
   KVG_GATEWAY_PID=$!
   KVG_PIDS+=("$KVG_GATEWAY_PID")
-  if ! kvg_poll 30 grep -q "kvgate listening on" "$KVG_WORK/gateway.out"; then
+  if ! kvg_poll 30 grep -qs "kvgate listening on" "$KVG_WORK/gateway.out"; then
     kvg_alive "$KVG_GATEWAY_PID" && kvg_say "kvgate did not report its port within 30 s" ||
       kvg_say "kvgate exited at start: $(tail -3 "$KVG_WORK/gateway.err")"
     return 1

@@ -223,7 +223,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     Attempt a;
     {
       Dispatch dispatch(*worker, *policy_, rr);
-      for (int stale_retry = 0; stale_retry < 2; ++stale_retry) {
+      constexpr int kStaleConnectionTries = 3;
+      for (int tries = 1; tries <= kStaleConnectionTries; ++tries) {
         auto lease = co_await upstream_->acquire(worker->id(), worker->host(), worker->port());
         if (!lease.ok()) {
           a.failure = lease.status();
@@ -240,8 +241,11 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           head = co_await conn.send(upstream_req);
         }
         if (!head.ok()) {
-          if (lease->reused && conn.failed_before_response())
-            continue;  // a stale keep-alive connection
+          // A pooled keep-alive connection the worker closed: try a fresher one. When the last
+          // try fails too the worker is likely gone, a connection failure (retried elsewhere),
+          // never a timeout.
+          if (lease->reused && conn.failed_before_response() && tries < kStaleConnectionTries)
+            continue;
           a.failure = head.status();
           a.retry = !absl::IsDeadlineExceeded(head.status());
           dispatch.set(outcome_of_failure(head.status()));

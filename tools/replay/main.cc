@@ -5,10 +5,13 @@
 //   kvgate-replay --target http://127.0.0.1:30000 --rows 0:2000 --speedup 6 --out replay-out
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -268,6 +271,16 @@ int run(const Flags& f) {
     fleet.through_gateway = d.ok() && d->through_gateway;
   } else {
     auto d = discover(target);
+    // A gateway lists a worker before it has read the worker's /server_info: give discovery a
+    // few seconds to fill in the KV event endpoints the oracle follows.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (f.oracle != "off" && d.ok() && d->through_gateway &&
+           std::chrono::steady_clock::now() < deadline &&
+           std::any_of(d->workers.begin(), d->workers.end(),
+                       [](const FleetWorker& w) { return w.streams.empty(); })) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      d = discover(target);
+    }
     if (d.ok()) {
       fleet = std::move(*d);
       fleet_known = true;

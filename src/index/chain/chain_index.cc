@@ -82,6 +82,7 @@ ChainIndex::MemoryBreakdown ChainIndex::memory_breakdown() const {
   m.holder_states = holder_bytes_.load(std::memory_order_relaxed);
   m.live_runs = live_runs();
   m.live_positions = live_positions();
+  m.free_by_class = core_.slab.free_bytes_by_class();
   return m;
 }
 

@@ -65,6 +65,7 @@ class ChainIndex final : public Indexer {
   struct MemoryBreakdown {
     uint64_t slab_reserved = 0, slab_live = 0, runs_reserved = 0, holder_states = 0;
     uint64_t live_runs = 0, live_positions = 0;
+    std::vector<std::pair<size_t, uint64_t>> free_by_class;  // (block words, free bytes)
   };
   MemoryBreakdown memory_breakdown() const;
   // Adds the sequence hash of every position some holder holds (locks each run briefly).

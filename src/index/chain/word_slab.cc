@@ -46,6 +46,7 @@ Word* WordSlab::allocate(size_t data_words) {
   if (cls >= kClasses) return nullptr;
   Class& c = classes_[cls];
   Word* block = pop(c);
+  if (block == nullptr) block = split_larger(cls);
   if (block == nullptr) block = carve(cls);
   block[0].store((class_words(cls) - 1) | (uint64_t(cls) << 56), std::memory_order_relaxed);
   live_.fetch_add(sizeof(Word) * class_words(cls), std::memory_order_relaxed);
@@ -80,6 +81,43 @@ void WordSlab::push(Class& c, Word* block) {
     block[1].store(reinterpret_cast<uint64_t>(address(head)), std::memory_order_relaxed);
   } while (!c.free_head.compare_exchange_weak(
       head, pack(block, tag(head) + 1), std::memory_order_release, std::memory_order_relaxed));
+}
+
+// A free block of a larger class, cut into one block of `cls` and pieces of smaller classes for
+// the rest (every remainder of two or more words is a sum of class sizes; a single word is left
+// unused). Lets demand that moved between classes reuse memory instead of reserving more.
+Word* WordSlab::split_larger(int cls) {
+  for (int bigger = cls + 1; bigger < std::min(kClasses, cls + 8); ++bigger) {
+    Word* b = pop(classes_[bigger]);
+    if (b == nullptr) continue;
+    size_t offset = class_words(cls);
+    size_t rest = class_words(bigger) - offset;
+    for (int piece = bigger - 1; piece >= 0 && rest >= 2; --piece) {
+      while (rest >= class_words(piece)) {
+        Word* p = b + offset;
+        p[0].store((class_words(piece) - 1) | (uint64_t(piece) << 56), std::memory_order_relaxed);
+        push(classes_[piece], p);
+        offset += class_words(piece);
+        rest -= class_words(piece);
+      }
+    }
+    return b;
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<size_t, uint64_t>> WordSlab::free_bytes_by_class() const {
+  std::vector<std::pair<size_t, uint64_t>> out;
+  for (int cls = 0; cls < kClasses; ++cls) {
+    uint64_t n = 0;
+    for (Word* b = address(classes_[cls].free_head.load(std::memory_order_acquire)); b != nullptr;
+         b = address(b[1].load(std::memory_order_relaxed))) {
+      ++n;
+    }
+    const uint64_t tail = classes_[cls].bump ? (classes_[cls].bump_end - classes_[cls].bump) * sizeof(Word) : 0;
+    if (n > 0 || tail > 0) out.emplace_back(class_words(cls), n * class_words(cls) * sizeof(Word) + tail);
+  }
+  return out;
 }
 
 Word* WordSlab::carve(int cls) {

@@ -53,6 +53,8 @@ class WordSlab {
   // Bytes reserved from the system (chunks), and bytes in blocks currently allocated.
   uint64_t reserved_bytes() const { return reserved_.load(std::memory_order_relaxed); }
   uint64_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
+  // Bytes sitting in each class's free list (walks the lists: for benchmarks, writers quiet).
+  std::vector<std::pair<size_t, uint64_t>> free_bytes_by_class() const;
 
  private:
   struct Class {
@@ -66,6 +68,7 @@ class WordSlab {
   Word* pop(Class& c);
   void push(Class& c, Word* block);
   Word* carve(int cls);
+  Word* split_larger(int cls);
 
   const int numa_node_;
   Class classes_[kClasses];

@@ -170,7 +170,8 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
         m.live_runs ? double(m.live_positions) / double(m.live_runs) : 0.0,
         static_cast<unsigned long>(r.final_stats.memberships));
     for (const auto& [words, bytes] : m.free_by_class) {
-      std::fprintf(stderr, "  free or uncarved in blocks of %zu words: %.2f MB\n", words, bytes / 1e6);
+      std::fprintf(stderr, "  free or uncarved in blocks of %zu words: %.2f MB\n", words,
+                   bytes / 1e6);
     }
   }
   return r;

@@ -114,8 +114,10 @@ std::vector<std::pair<size_t, uint64_t>> WordSlab::free_bytes_by_class() const {
          b = address(b[1].load(std::memory_order_relaxed))) {
       ++n;
     }
-    const uint64_t tail = classes_[cls].bump ? (classes_[cls].bump_end - classes_[cls].bump) * sizeof(Word) : 0;
-    if (n > 0 || tail > 0) out.emplace_back(class_words(cls), n * class_words(cls) * sizeof(Word) + tail);
+    const uint64_t tail =
+        classes_[cls].bump ? (classes_[cls].bump_end - classes_[cls].bump) * sizeof(Word) : 0;
+    if (n > 0 || tail > 0)
+      out.emplace_back(class_words(cls), n * class_words(cls) * sizeof(Word) + tail);
   }
   return out;
 }

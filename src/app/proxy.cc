@@ -233,12 +233,30 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           break;
         }
         http::Connection& conn = *lease->conn;
+        // A client that goes away while the worker works closes the upstream connection, so the
+        // engine aborts the request instead of computing an answer nobody reads (a released
+        // connection is no longer the lease's and is left alone).
+        bool client_gone = false;
+        const http::DisconnectWatch watch = res.watch_disconnect([&client_gone, &lease] {
+          client_gone = true;
+          if (lease->conn) lease->conn->close();
+        });
+        auto client_abort = [&] {
+          dispatch.set(Outcome::kCancelled);
+          metrics_->error(ErrorReason::kClientAbort);
+          final_status = 499;
+          a.done = true;
+        };
         // A whole answer (non-streamed), or the head of a stream.
         Result<http::ClientResponse> head = absl::UnknownError("not sent");
         if (p.stream) {
           head = co_await conn.start_streaming(upstream_req);
         } else {
           head = co_await conn.send(upstream_req);
+        }
+        if (client_gone) {
+          client_abort();
+          break;
         }
         if (!head.ok()) {
           // A pooled keep-alive connection the worker closed: try a fresher one. When the last
@@ -277,14 +295,17 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
         if (!started.ok()) {
           conn.close();
-          metrics_->error(ErrorReason::kClientAbort);
-          final_status = 499;
+          client_abort();
           break;
         }
         final_status = 200;
         bool first = true;
         for (;;) {
           auto piece = co_await conn.next_piece();
+          if (client_gone) {
+            client_abort();
+            break;
+          }
           if (!piece.ok()) {
             // The worker failed mid-stream: end the client's stream with an error event.
             dispatch.set(outcome_of_failure(piece.status()));
@@ -311,9 +332,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           if (!(co_await res.write(*piece)).ok()) {
             // The client went away: drop the upstream connection so the engine aborts the request.
             conn.close();
-            dispatch.set(Outcome::kCancelled);
-            metrics_->error(ErrorReason::kClientAbort);
-            final_status = 499;
+            client_abort();
             break;
           }
         }

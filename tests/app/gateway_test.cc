@@ -1,5 +1,5 @@
 // The gateway against real mock workers on loopback: cache-aware routing checked against the
-// workers' engine truth, spreading, failover, and workers added at run time.
+// workers' engine truth, spreading, failover, clients that leave, and workers added at run time.
 #include <simdjson.h>
 
 #include <atomic>
@@ -7,6 +7,8 @@
 #include <set>
 
 #include "app/gateway_fixture.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/write.hpp"
 #include "kvgate/core/block_hash.h"
 #include "kvgate/core/tokenizer.h"
 
@@ -155,6 +157,53 @@ TEST_F(GatewayTest, KilledWorkerIsRoutedAroundAndItsInFlightRequestsRetried) {
     EXPECT_EQ(r->status, 200u);
     EXPECT_EQ(worker_header(*r), url_of(1));
   }
+}
+
+TEST_F(GatewayTest, ClientThatLeavesAbortsItsNonStreamedRequestOnTheWorker) {
+  start_worker(/*speedup=*/1);
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0)};
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(1));
+  // 2,000 output tokens: about 15 s of decoding at speedup 1, far longer than this test waits.
+  const std::string body = completion("a question nobody waits for", 2000);
+  {
+    boost::asio::io_context ctx;
+    boost::asio::ip::tcp::socket s(ctx);
+    s.connect({boost::asio::ip::make_address("127.0.0.1"), gateway_->port()});
+    const std::string req =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        "application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    boost::asio::write(s, boost::asio::buffer(req));
+    ASSERT_TRUE(
+        wait_for([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() > 0; },
+                 std::chrono::milliseconds(5000)));
+    s.close();
+  }
+  http::SyncClient worker("127.0.0.1", worker_port(0));
+  std::string records;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        auto r = worker.get("/admin/requests");
+        if (r.ok()) records = r->body;
+        return records.find("\"status\":\"aborted\"") != std::string::npos;
+      },
+      std::chrono::milliseconds(5000)))
+      << "the worker still runs the abandoned request: " << records;
+  EXPECT_TRUE(
+      wait_for([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() == 0; },
+               std::chrono::milliseconds(2000)));
+  const std::string metrics = gateway_->metrics_text();
+  EXPECT_NE(metrics.find("kvgate_request_errors_total{reason=\"client_abort\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kvgate_upstream_retries_total 0\n"), std::string::npos)
+      << "an abandoned request is not sent anywhere else";
+  // The worker is not blamed: the next request is served by it.
+  auto r = client().post("/v1/completions", completion("and now someone who waits"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200u);
 }
 
 TEST_F(GatewayTest, WorkerAddedAtRunTimeReceivesTraffic) {

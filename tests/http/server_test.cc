@@ -1,5 +1,6 @@
 // The server and client together on loopback: routing, keep-alive, streaming with backpressure,
-// limits, malformed input, listener close/reopen, stop with a stream open, client timeouts.
+// limits, malformed input, listener close/reopen, stop with a stream open, client timeouts,
+// watching for a client that goes away while its handler waits.
 #include "kvgate/http/server.h"
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "boost/asio/read.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
 #include "gtest/gtest.h"
 #include "http/test_util.h"
@@ -326,6 +328,75 @@ TEST_F(StreamingTest, ListenerCloseAndReopen) {
   auto r = c.get("/hello");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 200u);
+}
+
+// A handler that waits for "work", watching its client meanwhile.
+class DisconnectWatchTest : public ServerTest {
+ protected:
+  void add_routes() override {
+    server_->route(
+        Verb::get, "/slow", [this](const Request& req, Responder& r) -> net::awaitable<void> {
+          // The "work": ?ms=N milliseconds.
+          const auto ms = std::stoi(std::string(req.query_param("ms").value_or("300")));
+          net::steady_timer work(co_await net::this_coro::executor, std::chrono::milliseconds(ms));
+          bool gone = false;
+          {
+            const DisconnectWatch watch = r.watch_disconnect([&] {
+              gone = true;
+              work.cancel();
+            });
+            boost::system::error_code ec;
+            co_await work.async_wait(net::redirect_error(net::use_awaitable, ec));
+            EXPECT_EQ(watch.fired(), gone);
+          }
+          if (gone) {
+            ++aborted_;
+            co_return;
+          }
+          ++completed_;
+          Response out = Response::text(200, "done");
+          (void)co_await r.send(std::move(out));
+        });
+  }
+  std::atomic<int> aborted_{0}, completed_{0};
+};
+
+TEST_F(DisconnectWatchTest, ClientThatClosesIsNoticedWhileTheHandlerWaits) {
+  start();
+  {
+    net::io_context ctx;
+    net::ip::tcp::socket s(ctx);
+    s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+    const std::string req = "GET /slow?ms=5000 HTTP/1.1\r\nHost: x\r\n\r\n";
+    net::write(s, net::buffer(req));
+    std::this_thread::sleep_for(50ms);
+    s.close();
+  }
+  ASSERT_TRUE(wait_until([&] { return aborted_.load() == 1; }, 2s)) << "the watch did not fire";
+  EXPECT_EQ(completed_.load(), 0);
+}
+
+TEST_F(DisconnectWatchTest, ClientThatWaitsGetsItsAnswerAndAPipelinedRequestToo) {
+  start();
+  // Two requests in one write: the second's bytes arrive while the first is being worked on,
+  // which is not a disconnect.
+  const std::string two =
+      "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /slow HTTP/1.1\r\nHost: x\r\n"
+      "Connection: close\r\n\r\n";
+  const std::string out = raw_exchange(two);
+  size_t answers = 0;
+  for (size_t at = out.find("HTTP/1.1 200"); at != std::string::npos;
+       at = out.find("HTTP/1.1 200", at + 1))
+    ++answers;
+  EXPECT_EQ(answers, 2u) << out;
+  EXPECT_EQ(completed_.load(), 2);
+  EXPECT_EQ(aborted_.load(), 0);
+  // And a keep-alive client that simply waits.
+  SyncClient c("127.0.0.1", server_->port());
+  auto r = c.get("/slow");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "done");
+  EXPECT_EQ(aborted_.load(), 0);
 }
 
 TEST_F(ServerTest, ClientRequestTimeout) {

@@ -65,6 +65,32 @@ struct ServerOptions {
   std::string server_name = "kvgate";
 };
 
+struct DisconnectWatchState;
+
+// Watches a client connection while its handler waits on something else (an upstream answer, an
+// engine's tokens): when the client closes the connection, `on_close` runs once, on the
+// connection's executor, so the handler can abort work nobody will read. Bytes of a next
+// (pipelined) request end the watch silently. Destroying the watch ends it; `on_close` never runs
+// afterwards. Threading: create and destroy on the handler's executor (the connection's).
+class DisconnectWatch {
+ public:
+  DisconnectWatch() = default;
+  DisconnectWatch(DisconnectWatch&&) noexcept;
+  DisconnectWatch& operator=(DisconnectWatch&&) noexcept;
+  ~DisconnectWatch();
+
+  bool fired() const;  // the client has closed
+
+ private:
+  friend class Responder;
+  DisconnectWatch(std::shared_ptr<detail::Session> session,
+                  std::shared_ptr<DisconnectWatchState> state);
+  void end();
+
+  std::shared_ptr<detail::Session> session_;
+  std::shared_ptr<DisconnectWatchState> state_;
+};
+
 // The response side of one request. Either send() once, or start_stream(), write()* and finish().
 // A handler that returns without responding gets a 500; one that leaves a stream open has it
 // finished for it. After any failed write the connection is closed and later calls fail at once.
@@ -85,6 +111,10 @@ class Responder {
   boost::asio::awaitable<Status> write_sse(std::string_view payload);
   // The terminating chunk.
   boost::asio::awaitable<Status> finish();
+
+  // Starts watching for the client closing the connection (see DisconnectWatch). Watch while
+  // waiting, not while a response is being written by another coroutine.
+  DisconnectWatch watch_disconnect(std::function<void()> on_close);
 
   bool started() const { return state_ != State::kIdle; }
   bool streaming() const { return state_ == State::kStreaming; }

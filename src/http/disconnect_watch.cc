@@ -1,0 +1,90 @@
+// DisconnectWatch: one readiness wait on the client socket while its handler waits elsewhere.
+//
+// The socket becomes readable when the client sends bytes or closes. A non-blocking MSG_PEEK tells
+// the two apart without consuming anything: 0 bytes is the client's FIN, an error a reset; bytes
+// are a next request, which the connection's own read loop will read after this response.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "http/detail/session.h"
+#include "kvgate/http/server.h"
+
+namespace kvgate::http {
+
+struct DisconnectWatchState {
+  std::function<void()> on_close;
+  bool active = true;
+  bool fired = false;
+};
+
+namespace {
+
+using tcp = boost::asio::ip::tcp;
+
+void arm(std::shared_ptr<detail::Session> session, std::shared_ptr<DisconnectWatchState> state) {
+  tcp::socket& socket = session->stream.socket();
+  socket.async_wait(tcp::socket::wait_read, [session, state](boost::system::error_code ec) {
+    if (!state->active || ec) return;  // ended, cancelled, or the socket was closed under us
+    char byte;
+    const ssize_t n =
+        ::recv(session->stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return;  // a next request: not a disconnect
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      arm(session, state);  // a spurious wake-up
+      return;
+    }
+    state->active = false;
+    state->fired = true;
+    // Moved out first: on_close may destroy the watch (and with it the last other reference).
+    std::function<void()> on_close = std::move(state->on_close);
+    if (on_close) on_close();
+  });
+}
+
+}  // namespace
+
+DisconnectWatch::DisconnectWatch(std::shared_ptr<detail::Session> session,
+                                 std::shared_ptr<DisconnectWatchState> state)
+    : session_(std::move(session)), state_(std::move(state)) {}
+
+DisconnectWatch::DisconnectWatch(DisconnectWatch&& o) noexcept
+    : session_(std::move(o.session_)), state_(std::move(o.state_)) {}
+
+DisconnectWatch& DisconnectWatch::operator=(DisconnectWatch&& o) noexcept {
+  if (this != &o) {
+    end();
+    session_ = std::move(o.session_);
+    state_ = std::move(o.state_);
+  }
+  return *this;
+}
+
+DisconnectWatch::~DisconnectWatch() { end(); }
+
+bool DisconnectWatch::fired() const { return state_ && state_->fired; }
+
+void DisconnectWatch::end() {
+  if (!state_) return;
+  if (state_->active) {
+    state_->active = false;
+    state_->on_close = nullptr;
+    // Only the wait is outstanding on this socket now (the handler writes nothing while it is
+    // suspended elsewhere and the read loop waits for the handler), so this cancels just the wait.
+    boost::system::error_code ec;
+    session_->stream.socket().cancel(ec);
+  }
+  state_.reset();
+  session_.reset();
+}
+
+DisconnectWatch Responder::watch_disconnect(std::function<void()> on_close) {
+  auto state = std::make_shared<DisconnectWatchState>();
+  state->on_close = std::move(on_close);
+  std::shared_ptr<detail::Session> session = session_->shared_from_this();
+  arm(session, state);
+  return DisconnectWatch(std::move(session), std::move(state));
+}
+
+}  // namespace kvgate::http

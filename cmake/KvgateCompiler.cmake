@@ -46,3 +46,9 @@ if(KVGATE_SANITIZE)
   add_link_options(${_san})
   set(KVGATE_JEMALLOC OFF CACHE BOOL "jemalloc is incompatible with sanitizers" FORCE)
 endif()
+
+# libFuzzer steers by coverage: every library a fuzz target calls into must be instrumented, not
+# only the target's own file (the decoder lives in kvgate_events), or the fuzzer runs blind.
+if(KVGATE_BUILD_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

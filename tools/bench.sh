@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Runs every micro benchmark binary briefly and writes JSON results to bench-out/.
-# For the figures in docs/benchmarks.md use the exact commands written there instead.
+# make bench: every benchmark briefly, results in bench-out/ (a smoke run of each, a few minutes in
+# all). The figures in docs/benchmarks.md come from the exact, longer commands written there.
+#
+#   tools/bench.sh [BUILD_DIR]    (default build/release)
 set -euo pipefail
 build_dir="${1:-build/release}"
 out="bench-out"
 mkdir -p "$out"
-for b in "$build_dir"/bin/kvgate-bench-*; do
-  [[ -x "$b" ]] || continue
-  name=$(basename "$b")
-  case "$name" in
-    kvgate-bench-index) continue ;;  # the Mooncake harness needs a corpus: see docs/benchmarks.md
-  esac
+bin="$build_dir/bin"
+
+# Google Benchmark micro benches.
+for name in kvgate-bench-core kvgate-bench-index-micro; do
   echo "== $name"
-  "$b" --benchmark_min_time=0.2 --benchmark_out="$out/$name.json" --benchmark_out_format=json
+  "$bin/$name" --benchmark_min_time=0.2 --benchmark_out="$out/$name.json" \
+    --benchmark_out_format=json
 done
+
+# The harnesses, shortened.
+echo "== kvgate-bench-decision (128 workers, 5,000 decisions)"
+"$bin/kvgate-bench-decision" --workers 128 --decisions 5000 | tee "$out/kvgate-bench-decision.txt"
+echo "== kvgate-bench-churn (20 s)"
+"$bin/kvgate-bench-churn" --seconds 20 --window 10 | tee "$out/kvgate-bench-churn.txt"
+echo "== kvgate-bench-index: needs a Mooncake corpus (kvgate-corpus build); see docs/benchmarks.md"
 echo "bench: results in $out/"

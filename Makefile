@@ -12,7 +12,7 @@ help:
 	@echo "make demo          set up, build, run a mock fleet behind the gateway, print a report"
 	@echo "make test          set up, build, run every test (ctest)"
 	@echo "make build         set up and build the release preset (PRESET=debug|asan|tsan to change)"
-	@echo "make bench         build and run the micro benchmarks (results: bench-out/)"
+	@echo "make bench         build and run every benchmark briefly (results: bench-out/)"
 	@echo "make asan | tsan   build and test under ASan+UBSan | ThreadSanitizer (clang 14)"
 	@echo "make fuzz          build the libFuzzer targets and run each for FUZZ_SECONDS (default 60)"
 	@echo "make format        clang-format every C++ file in place; make format-check only checks"

@@ -28,7 +28,9 @@ using Handler = std::function<http::Response(const http::Request&)>;
 http::Handler sync(Handler h) {
   return
       [h = std::move(h)](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
-        co_await res.send(h(req));
+        // A named response: g++ 12 may destroy a temporary inside a co_await twice.
+        http::Response r = h(req);
+        (void)co_await res.send(std::move(r));
       };
 }
 

@@ -32,8 +32,7 @@ const char* error_reason_name(ErrorReason r) {
   return "unknown";
 }
 
-GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_name)
-    : registry_(reg) {
+GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_name) {
   auto& requests = metrics::counter_family(reg, "kvgate_requests_total",
                                            "Requests answered, by route and status class.");
   auto& duration = metrics::histogram_family(

@@ -70,7 +70,6 @@ class GatewayMetrics {
   metrics::Histogram& lookup_seconds() { return *lookup_seconds_; }
 
  private:
-  metrics::Registry& registry_;
   static constexpr size_t kRoutes = 3;
   std::array<std::array<metrics::Counter*, static_cast<size_t>(StatusClass::kCount)>, kRoutes>
       requests_{};

@@ -131,7 +131,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   unsigned final_status = 0;
   const auto reply = [&](http::Response r) -> net::awaitable<void> {
     final_status = r.status;
-    co_await res.send(std::move(r));
+    (void)co_await res.send(std::move(r));  // a failed write is the client's loss, nothing to do
   };
   // Error answers are built first and then sent: kvgate never puts a temporary inside a co_await
   // expression (g++ 12 destroys some of them twice).

@@ -170,7 +170,9 @@ WorkerControl::~WorkerControl() {
 void WorkerControl::stop() {
   MutexLock lock(&mu_);
   stopped_ = true;
-  for (auto& [url, e] : entries_) {
+  for (auto& entry : entries_) {
+    // (Not a structured binding: clang 14 cannot capture one in a lambda.)
+    auto& e = entry.second;
     e->stop = true;
     net::post(ctx_, [e] {
       if (e->timer) e->timer->cancel();

@@ -104,6 +104,8 @@ TEST(MockLoad, EightWorkersUnderLoad) {
   std::stringstream pf;
   pf << std::ifstream(port_file).rdbuf();
   Json info(pf.str());
+  // Before the clients: their pooled connections must close while it still exists.
+  net::io_context ctx(1);
   std::vector<WorkerClient> clients(workers);
   std::vector<std::string> endpoints;
   for (int i = 0; i < workers; ++i) {
@@ -127,7 +129,6 @@ TEST(MockLoad, EightWorkersUnderLoad) {
   std::uniform_int_distribution<int> tail_len(0, static_cast<int>(mean_prompt));
 
   Stats stats;
-  net::io_context ctx(1);
   const double mock_cpu0 = mock.cpu_seconds();
   rusage ru0;
   getrusage(RUSAGE_SELF, &ru0);

@@ -236,9 +236,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         // A client that goes away while the worker works closes the upstream connection, so the
         // engine aborts the request instead of computing an answer nobody reads (a released
         // connection is no longer the lease's and is left alone).
-        bool client_gone = false;
-        const http::DisconnectWatch watch = res.watch_disconnect([&client_gone, &lease] {
-          client_gone = true;
+        const http::DisconnectWatch watch = res.watch_disconnect([&lease] {
           if (lease->conn) lease->conn->close();
         });
         auto client_abort = [&] {
@@ -254,7 +252,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         } else {
           head = co_await conn.send(upstream_req);
         }
-        if (client_gone) {
+        if (watch.fired()) {
           client_abort();
           break;
         }
@@ -302,7 +300,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         bool first = true;
         for (;;) {
           auto piece = co_await conn.next_piece();
-          if (client_gone) {
+          if (watch.fired()) {
             client_abort();
             break;
           }

@@ -435,17 +435,13 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
 
   if (!api.stream) {
     // As vLLM does: a client that closes the connection aborts its request (Cleanup, above).
-    bool client_gone = false;
-    const http::DisconnectWatch watch = res.watch_disconnect([&client_gone, &ex] {
-      client_gone = true;
-      ex.wake.cancel();
-    });
+    const http::DisconnectWatch watch = res.watch_disconnect([&ex] { ex.wake.cancel(); });
     for (;;) {
       bool done =
           std::all_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->finished; });
       if (done) break;
       co_await wait();
-      if (client_gone) co_return;
+      if (watch.fired()) co_return;
     }
     if (std::any_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->aborted; })) {
       Response reply =

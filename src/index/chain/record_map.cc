@@ -1,7 +1,7 @@
 #include "index/chain/detail/record_map.h"
 
-#include <algorithm>
-#include <bit>
+#include <utility>
+#include <vector>
 
 // jemalloc's real size for an allocation request, when jemalloc is linked (kvgate's binaries) and
 // null otherwise (sanitizer builds).
@@ -10,120 +10,118 @@ extern "C" size_t nallocx(size_t size, int flags) __attribute__((weak));
 namespace kvgate::index::chain::detail {
 namespace {
 
-// The allocator rounds a large table up to its size class (up to a quarter more): use those bytes
-// as more groups instead of wasting them.
-size_t usable_groups(size_t groups, size_t group_bytes) {
-  if (nallocx == nullptr) return groups;
-  return nallocx(groups * group_bytes, 0) / group_bytes;
-}
+// Grow when an insert would fill the table beyond 15/16; a grown table starts 4/5 full.
+constexpr size_t kMaxLoadNum = 15, kMaxLoadDen = 16;
+constexpr size_t kGrownLoadNum = 4, kGrownLoadDen = 5;
+// Moves one insert may make before the table grows instead (at 15/16 of 4-slot buckets walks
+// average a few moves; a long one means the table is unluckily full).
+constexpr int kMaxMoves = 256;
 
-uint32_t match(const int8_t* ctrl, int8_t tag) {
-  const __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(ctrl));
-  return static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(c, _mm_set1_epi8(tag))));
-}
-// Slots that are empty or deleted (control bytes with the sign bit set).
-uint32_t free_slots(const int8_t* ctrl) {
-  return static_cast<uint32_t>(
-      _mm_movemask_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(ctrl))));
+// The allocator rounds a large table up to its size class (up to a quarter more): use those bytes
+// as more buckets instead of wasting them.
+size_t usable_buckets(size_t buckets, size_t bucket_bytes) {
+  if (nallocx == nullptr) return buckets;
+  return nallocx(buckets * bucket_bytes, 0) / bucket_bytes;
 }
 
 }  // namespace
 
 Record* RecordMap::find(uint64_t engine) {
   if (size_ == 0) return nullptr;
-  const uint64_t h = mix(engine);
-  const int8_t tag = tag_of(h);
-  size_t g = group_of(h);
-  for (size_t probed = 0; probed < groups_count_; ++probed, g = next(g)) {
-    Group& grp = groups_[g];
-    for (uint32_t m = match(grp.ctrl, tag); m != 0; m &= m - 1) {
-      Record& r = grp.slots[std::countr_zero(m)];
-      if (r.engine == engine) return &r;
-    }
-    if (match(grp.ctrl, kEmpty) != 0) return nullptr;  // probing never went past this group
+  const Places p = places(engine);
+  for (Record& r : buckets_[p.first].slots) {
+    if (r.engine == engine && r.run != kNoRun) return &r;
+  }
+  for (Record& r : buckets_[p.second].slots) {
+    if (r.engine == engine && r.run != kNoRun) return &r;
   }
   return nullptr;
 }
 
-uint32_t RecordMap::touch(uint64_t engine) const {
-  if (groups_count_ == 0) return 0;
-  const uint64_t h = mix(engine);
-  const Group& grp = groups_[group_of(h)];
-  const uint32_t m = match(grp.ctrl, tag_of(h)) | free_slots(grp.ctrl);
-  return static_cast<uint32_t>(grp.slots[m ? std::countr_zero(m) : 0].run);
-}
-
-Record* RecordMap::place(uint64_t h, const Record& r) {
-  size_t g = group_of(h);
-  for (;;) {
-    Group& grp = groups_[g];
-    if (const uint32_t m = free_slots(grp.ctrl); m != 0) {
-      const int i = std::countr_zero(m);
-      if (grp.ctrl[i] == kDeleted) --deleted_;
-      grp.ctrl[i] = tag_of(h);
-      grp.slots[i] = r;
-      return &grp.slots[i];
+bool RecordMap::place(Record& r) {
+  Places p = places(r.engine);
+  // Into the emptier of the two buckets: keeping buckets evenly filled keeps both of a key's
+  // buckets from being full, which is what costs (the moves below touch cold buckets).
+  {
+    Bucket& a = buckets_[p.first];
+    Bucket& b = buckets_[p.second];
+    const int free_a = free_count(a), free_b = free_count(b);
+    if (free_a + free_b > 0) {
+      *free_slot(free_a >= free_b ? a : b) = r;
+      return true;
     }
-    g = next(g);
   }
+  // Both full. First look one move ahead: a resident of either bucket whose other bucket has a
+  // free slot moves there and `r` takes its slot. The eight other buckets are independent loads,
+  // so their misses overlap; a walk would take them one after another.
+  Bucket* const own[2] = {&buckets_[p.first], &buckets_[p.second]};
+  size_t other[2 * kSlots];
+  for (int k = 0; k < 2 * kSlots; ++k) {
+    const Places q = places(own[k / kSlots]->slots[k % kSlots].engine);
+    other[k] = q.first == (k < kSlots ? p.first : p.second) ? q.second : q.first;
+  }
+  for (int k = 0; k < 2 * kSlots; ++k) {
+    if (Record* s = free_slot(buckets_[other[k]])) {
+      Record& resident = own[k / kSlots]->slots[k % kSlots];
+      *s = resident;
+      resident = r;
+      return true;
+    }
+  }
+  // Then a random walk: evict a resident into its other bucket, and so on.
+  walk_ = walk_ * 6364136223846793005ULL + 1442695040888963407ULL;
+  size_t b = (walk_ >> 63) ? p.second : p.first;
+  for (int moves = 0; moves < kMaxMoves; ++moves) {
+    walk_ = walk_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(r, buckets_[b].slots[walk_ >> 62]);
+    p = places(r.engine);
+    b = p.first == b ? p.second : p.first;
+    if (Record* s = free_slot(buckets_[b])) {
+      *s = r;
+      return true;
+    }
+  }
+  return false;
 }
 
 Record* RecordMap::insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies) {
-  // Keep used slots (live and deleted) under 15/16: probing 16 slots at a time stays short even
-  // that full. When live slots fill it, grow so that they fill 4/5 of the new table (load then
-  // swings between 4/5 and 15/16); when tombstones do, rehash at the same size to drop them.
-  if ((size_ + deleted_ + 1) * 16 > capacity() * 15) {
-    const size_t at_four_fifths = ((size_ + 1) * 5 / 4 + kGroup - 1) / kGroup;
-    rehash(deleted_ * 4 > size_ ? std::max(groups_count_, at_four_fifths)
-                                : std::max(groups_count_ + 1, at_four_fifths));
-  }
+  if ((size_ + 1) * kMaxLoadDen > capacity() * kMaxLoadNum) grow(size_ + 1);
+  Record r{engine, run, offset, copies};
+  while (!place(r)) grow(size_ + 1);  // `r` is now whichever record the walk left homeless
   ++size_;
-  return place(mix(engine), Record{engine, run, offset, copies});
+  return find(engine);
 }
 
 void RecordMap::erase(Record* r) {
-  const auto off = reinterpret_cast<const char*>(r) - reinterpret_cast<const char*>(groups_.get());
-  const size_t g = static_cast<size_t>(off) / sizeof(Group);
-  const int i = static_cast<int>(r - groups_[g].slots);
-  // A group that still has an empty slot was never full, so no probe ever passed it: its slot
-  // can go back to empty. Otherwise a tombstone keeps later keys findable.
-  if (match(groups_[g].ctrl, kEmpty) != 0) {
-    groups_[g].ctrl[i] = kEmpty;
-  } else {
-    groups_[g].ctrl[i] = kDeleted;
-    ++deleted_;
-  }
+  r->run = kNoRun;
   --size_;
 }
 
-bool RecordMap::live(const Record* r, uint64_t engine) const {
-  const auto off = reinterpret_cast<const char*>(r) - reinterpret_cast<const char*>(groups_.get());
-  const size_t g = static_cast<size_t>(off) / sizeof(Group);
-  const int i = static_cast<int>(r - groups_[g].slots);
-  return groups_[g].ctrl[i] >= 0 && r->engine == engine;
-}
-
 void RecordMap::clear() {
-  groups_.reset();
-  groups_count_ = 0;
+  buckets_.reset();
+  buckets_count_ = 0;
   size_ = 0;
-  deleted_ = 0;
 }
 
-void RecordMap::rehash(size_t groups) {
-  groups = usable_groups(groups, sizeof(Group));
-  std::unique_ptr<Group[]> old = std::move(groups_);
-  const size_t old_count = groups_count_;
-  groups_.reset(new Group[groups]);
-  groups_count_ = groups;
-  for (size_t g = 0; g < groups; ++g) {
-    for (int i = 0; i < kGroup; ++i) groups_[g].ctrl[i] = kEmpty;
-  }
-  deleted_ = 0;
-  for (size_t g = 0; g < old_count; ++g) {
-    for (int i = 0; i < kGroup; ++i) {
-      if (old[g].ctrl[i] >= 0) place(mix(old[g].slots[i].engine), old[g].slots[i]);
+void RecordMap::grow(size_t min_records) {
+  // Every record of the old table (and none of the new one's empty slots) goes again.
+  std::vector<Record> records;
+  records.reserve(size_ + 1);
+  for_each([&](const Record& r) { records.push_back(r); });
+  size_t buckets = (min_records * kGrownLoadDen / kGrownLoadNum + kSlots - 1) / kSlots;
+  for (;;) {
+    buckets = usable_buckets(std::max(buckets, buckets_count_ + 1), sizeof(Bucket));
+    buckets_.reset(new Bucket[buckets]);
+    buckets_count_ = buckets;
+    bool placed_all = true;
+    for (Record r : records) {
+      if (!place(r)) {
+        placed_all = false;
+        break;
+      }
     }
+    if (placed_all) return;
+    buckets += buckets / 8;  // an unlucky table: a little bigger, and place everything again
   }
 }
 

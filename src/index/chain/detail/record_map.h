@@ -1,14 +1,16 @@
 // RecordMap: one holder's engine-hash -> block record map, the chain index's per-lane state.
 //
-// Open addressing in groups of 16 slots, each group led by 16 control bytes (empty, deleted, or 7
-// bits of the key's hash), probed 16 at a time with SSE2 (the design of Abseil's Swiss tables),
-// but with any number of groups (fastrange, not a power of two) kept between 4/5 and 15/16 full: it
-// is most of the index's memory per membership, so it runs full and never doubles needlessly.
+// Bucketized cuckoo hashing: a record lives in one of two buckets its key names, each bucket one
+// 64-byte cache line of four records. A find reads at most those two lines, and both addresses are
+// known from the key alone, so a writer prefetches them for a whole event before it needs them (the
+// map is far larger than the caches; one overlapped miss per block instead of two dependent ones
+// for a control byte and then its slot). An insert into two full buckets moves a resident to its
+// other bucket (a short random walk). Erase just empties the slot: no tombstones, so a full KV
+// pool's steady churn (as many inserts as erases) never degrades probing or forces rebuilds, and
+// the table runs up to 15/16 full: it is most of the index's memory per membership.
 //
 // Threading: owned by the lane applying the holder's events; never read by lookups.
 #pragma once
-
-#include <emmintrin.h>
 
 #include <cstdint>
 #include <memory>
@@ -43,39 +45,47 @@ class RecordMap {
   RecordMap& operator=(const RecordMap&) = delete;
 
   Record* find(uint64_t engine);
-  // Inserts a record for an engine hash that is not in the map; returns it (valid until the next
-  // insert or erase).
+  // Inserts a record for an engine hash that is not in the map; returns it. Insert may move other
+  // records (to their other bucket, or into a bigger table): pointers found earlier are stale.
   Record* insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies);
+  // Erasing never moves other records.
   void erase(Record* r);
-  // Whether a record found earlier is still in the map (erase() never moves other records; only
-  // insert() can, when it rehashes).
-  bool live(const Record* r, uint64_t engine) const;
+  // Whether a record found earlier is still in the map (valid until the next insert).
+  bool live(const Record* r, uint64_t engine) const {
+    return r->run != kNoRun && r->engine == engine;
+  }
   void clear();
 
   size_t size() const { return size_; }
-  size_t capacity() const { return groups_count_ * kGroup; }
-  uint64_t bytes() const { return groups_count_ * sizeof(Group); }
+  size_t capacity() const { return buckets_count_ * kSlots; }
+  uint64_t bytes() const { return buckets_count_ * sizeof(Bucket); }
 
-  // Loads the control bytes of the group `engine` starts probing at and the slot it most likely
-  // uses (its match, or the first free slot), to warm the cache: see the chain index's writers.
-  uint32_t touch(uint64_t engine) const;
+  // Loads the two buckets `engine` may live in and returns a value read from them (for the caller
+  // to consume, so the loads happen): see the chain index's writers. Real loads, not prefetch
+  // hints: on the development machine (a KVM guest) the hints did not warm anything.
+  uint64_t touch(uint64_t engine) const {
+    if (buckets_count_ == 0) return 0;
+    const Places p = places(engine);
+    return buckets_[p.first].slots[0].engine ^ buckets_[p.second].slots[0].engine;
+  }
 
   template <class F>
   void for_each(F&& f) const {
-    for (size_t g = 0; g < groups_count_; ++g) {
-      for (int i = 0; i < kGroup; ++i) {
-        if (groups_[g].ctrl[i] >= 0) f(groups_[g].slots[i]);
+    for (size_t b = 0; b < buckets_count_; ++b) {
+      for (const Record& r : buckets_[b].slots) {
+        if (r.run != kNoRun) f(r);
       }
     }
   }
 
  private:
-  static constexpr int kGroup = 16;
-  static constexpr int8_t kEmpty = -128;
-  static constexpr int8_t kDeleted = -2;
-  struct alignas(16) Group {
-    int8_t ctrl[kGroup];
-    Record slots[kGroup];
+  static constexpr int kSlots = 4;
+  struct alignas(64) Bucket {
+    Record slots[kSlots];  // an empty slot has run == kNoRun
+  };
+  static_assert(sizeof(Bucket) == 64);
+  struct Places {
+    size_t first, second;
   };
 
   static uint64_t mix(uint64_t k) {
@@ -84,18 +94,33 @@ class RecordMap {
     k ^= k >> 33;
     return k;
   }
-  size_t group_of(uint64_t h) const {
-    return static_cast<size_t>((static_cast<unsigned __int128>(h) * groups_count_) >> 64);
+  size_t range(uint64_t h) const {
+    return static_cast<size_t>((static_cast<unsigned __int128>(h) * buckets_count_) >> 64);
   }
-  static int8_t tag_of(uint64_t h) { return static_cast<int8_t>(h & 0x7f); }
-  size_t next(size_t g) const { return g + 1 == groups_count_ ? 0 : g + 1; }
-  void rehash(size_t groups);
-  Record* place(uint64_t h, const Record& r);
+  Places places(uint64_t engine) const {
+    const uint64_t h = mix(engine);
+    return {range(h), range(h * 0x9e3779b97f4a7c15ULL)};
+  }
+  static Record* free_slot(Bucket& b) {
+    for (Record& r : b.slots) {
+      if (r.run == kNoRun) return &r;
+    }
+    return nullptr;
+  }
+  static int free_count(const Bucket& b) {
+    int n = 0;
+    for (const Record& r : b.slots) n += r.run == kNoRun;
+    return n;
+  }
+  // Places `r`, moving residents along their other buckets when both of its own are full. False
+  // when the walk gave up: `r` then holds the record left without a slot.
+  bool place(Record& r);
+  void grow(size_t min_records);
 
-  std::unique_ptr<Group[]> groups_;
-  size_t groups_count_ = 0;
+  std::unique_ptr<Bucket[]> buckets_;
+  size_t buckets_count_ = 0;
   size_t size_ = 0;
-  size_t deleted_ = 0;
+  uint64_t walk_ = 0;  // a linear congruential sequence: which residents a walk moves
 };
 
 }  // namespace kvgate::index::chain::detail

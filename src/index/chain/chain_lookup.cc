@@ -18,9 +18,21 @@ using detail::WordSlab;
 
 namespace {
 
-// Per-thread scratch for a run's holder entries: lookups copy them out under the seqlock.
+// Per-thread scratch for a run's holder entries: lookups copy them out under the seqlock. Filled
+// through raw pointers (grown, never shrunk): the per-entry bookkeeping of push_back on a
+// thread_local vector was a fifth of a lookup's time with a hundred holders per run.
+struct Hit {
+  uint32_t k;  // index into the lookup's output
+  HolderEntry e;
+};
 thread_local std::vector<uint32_t> tl_alive;
-thread_local std::vector<std::pair<uint32_t, HolderEntry>> tl_hits;
+thread_local std::vector<Hit> tl_hits;
+
+template <class T>
+T* room(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(std::max<size_t>(n, 2 * v.size()));
+  return v.data();
+}
 
 }  // namespace
 
@@ -35,12 +47,13 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
   if (chain.empty()) return;
   // The holders still in the race (their any-tier depth reached the current run's start), as
   // indices into `out` (ascending, so in holder order), and the run's entries they matched.
-  std::vector<uint32_t>& alive = tl_alive;
-  std::vector<std::pair<uint32_t, HolderEntry>>& hits = tl_hits;
-  alive.clear();
+  uint32_t* alive = nullptr;
+  size_t alive_n = 0;
   RunId rid = ChildTable::find(core_.arena.at(kRootRun), 0, chain[0]);
   size_t pos = 0;  // chain position of the current run's offset 0
   bool first = true;
+  Hit* hits = nullptr;
+  size_t hits_n = 0;
   while (rid != kNoRun && core_.arena.valid(rid)) {
     const Run& r = core_.arena.at(rid);
     uint32_t matched = 0;
@@ -57,15 +70,18 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       size_t n = r.entry_count.load(std::memory_order_relaxed);
       len = hashes ? std::min(len, WordSlab::capacity(hashes)) : 0;
       n = ents ? std::min(n, WordSlab::capacity(ents)) : 0;
+      const Word* ent = ents ? WordSlab::data(ents) : nullptr;
       const auto entry = [&](size_t i) {
-        return HolderEntry::unpack(WordSlab::data(ents)[i].load(std::memory_order_relaxed));
+        return HolderEntry::unpack(ent[i].load(std::memory_order_relaxed));
       };
-      hits.clear();
+      hits = room(tl_hits, n);
+      hits_n = 0;
       if (first) {
-        for (size_t i = 0; i < n; ++i) hits.emplace_back(0, entry(i));
-      } else if (alive.size() * 8 < n) {
+        for (size_t i = 0; i < n; ++i) hits[hits_n++] = {0, entry(i)};
+      } else if (alive_n * 8 < n) {
         // Few holders left: find each by binary search instead of reading the whole table.
-        for (uint32_t k : alive) {
+        for (size_t a = 0; a < alive_n; ++a) {
+          const uint32_t k = alive[a];
           const uint32_t holder = out[k].holder.value();
           size_t lo = 0, hi = n;
           while (lo < hi) {
@@ -78,21 +94,22 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
           }
           if (lo < n) {
             const HolderEntry e = entry(lo);
-            if (e.holder == holder) hits.emplace_back(k, e);
+            if (e.holder == holder) hits[hits_n++] = {k, e};
           }
         }
       } else {
         size_t j = 0;
-        for (size_t i = 0; i < n && j < alive.size(); ++i) {
+        for (size_t i = 0; i < n && j < alive_n; ++i) {
           const HolderEntry e = entry(i);
-          while (j < alive.size() && out[alive[j]].holder.value() < e.holder) ++j;
-          if (j < alive.size() && out[alive[j]].holder.value() == e.holder)
-            hits.emplace_back(alive[j], e);
+          while (j < alive_n && out[alive[j]].holder.value() < e.holder) ++j;
+          if (j < alive_n && out[alive[j]].holder.value() == e.holder)
+            hits[hits_n++] = {alive[j], e};
         }
       }
       // How far any holder still in the race reaches in this run bounds the comparison.
       size_t alive_bound = 0;
-      for (const auto& [k, e] : hits) alive_bound = std::max<size_t>(alive_bound, e.any);
+      for (size_t i = 0; i < hits_n; ++i)
+        alive_bound = std::max<size_t>(alive_bound, hits[i].e.any);
       const size_t limit = std::min({len, chain.size() - pos, alive_bound});
       matched = 0;
       const Word* h = hashes ? WordSlab::data(hashes) : nullptr;
@@ -110,25 +127,30 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     if (runs_walked) ++*runs_walked;
     if (matched == 0) break;
     const size_t frontier = pos + matched;
-    alive.clear();
+    // The holders that cover everything matched here stay in the race (at most one per hit).
+    alive = room(tl_alive, hits_n);
+    alive_n = 0;
     if (first) {
-      for (const auto& [k, e] : hits) {
+      out.reserve(hits_n);
+      for (size_t i = 0; i < hits_n; ++i) {
+        const HolderEntry& e = hits[i].e;
         const uint32_t any = std::min<uint32_t>(e.any, matched);
         if (any == 0) continue;
-        if (any == matched) alive.push_back(static_cast<uint32_t>(out.size()));
+        if (any == matched) alive[alive_n++] = static_cast<uint32_t>(out.size());
         out.push_back({HolderId(e.holder), std::min<uint32_t>(e.device, matched), any});
       }
       first = false;
     } else {
-      for (const auto& [k, e] : hits) {
-        HolderMatch& m = out[k];
+      for (size_t i = 0; i < hits_n; ++i) {
+        const HolderEntry& e = hits[i].e;
+        HolderMatch& m = out[hits[i].k];
         if (m.device_depth == pos) m.device_depth += std::min<uint32_t>(e.device, matched);
         m.any_depth += std::min<uint32_t>(e.any, matched);
-        if (m.any_depth == frontier) alive.push_back(k);
+        if (m.any_depth == frontier) alive[alive_n++] = hits[i].k;
       }
     }
     // Continue below this run only if some holder covered everything matched here.
-    if (alive.empty() || continues_inside || frontier >= chain.size()) break;
+    if (alive_n == 0 || continues_inside || frontier >= chain.size()) break;
     rid = ChildTable::find(r, matched, chain[frontier]);
     pos = frontier;
   }

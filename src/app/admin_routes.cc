@@ -96,7 +96,9 @@ void GatewayImpl::add_info_routes() {
 std::string GatewayImpl::metrics_text() {
   const auto s = raw_index_->stats();
   metrics_->set_index(s.holders, s.resident_blocks, s.memberships, s.bytes);
-  for (const auto& w : workers_.snapshot()->workers) metrics_->sync_worker(*w);
+  // Held for the loop: the range-for's temporary would be released before the loop body runs.
+  const auto fleet = workers_.snapshot();
+  for (const auto& w : fleet->workers) metrics_->sync_worker(*w);
   return metrics::text_exposition(registry_);
 }
 

@@ -135,7 +135,7 @@ void WorkerRegistry::publish_locked() {
                             snap->lora_adapters.end());
   std::sort(snap->models.begin(), snap->models.end());
   snap->models.erase(std::unique(snap->models.begin(), snap->models.end()), snap->models.end());
-  snapshot_.store(std::move(snap), std::memory_order_release);
+  snapshot_.store(std::move(snap));
 }
 
 }  // namespace kvgate::workers

@@ -75,7 +75,10 @@ class GatewayTest : public ::testing::Test {
     return wait_for(
         [&] {
           size_t ready = 0;
-          for (const auto& w : gateway_->registry().snapshot()->workers) {
+          // Hold the snapshot: a range-for over `snapshot()->workers` would iterate a vector whose
+          // snapshot (the temporary shared_ptr) is already released, freed by the next publish.
+          const auto fleet = gateway_->registry().snapshot();
+          for (const auto& w : fleet->workers) {
             ready += (w->routable() && w->info()->discovered) ? 1 : 0;
           }
           return ready >= n;

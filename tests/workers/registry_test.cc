@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 namespace kvgate::workers {
 namespace {
 
@@ -58,6 +62,41 @@ TEST(Registry, UpdateInfoRepublishes) {
   EXPECT_EQ(w->info()->block_size, 16u);
   EXPECT_FALSE(reg.snapshot()->knows_model("anything"));
   EXPECT_FALSE(reg.update_info(WorkerId(77), [](WorkerInfo&) {}));
+}
+
+// Readers copy snapshots and worker descriptions while the control path republishes them. Under
+// the tsan preset this checks that the hand-over is synchronization ThreadSanitizer can see.
+TEST(Registry, SnapshotsAreReadableWhileTheControlPathRepublishes) {
+  ManualClock clock;
+  WorkerRegistry reg({}, clock);
+  auto w = *reg.add("http://127.0.0.1:9000");
+  constexpr uint32_t kUpdates = 2000;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      uint64_t last_version = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        const auto s = reg.snapshot();
+        ASSERT_GE(s->version, last_version);
+        last_version = s->version;
+        ASSERT_EQ(s->workers.size(), 1u);
+        // Every description is whole: its block size always equals its number of models.
+        ASSERT_EQ(s->infos[0]->block_size, s->infos[0]->models.size());
+        const auto info = s->workers[0]->info();
+        ASSERT_EQ(info->block_size, info->models.size());
+      }
+    });
+  }
+  for (uint32_t i = 1; i <= kUpdates; ++i) {
+    EXPECT_TRUE(reg.update_info(w->id(), [i](WorkerInfo& info) {
+      info.block_size = i % 8;
+      info.models.assign(i % 8, "m");
+    }));
+  }
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(reg.snapshot()->version, kUpdates + 1);  // the add, then every update
 }
 
 }  // namespace

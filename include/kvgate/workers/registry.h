@@ -1,13 +1,16 @@
 // WorkerRegistry: the fleet, and the immutable snapshot of it that every routing decision reads.
 //
-// The request path calls snapshot() (one atomic shared_ptr load, no registry lock) and works on a
-// FleetSnapshot that never changes under it. The control path (worker add/remove, discovery)
-// mutates under the registry's lock and publishes a new snapshot.
+// The request path calls snapshot() (one shared_ptr copy under a lock of its own, never the
+// registry's lock; shared_cell.h) and works on a FleetSnapshot that never changes under it. The
+// control path (worker add/remove, discovery) mutates under the registry's lock and publishes a
+// new snapshot.
+//
+// Keep the returned pointer while using the snapshot: `for (auto& w : reg.snapshot()->workers)`
+// walks a snapshot whose temporary pointer is already released, which the next publish frees.
 //
 // Threading: every method is safe from any thread.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,6 +22,7 @@
 #include "kvgate/core/ids.h"
 #include "kvgate/core/result.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/workers/shared_cell.h"
 #include "kvgate/workers/worker.h"
 
 namespace kvgate::workers {
@@ -26,7 +30,7 @@ namespace kvgate::workers {
 struct FleetSnapshot {
   uint64_t version = 0;
   // Every registered worker, in registration order, and its description as of this snapshot
-  // (decisions read `infos` instead of each Worker's atomic info pointer).
+  // (decisions read `infos` instead of each Worker's info()).
   std::vector<std::shared_ptr<Worker>> workers;
   std::vector<std::shared_ptr<const WorkerInfo>> infos;
   // HolderId value -> index into `workers`, or -1 (holders of removed workers, unknown ids).
@@ -60,9 +64,7 @@ class WorkerRegistry {
   // Replaces a worker's description and republishes. False if the worker is gone.
   bool update_info(WorkerId id, const std::function<void(WorkerInfo&)>& edit);
 
-  std::shared_ptr<const FleetSnapshot> snapshot() const {
-    return snapshot_.load(std::memory_order_acquire);
-  }
+  std::shared_ptr<const FleetSnapshot> snapshot() const { return snapshot_.load(); }
   std::shared_ptr<Worker> find(std::string_view url) const;
   std::shared_ptr<Worker> find(WorkerId id) const;
 
@@ -77,7 +79,7 @@ class WorkerRegistry {
   std::vector<std::shared_ptr<Worker>> workers_ KVGATE_GUARDED_BY(mu_);
   uint32_t next_id_ KVGATE_GUARDED_BY(mu_) = 0;
   uint64_t version_ KVGATE_GUARDED_BY(mu_) = 0;
-  std::atomic<std::shared_ptr<const FleetSnapshot>> snapshot_;
+  SharedCell<FleetSnapshot> snapshot_;
 };
 
 }  // namespace kvgate::workers

@@ -19,6 +19,7 @@
 #include "kvgate/workers/circuit_breaker.h"
 #include "kvgate/workers/health.h"
 #include "kvgate/workers/load.h"
+#include "kvgate/workers/shared_cell.h"
 
 namespace kvgate::workers {
 
@@ -55,10 +56,8 @@ class Worker {
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
 
-  std::shared_ptr<const WorkerInfo> info() const { return info_.load(std::memory_order_acquire); }
-  void set_info(std::shared_ptr<const WorkerInfo> info) {
-    info_.store(std::move(info), std::memory_order_release);
-  }
+  std::shared_ptr<const WorkerInfo> info() const { return info_.load(); }
+  void set_info(std::shared_ptr<const WorkerInfo> info) { info_.store(std::move(info)); }
 
   // --- Live load -------------------------------------------------------------------------
   // Requests this gateway has sent to the worker that have not ended (every path ends them).
@@ -94,7 +93,7 @@ class Worker {
   const std::string url_;
   std::string host_;
   uint16_t port_ = 0;
-  std::atomic<std::shared_ptr<const WorkerInfo>> info_;
+  SharedCell<WorkerInfo> info_;
   std::atomic<int32_t> in_flight_{0};
   std::atomic<uint64_t> dispatched_{0};
   std::atomic<uint64_t> retryable_failures_{0};

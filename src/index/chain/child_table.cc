@@ -91,6 +91,15 @@ RunId ChildTable::find(const Run& run, uint32_t offset, uint64_t hash) {
   }
 }
 
+void ChildTable::prefetch(const Run& run, uint32_t offset, uint64_t hash) {
+  const Word* table = run.children.load(std::memory_order_relaxed);
+  const uint32_t slots = run.children_slots.load(std::memory_order_relaxed);
+  if (table == nullptr || slots == 0) return;
+  const size_t i = slot_hash(offset, hash) & (slots - 1);
+  __builtin_prefetch(table);
+  __builtin_prefetch(WordSlab::data(table) + 3 + 2 * i);
+}
+
 void ChildTable::insert(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash, RunId child) {
   Word* table = run.children.load(std::memory_order_relaxed);
   if (table != nullptr) {
@@ -118,6 +127,9 @@ void ChildTable::insert(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash
   run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
                          std::memory_order_release);
   run.children.store(fresh, std::memory_order_release);
+  run.children_slots.store(
+      static_cast<uint32_t>(WordSlab::data(fresh)[0].load(std::memory_order_relaxed)),
+      std::memory_order_relaxed);
   slab.free(table);
 }
 
@@ -139,6 +151,7 @@ void ChildTable::erase(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash)
         run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
                                std::memory_order_release);
         run.children.store(nullptr, std::memory_order_release);
+        run.children_slots.store(0, std::memory_order_relaxed);
         slab.free(table);
       }
       return;
@@ -165,6 +178,7 @@ void ChildTable::release(WordSlab& slab, Run& run) {
   run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
                          std::memory_order_release);
   run.children.store(nullptr, std::memory_order_release);
+  run.children_slots.store(0, std::memory_order_relaxed);
   slab.free(table);
 }
 

@@ -23,6 +23,11 @@ class ChildTable {
   // caller's validation catches a replaced table).
   static RunId find(const Run& run, uint32_t offset, uint64_t hash);
 
+  // Starts loading the slot find(run, offset, hash) will probe first, without waiting for the
+  // table (prefetch hints: safe on any table state). Lookups call it as soon as they can guess the
+  // key, so the probe does not cost a memory round trip of its own.
+  static void prefetch(const Run& run, uint32_t offset, uint64_t hash);
+
   // Writer (run lock held): insert a child known to be absent.
   static void insert(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash, RunId child);
   // Writer (run lock held): remove a present child.

@@ -54,6 +54,7 @@ struct Run {
   // --- child table, validated by pointer and generation ---
   std::atomic<Word*> children{nullptr};
   std::atomic<uint32_t> children_gen{0};
+  std::atomic<uint32_t> children_slots{0};  // the table's slot count, for prefetching (a hint)
   // --- writers ---
   std::atomic<uint32_t> lock{0};
   std::atomic<uint32_t> free_next{0};  // free-list link while the slot is free

@@ -43,6 +43,7 @@ struct Options {
   uint32_t readers = 1;
   std::vector<double> rates = {0};
   bool concurrent = true;
+  bool chain_detail = false;
   std::string json;
 };
 
@@ -120,7 +121,7 @@ int run(const Options& o) {
       ir.run = r;
       {
         auto index = make(kind);
-        ir.single = run_single(c, *index);
+        ir.single = run_single(c, *index, o.chain_detail);
       }
       const SingleRun& s = ir.single;
       std::fprintf(table,
@@ -318,6 +319,9 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_flag("!--no-concurrent", o.concurrent, "skip the concurrent replay");
+  app.add_flag("--chain-detail", o.chain_detail,
+               "chain index: print where its bytes are at the end of the single-threaded replay, "
+               "and its lookup latency by runs walked");
   app.add_option("--json", o.json,
                  "write the results as JSON to this file ('-': stdout, the "
                  "table then goes to stderr)");

@@ -1,9 +1,12 @@
 // Micro benches of the indexers' two hot calls, on a synthetic fleet: `holders` holders sharing
-// a prefix of half the chain, each with its own tail.
+// a prefix of half the chain, each with its own tail; and the machine's memory round trip.
 // Run: build/release/bin/kvgate-bench-index-micro --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "kvgate/core/block_hash.h"
@@ -99,6 +102,27 @@ void BM_StoreRemove(benchmark::State& state) {
       static_cast<double>(state.iterations()) * 2 * kBlocks, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_StoreRemove)->ArgNames({"kind", "holders"})->ArgsProduct({{0, 1}, {4, 128}});
+
+// The machine's memory round trip: one dependent load per iteration, chasing a random cycle through
+// `MiB` of cache lines. An index lookup that misses the caches pays this once per dependent step
+// (a run header, then its blocks, then the next run), so it is the unit its latency is read in.
+void BM_DependentLoad(benchmark::State& state) {
+  struct alignas(64) Line {
+    uint32_t next;
+  };
+  const size_t lines = static_cast<size_t>(state.range(0)) << 20 >> 6;
+  std::vector<uint32_t> order(lines);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
+  std::vector<Line> v(lines);
+  for (size_t i = 0; i < lines; ++i) v[order[i]].next = order[(i + 1) % lines];
+  uint32_t at = order[0];
+  for (auto _ : state) {
+    at = v[at].next;
+    benchmark::DoNotOptimize(at);
+  }
+}
+BENCHMARK(BM_DependentLoad)->ArgName("MiB")->Arg(1)->Arg(64);
 
 }  // namespace
 }  // namespace kvgate::index

@@ -106,13 +106,45 @@ uint64_t allocated_bytes_or_zero() {
   return allocated;
 }
 
-SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
+namespace {
+
+// Lookup latency by how many runs the chain index walked: deep lookups are where its tail is.
+void print_lookup_shapes(const std::vector<uint32_t>& lookup_ns,
+                         const std::vector<uint32_t>& runs) {
+  constexpr uint32_t kEdges[] = {0, 1, 2, 3, 5, 10, UINT32_MAX};
+  std::fprintf(stderr, "chain lookups by runs walked:\n");
+  for (size_t b = 0; b + 1 < std::size(kEdges); ++b) {
+    std::vector<uint32_t> ns;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i] >= kEdges[b] && runs[i] < kEdges[b + 1]) ns.push_back(lookup_ns[i]);
+    }
+    if (ns.empty()) continue;
+    const Percentiles p = percentiles(ns);
+    char label[32];
+    if (kEdges[b + 1] == kEdges[b] + 1) {
+      std::snprintf(label, sizeof(label), "%u", kEdges[b]);
+    } else if (kEdges[b + 1] == UINT32_MAX) {
+      std::snprintf(label, sizeof(label), "%u or more", kEdges[b]);
+    } else {
+      std::snprintf(label, sizeof(label), "%u to %u", kEdges[b], kEdges[b + 1] - 1);
+    }
+    std::fprintf(stderr, "  %s: %zu lookups (%.1f%%), p50 / p99 %.2f / %.2f us\n", label, ns.size(),
+                 100.0 * double(ns.size()) / double(runs.size()), p.p50_us, p.p99_us);
+  }
+}
+
+}  // namespace
+
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_detail) {
   SingleRun r;
   constexpr size_t kSampleEvery = 4096;  // batches between memory samples
   std::vector<uint32_t> lookup_ns(c.lookup_count());
   std::vector<uint32_t> apply_ns(c.batches().size());
   std::vector<index::HolderMatch> out;
   out.reserve(1024);
+  const auto* chain_index =
+      chain_detail ? dynamic_cast<const index::chain::ChainIndex*>(&index) : nullptr;
+  std::vector<uint32_t> runs_walked(chain_index ? c.lookup_count() : 0);
   r.memory.available = allocator_stats_available();
   const uint64_t baseline = allocated_bytes_or_zero();
   const auto& ops = c.ops();
@@ -136,7 +168,11 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
     if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
       const auto chain = c.lookup(op.index);
       const auto t0 = Clock::now();
-      index.lookup(chain, out);
+      if (chain_index) {
+        chain_index->lookup_traced(chain, out, &runs_walked[op.index]);
+      } else {
+        index.lookup(chain, out);
+      }
       lookup_ns[op.index] = ns_since(t0, Clock::now());
       uint32_t best = 0;
       for (const auto& m : out) best = std::max(best, m.device_depth);
@@ -155,12 +191,12 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index) {
   r.wall_s = seconds(start, end) - std::chrono::duration<double>(sampling).count();
   r.block_ops = c.header().totals.block_ops();
   r.block_ops_per_s = r.block_ops / r.wall_s;
+  if (chain_index) print_lookup_shapes(lookup_ns, runs_walked);  // before percentiles() reorders
   r.lookup = percentiles(lookup_ns);
   r.apply = percentiles(apply_ns);
   r.final_stats = index.stats();
-  if (const auto* chain = dynamic_cast<const index::chain::ChainIndex*>(&index);
-      chain && std::getenv("KVGATE_BENCH_MEMORY")) {
-    const auto m = chain->memory_breakdown();
+  if (chain_index) {
+    const auto m = chain_index->memory_breakdown();
     std::fprintf(
         stderr,
         "chain memory: slab reserved %.1f MB (live %.1f), runs %.1f MB, holder states %.1f MB; "

@@ -75,7 +75,9 @@ double clock_pair_ns();
 uint64_t allocated_bytes_or_zero();
 bool allocator_stats_available();
 
-SingleRun run_single(const corpus::Corpus& c, index::Indexer& index);
+// `chain_detail`: for a chain index, also print (stderr) its memory breakdown at the end and its
+// lookup latency by the number of runs each lookup walked.
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_detail = false);
 ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, uint32_t lanes,
                              uint32_t readers, double offered_block_ops_per_s);
 Floors run_floors(const corpus::Corpus& c);

@@ -60,6 +60,10 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     // run's end), alongside the run's hashes and entries: one memory round trip per run saved.
     if (const size_t end = pos + r.length.load(std::memory_order_relaxed); end < chain.size())
       ChildTable::prefetch(r, static_cast<uint32_t>(end - pos), chain[end]);
+    // And the header of the child made last, most often the next run of a conversation's chain:
+    // it then arrives with this run's blocks instead of after them.
+    if (const RunId next = r.latest_child.load(std::memory_order_relaxed); core_.arena.valid(next))
+      __builtin_prefetch(&core_.arena.at(next));
     uint32_t matched = 0;
     bool continues_inside = false;
     for (;;) {

@@ -86,6 +86,7 @@ RunId RunSession::child(uint32_t offset, SeqHash seq, size_t capacity) {
   if (c != kNoRun) return c;
   c = core_.new_run(run_, offset, seq, capacity);
   ChildTable::insert(core_.slab, *r_, offset, seq, c);
+  r_->latest_child.store(c, std::memory_order_relaxed);
   ++r_->child_count;
   return c;
 }

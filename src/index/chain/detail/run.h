@@ -55,6 +55,9 @@ struct Run {
   std::atomic<Word*> children{nullptr};
   std::atomic<uint32_t> children_gen{0};
   std::atomic<uint32_t> children_slots{0};  // the table's slot count, for prefetching (a hint)
+  // The child created last (a hint for lookups to start loading the next run early: a chain of
+  // conversation turns is a path of runs each with one child, the one made for the next turn).
+  std::atomic<RunId> latest_child{kNoRun};
   // --- writers ---
   std::atomic<uint32_t> lock{0};
   std::atomic<uint32_t> free_next{0};  // free-list link while the slot is free

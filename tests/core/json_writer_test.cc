@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <optional>
 
 namespace kvgate {
 namespace {
@@ -30,6 +31,16 @@ TEST(JsonWriter, IntegersAndNonFinite) {
       .value(std::numeric_limits<double>::infinity())
       .end_array();
   EXPECT_EQ(s, "[18446744073709551615,-5,null]");
+}
+
+TEST(JsonWriter, OptionalsAreTheirValueOrNull) {
+  std::string s;
+  JsonWriter w(&s);
+  w.begin_object()
+      .member("set", std::optional<uint64_t>(7))
+      .member("unset", std::optional<double>())
+      .end_object();
+  EXPECT_EQ(s, R"({"set":7,"unset":null})");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,10 @@ class JsonWriter {
   JsonWriter& value(unsigned long long v) { return value(static_cast<uint64_t>(v)); }
   JsonWriter& value(double v);  // non-finite values are written as null
   JsonWriter& null();
+  template <class T>
+  JsonWriter& value(const std::optional<T>& v) {  // null when empty
+    return v ? value(*v) : null();
+  }
   // Inserts already-serialized JSON as one value.
   JsonWriter& raw(std::string_view json);
 

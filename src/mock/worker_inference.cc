@@ -1,0 +1,223 @@
+// Worker: the inference endpoints (completions, chat, SGLang generate), streamed or not
+// (detail/worker.h).
+#include "mock/detail/worker.h"
+#include "mock/detail/worker_parts.h"
+
+#include <algorithm>
+
+#include "boost/asio/redirect_error.hpp"
+#include "boost/asio/use_awaitable.hpp"
+
+namespace kvgate::mock::detail {
+namespace net = boost::asio;
+using http::Response;
+
+uint32_t Worker::pick_rank(std::optional<uint32_t> wanted) const {
+  if (wanted) return *wanted;
+  // vLLM's data-parallel balancing: fewest waiting (x4) plus running.
+  uint32_t best = 0;
+  uint64_t best_score = UINT64_MAX;
+  for (const auto& r : ranks_) {
+    uint64_t score = uint64_t{r->engine.num_waiting()} * 4 + r->engine.num_running();
+    if (score < best_score) {
+      best = r->index;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+std::optional<unsigned> Worker::injected_failure() {
+  bool fail = false;
+  if (fail_next_ > 0) {
+    --fail_next_;
+    fail = true;
+  } else if (fail_ratio_ > 0) {
+    fail = std::uniform_real_distribution<double>(0, 1)(rng_) < fail_ratio_;
+  }
+  if (!fail) return std::nullopt;
+  ++injected_failures_;
+  return fail_status_;
+}
+
+void Worker::record(const Part& p, std::string_view status) {
+  Record r;
+  r.seq = next_record_seq_++;
+  r.id = p.rid;
+  r.rank = p.rank;
+  r.api = p.kind == ApiKind::kChat       ? "chat"
+          : p.kind == ApiKind::kGenerate ? "generate"
+                                         : "completion";
+  r.status = status;
+  r.arrival = to_unix_seconds(p.arrival_wall);
+  MonoTime end = p.finish.value_or(Clock::real().now());
+  r.e2e = to_seconds(end - p.arrival);
+  r.finish = r.arrival + r.e2e;
+  if (p.first_token) r.ttft = to_seconds(*p.first_token - p.arrival);
+  r.prompt_tokens = p.prompt_tokens;
+  r.cached_tokens = p.cached;
+  r.oracle_tokens = p.oracle_tokens;
+  r.output_tokens = static_cast<uint32_t>(p.all.size());
+  r.preemptions = p.preemptions;
+  records_.push_back(std::move(r));
+  while (records_.size() > options_.request_records) records_.pop_front();
+}
+
+net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& req,
+                                             http::Responder& res) {
+  const MonoTime arrival = Clock::real().now();
+  const WallTime arrival_wall = Clock::real().wall();
+  auto parsed = parse_api_request(kind, req.body(), tokenizer_, json_);
+  if (!parsed.ok()) {
+    Response reply = Response::error(400, std::string(parsed.status().message()));
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
+  ApiRequest& api = *parsed;
+  if (auto status = injected_failure()) {
+    Response reply = Response::error(*status, "injected failure (mock fault hook)",
+                                     http::error_type_for(*status));
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
+  if (stopping_) {
+    Response reply = Response::error(503, "engine shutting down", "service_unavailable");
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
+  std::optional<uint32_t> wanted = api.dp_rank;
+  if (auto h = req.header("X-Data-Parallel-Rank"); !h.empty()) {
+    wanted = static_cast<uint32_t>(std::strtoul(std::string(h).c_str(), nullptr, 10));
+  }
+  if (wanted && *wanted >= options_.dp_size) {
+    Response reply = Response::error(400, "data_parallel_rank out of range");
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
+  const uint32_t rank = pick_rank(wanted);
+  Rank& r = *ranks_[rank];
+
+  Exchange ex(res.get_executor());
+  // Whatever way this coroutine ends (client gone, shutdown), no part stays in the engine.
+  struct Cleanup {
+    Worker* w;
+    Exchange* ex;
+    ~Cleanup() {
+      for (auto& p : ex->parts) {
+        if (p->registered) {
+          w->ranks_[p->rank]->engine.abort(p->engine_id);
+          w->parts_.erase(part_key(p->rank, p->engine_id));
+          p->registered = false;
+          p->aborted = true;
+        }
+        if (p->engine_id != 0) w->record(*p, p->aborted ? "aborted" : "finished");
+      }
+    }
+  } cleanup{this, &ex};
+
+  const std::string_view prefix = kind == ApiKind::kChat         ? "chatcmpl-"
+                                  : kind == ApiKind::kCompletion ? "cmpl-"
+                                                                 : "";
+  const std::string base_id = std::string(prefix) + "w" + std::to_string(options_.index) + "-" +
+                              std::to_string(next_request_++);
+  for (size_t i = 0; i < api.prompts.size(); ++i) {
+    auto p = std::make_unique<Part>();
+    p->owner = &ex;
+    p->rank = rank;
+    p->kind = kind;
+    p->rid = i == 0 ? base_id : base_id + "-" + std::to_string(i);
+    p->prompt_tokens = static_cast<uint32_t>(api.prompts[i].size());
+    if (options_.oracle != nullptr)
+      p->oracle_tokens = options_.oracle->best_prefix_tokens(api.prompts[i]);
+    p->arrival = arrival;
+    p->arrival_wall = arrival_wall;
+    auto id = r.engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
+    if (!id.ok()) {
+      Response reply = Response::error(400, std::string(id.status().message()));
+      (void)co_await res.send(std::move(reply));
+      co_return;
+    }
+    p->engine_id = *id;
+    p->registered = true;
+    parts_[part_key(rank, *id)] = p.get();
+    ex.parts.push_back(std::move(p));
+  }
+  kick(r);
+
+  ResponseIds rids{base_id, static_cast<int64_t>(to_unix_seconds(arrival_wall)), options_.model};
+  auto wait = [&ex]() -> net::awaitable<void> {
+    ex.wake.expires_at(MonoTime::max());
+    boost::system::error_code ec;
+    co_await ex.wake.async_wait(net::redirect_error(net::use_awaitable, ec));
+  };
+  auto result_of = [](const Part& p, std::vector<TokenId> tokens) {
+    ChoiceResult c;
+    c.tokens = std::move(tokens);
+    c.prompt_tokens = p.prompt_tokens;
+    c.cached_tokens = p.cached;
+    c.output_tokens = static_cast<uint32_t>(p.all.size());
+    c.finished = p.finished && !p.aborted;
+    c.aborted = p.aborted;
+    return c;
+  };
+
+  if (!api.stream) {
+    // As vLLM does: a client that closes the connection aborts its request (Cleanup, above).
+    const http::DisconnectWatch watch = res.watch_disconnect([&ex] { ex.wake.cancel(); });
+    for (;;) {
+      bool done =
+          std::all_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->finished; });
+      if (done) break;
+      co_await wait();
+      if (watch.fired()) co_return;
+    }
+    if (std::any_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->aborted; })) {
+      Response reply =
+          Response::error(503, "request aborted: engine shutting down", "service_unavailable");
+      (void)co_await res.send(std::move(reply));
+      co_return;
+    }
+    std::vector<ChoiceResult> choices;
+    for (auto& p : ex.parts) choices.push_back(result_of(*p, p->all));
+    double e2e = to_seconds(Clock::real().now() - arrival);
+    {
+      Response reply = Response::json(200, render_response(api, rids, choices, e2e));
+      (void)co_await res.send(std::move(reply));
+    }
+    co_return;
+  }
+
+  if (!(co_await res.start_sse()).ok()) co_return;
+  for (;;) {
+    bool all_written = true;
+    bool wrote = false;
+    for (size_t i = 0; i < ex.parts.size(); ++i) {
+      Part& p = *ex.parts[i];
+      if (p.final_written) continue;
+      if (!p.pending.empty() || p.finished) {
+        ChoiceResult c = result_of(p, std::move(p.pending));
+        p.pending.clear();
+        if (kind == ApiKind::kGenerate) append_token_text(c.tokens, &p.text_so_far);
+        if (kind == ApiKind::kGenerate) c.tokens = p.all;  // SGLang streams cumulative ids
+        std::string chunk = render_chunk(api, rids, i, c, !p.first_written, p.text_so_far);
+        p.first_written = true;
+        if (c.finished || c.aborted) p.final_written = true;
+        wrote = true;
+        if (!(co_await res.write_sse(chunk)).ok()) co_return;
+      }
+      if (!p.final_written) all_written = false;
+    }
+    if (all_written) break;
+    if (!wrote) co_await wait();
+  }
+  if (api.include_usage && kind != ApiKind::kGenerate) {
+    std::vector<ChoiceResult> choices;
+    for (auto& p : ex.parts) choices.push_back(result_of(*p, {}));
+    const std::string usage = render_usage_chunk(api, rids, choices);
+    if (!(co_await res.write_sse(usage)).ok()) co_return;
+  }
+  if (!(co_await res.write_sse("[DONE]")).ok()) co_return;
+  (void)co_await res.finish();
+}
+
+}  // namespace kvgate::mock::detail

@@ -84,8 +84,15 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       };
       hits = room(tl_hits, n);
       hits_n = 0;
+      // How far any holder still in the race reaches in this run bounds the comparison.
+      size_t alive_bound = 0;
       if (first) {
-        for (size_t i = 0; i < n; ++i) hits[hits_n++] = {0, entry(i)};
+        for (size_t i = 0; i < n; ++i) {
+          const HolderEntry e = entry(i);
+          hits[i] = {0, e};
+          alive_bound = std::max<size_t>(alive_bound, e.any);
+        }
+        hits_n = n;
       } else if (alive_n * 8 < n) {
         // Few holders left: find each by binary search instead of reading the whole table.
         for (size_t a = 0; a < alive_n; ++a) {
@@ -133,10 +140,10 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
             hits[hits_n++] = {alive[j], e};
         }
       }
-      // How far any holder still in the race reaches in this run bounds the comparison.
-      size_t alive_bound = 0;
-      for (size_t i = 0; i < hits_n; ++i)
-        alive_bound = std::max<size_t>(alive_bound, hits[i].e.any);
+      if (!first) {
+        for (size_t i = 0; i < hits_n; ++i)
+          alive_bound = std::max<size_t>(alive_bound, hits[i].e.any);
+      }
       const size_t limit = std::min({len, chain.size() - pos, alive_bound});
       matched = 0;
       const Word* h = hashes ? WordSlab::data(hashes) : nullptr;

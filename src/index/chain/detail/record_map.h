@@ -2,12 +2,13 @@
 //
 // Bucketized cuckoo hashing: a record lives in one of two buckets its key names, each bucket one
 // 64-byte cache line of four records. A find reads at most those two lines, and both addresses are
-// known from the key alone, so a writer prefetches them for a whole event before it needs them (the
-// map is far larger than the caches; one overlapped miss per block instead of two dependent ones
-// for a control byte and then its slot). An insert into two full buckets moves a resident to its
-// other bucket (a short random walk). Erase just empties the slot: no tombstones, so a full KV
-// pool's steady churn (as many inserts as erases) never degrades probing or forces rebuilds, and
-// the table runs up to 15/16 full: it is most of the index's memory per membership.
+// known from the key alone, so a writer loads them for a whole event before it needs them (the map
+// is far larger than the caches; one overlapped miss per block instead of two dependent ones for a
+// control byte and then its slot). An insert goes to the emptier of its two buckets; when both are
+// full it looks one move ahead (a resident whose other bucket has room moves there), then walks.
+// Erase just empties the slot: no tombstones, so a full KV pool's steady churn (as many inserts as
+// erases) never degrades probing or forces rebuilds, and the table runs up to 15/16 full: it is
+// most of the index's memory per membership.
 //
 // Threading: owned by the lane applying the holder's events; never read by lookups.
 #pragma once
@@ -61,8 +62,8 @@ class RecordMap {
   uint64_t bytes() const { return buckets_count_ * sizeof(Bucket); }
 
   // Loads the two buckets `engine` may live in and returns a value read from them (for the caller
-  // to consume, so the loads happen): see the chain index's writers. Real loads, not prefetch
-  // hints: on the development machine (a KVM guest) the hints did not warm anything.
+  // to consume, so the loads happen): see the chain index's writers. Real loads: prefetch hints
+  // for a whole event's buckets did not help on the development machine (a KVM guest).
   uint64_t touch(uint64_t engine) const {
     if (buckets_count_ == 0) return 0;
     const Places p = places(engine);

@@ -172,6 +172,18 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     if (runs_walked) ++*runs_walked;
     if (matched == 0) break;
     const size_t frontier = pos + matched;
+    // The next run is most often the child this run made last, whose header was prefetched on
+    // entering this run and has arrived by now: start loading its blocks while this run's holders
+    // are settled, so entering it costs no round trip of its own.
+    if (const RunId next = r.latest_child.load(std::memory_order_relaxed);
+        frontier < chain.size() && core_.arena.valid(next)) {
+      const Run& n = core_.arena.at(next);
+      __builtin_prefetch(n.hashes.load(std::memory_order_relaxed));
+      __builtin_prefetch(n.entries.load(std::memory_order_relaxed));
+      if (const RunId after = n.latest_child.load(std::memory_order_relaxed);
+          core_.arena.valid(after))
+        __builtin_prefetch(&core_.arena.at(after));
+    }
     // The holders that cover everything matched here stay in the race (at most one per hit).
     alive = room(tl_alive, hits_n);
     alive_n = 0;

@@ -97,7 +97,11 @@ void ChildTable::prefetch(const Run& run, uint32_t offset, uint64_t hash) {
   if (table == nullptr || slots == 0) return;
   const size_t i = slot_hash(offset, hash) & (slots - 1);
   __builtin_prefetch(table);
-  __builtin_prefetch(WordSlab::data(table) + 3 + 2 * i);
+  // The slot count may belong to the table this one replaced (a hint read apart from the pointer),
+  // so the slot's address may lie past the block: computed as an integer, never dereferenced.
+  const uintptr_t slot =
+      reinterpret_cast<uintptr_t>(WordSlab::data(table)) + (3 + 2 * i) * sizeof(Word);
+  __builtin_prefetch(reinterpret_cast<const void*>(slot));
 }
 
 void ChildTable::insert(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash, RunId child) {

@@ -45,6 +45,7 @@ RunId IndexCore::new_run(RunId parent, uint32_t offset, SeqHash seq, size_t capa
   r.child_count = 0;
   r.memberships = 0;
   r.holder_counts = counts;
+  r.latest_child.store(kNoRun, std::memory_order_relaxed);  // a recycled slot's hint is not ours
   counters.runs_created.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
@@ -88,6 +89,9 @@ void IndexCore::kill(RunId rid) {
       RunGuard g(p);
       ChildTable::erase(slab, p, offset, first);
       --p.child_count;
+      // A hint only, but a stale one would send lookups to load an unrelated run.
+      if (p.latest_child.load(std::memory_order_relaxed) == rid)
+        p.latest_child.store(kNoRun, std::memory_order_relaxed);
       if (p.live && parent != kRootRun) truncate_locked(p);
       if (dead_candidate_locked(parent, p)) next = parent;
     }

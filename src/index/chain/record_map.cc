@@ -1,7 +1,8 @@
 #include "index/chain/detail/record_map.h"
 
+#include <algorithm>
+#include <cassert>
 #include <utility>
-#include <vector>
 
 // jemalloc's real size for an allocation request, when jemalloc is linked (kvgate's binaries) and
 // null otherwise (sanitizer builds).
@@ -85,6 +86,7 @@ bool RecordMap::place(Record& r) {
 }
 
 Record* RecordMap::insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies) {
+  assert(run != kNoRun && "kNoRun marks an empty slot");
   if ((size_ + 1) * kMaxLoadDen > capacity() * kMaxLoadNum) grow(size_ + 1);
   Record r{engine, run, offset, copies};
   while (!place(r)) grow(size_ + 1);  // `r` is now whichever record the walk left homeless
@@ -104,24 +106,27 @@ void RecordMap::clear() {
 }
 
 void RecordMap::grow(size_t min_records) {
-  // Every record of the old table (and none of the new one's empty slots) goes again.
-  std::vector<Record> records;
-  records.reserve(size_ + 1);
-  for_each([&](const Record& r) { records.push_back(r); });
+  // Place every record of the old table into a new one, which replaces it only once all are in:
+  // an unlucky table (a walk gave up) is dropped for a slightly bigger one, rebuilt from the old.
+  std::unique_ptr<Bucket[]> old = std::move(buckets_);
+  const size_t old_count = buckets_count_;
   size_t buckets = (min_records * kGrownLoadDen / kGrownLoadNum + kSlots - 1) / kSlots;
+  buckets = std::max(buckets, old_count + 1);
   for (;;) {
-    buckets = usable_buckets(std::max(buckets, buckets_count_ + 1), sizeof(Bucket));
+    buckets = usable_buckets(buckets, sizeof(Bucket));
     buckets_.reset(new Bucket[buckets]);
     buckets_count_ = buckets;
     bool placed_all = true;
-    for (Record r : records) {
-      if (!place(r)) {
-        placed_all = false;
-        break;
+    for (size_t b = 0; b < old_count && placed_all; ++b) {
+      for (Record r : old[b].slots) {
+        if (r.run != kNoRun && !place(r)) {
+          placed_all = false;
+          break;
+        }
       }
     }
     if (placed_all) return;
-    buckets += buckets / 8;  // an unlucky table: a little bigger, and place everything again
+    buckets += buckets / 8 + 1;
   }
 }
 

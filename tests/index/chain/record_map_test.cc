@@ -84,5 +84,118 @@ TEST(RecordMap, MatchesAModelThroughGrowthAndSteadyChurn) {
   }
 }
 
+TEST(RecordMap, KeepsEveryFieldThroughGrowthMovesAndChurn) {
+  RecordMap map;
+  std::mt19937_64 rng(7);
+  struct Want {
+    RunId run;
+    uint16_t offset;
+    uint16_t copies;
+  };
+  absl::flat_hash_map<uint64_t, Want> model;
+  auto insert = [&] {
+    const uint64_t k = rng();
+    if (model.contains(k)) return;
+    TierCopies c;
+    c.bits = static_cast<uint16_t>(rng());
+    const Want w{static_cast<RunId>(rng() % 1000000), static_cast<uint16_t>(rng()), c.bits};
+    Record* r = map.insert(k, w.run, w.offset, c);
+    ASSERT_NE(r, nullptr);
+    ASSERT_EQ(r, map.find(k)) << "insert returns the record as placed";
+    model[k] = w;
+  };
+  auto check = [&] {
+    ASSERT_EQ(map.size(), model.size());
+    for (const auto& [k, w] : model) {
+      const Record* r = map.find(k);
+      ASSERT_NE(r, nullptr);
+      EXPECT_EQ(r->engine, k);
+      EXPECT_EQ(r->run, w.run);
+      EXPECT_EQ(r->offset, w.offset);
+      EXPECT_EQ(r->copies.bits, w.copies);
+    }
+  };
+  for (int i = 0; i < 20000; ++i) insert();
+  check();
+  for (int i = 0; i < 20000; ++i) {  // at a constant size: erases free slots that inserts reuse
+    auto it = model.begin();
+    std::advance(it, static_cast<long>(rng() % 64));
+    Record* r = map.find(it->first);
+    ASSERT_NE(r, nullptr);
+    map.erase(r);
+    EXPECT_FALSE(map.live(r, it->first)) << "an erased record is not live";
+    model.erase(it);
+    insert();
+  }
+  check();
+}
+
+TEST(RecordMap, EmptyMapsAndEngineHashZero) {
+  RecordMap map;
+  EXPECT_EQ(map.find(0), nullptr);
+  EXPECT_EQ(map.touch(0), 0u);
+  size_t seen = 0;
+  map.for_each([&](const Record&) { ++seen; });
+  EXPECT_EQ(seen, 0u);
+  Record* r = map.insert(0, 5, 1, TierCopies{});
+  ASSERT_EQ(map.find(0), r);
+  EXPECT_EQ(r->run, 5u);
+  Record* other = map.insert(1, 6, 2, TierCopies{});
+  map.erase(map.find(0));
+  EXPECT_EQ(map.find(0), nullptr);
+  EXPECT_TRUE(map.live(other, 1)) << "erasing never moves other records";
+  EXPECT_EQ(map.find(1), other);
+  map.clear();
+  EXPECT_EQ(map.size(), 0u);
+  EXPECT_EQ(map.find(1), nullptr);
+  map.insert(2, 7, 3, TierCopies{});
+  EXPECT_EQ(map.find(2)->run, 7u);
+}
+
+}  // namespace
+
+struct RecordMapTestPeer {
+  static size_t buckets(const RecordMap& m) { return m.buckets_count_; }
+  static std::pair<size_t, size_t> places(const RecordMap& m, uint64_t k) {
+    const auto p = m.places(k);
+    return {p.first, p.second};
+  }
+  static void grow(RecordMap& m, size_t records) { m.grow(records); }
+};
+
+namespace {
+
+// Nine keys whose two buckets are the same two buckets: the ninth cannot fit in their eight slots,
+// no resident can move elsewhere, the walk gives up, and the table must grow with nothing lost.
+TEST(RecordMap, GrowsWhenNineKeysShareTheirTwoBuckets) {
+  RecordMap map;
+  RecordMapTestPeer::grow(map, 60);  // a small table: sharing a pair of buckets is findable
+  const size_t before = RecordMapTestPeer::buckets(map);
+  ASSERT_GE(before, 8u);
+  std::mt19937_64 rng(11);
+  const auto target = RecordMapTestPeer::places(map, rng());
+  ASSERT_NE(target.first, target.second);
+  std::vector<uint64_t> keys;
+  while (keys.size() < 9) {
+    const uint64_t k = rng();
+    const auto p = RecordMapTestPeer::places(map, k);
+    if ((p == target || p == std::make_pair(target.second, target.first)) &&
+        std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      keys.push_back(k);
+    }
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    map.insert(keys[i], static_cast<RunId>(100 + i), static_cast<uint16_t>(i), TierCopies{});
+  }
+  EXPECT_GT(RecordMapTestPeer::buckets(map), before) << "the walk gave up and the table grew";
+  ASSERT_EQ(map.size(), keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Record* r = map.find(keys[i]);
+    ASSERT_NE(r, nullptr) << i;
+    EXPECT_EQ(r->run, 100 + i);
+    EXPECT_EQ(r->offset, i);
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::index::chain::detail

@@ -80,6 +80,8 @@ class RecordMap {
   }
 
  private:
+  friend struct RecordMapTestPeer;  // tests/index/chain/record_map_test.cc: bucket choices, growth
+
   static constexpr int kSlots = 4;
   struct alignas(64) Bucket {
     Record slots[kSlots];  // an empty slot has run == kNoRun

@@ -1,6 +1,7 @@
 // Lookups: the chain walked from the root through runs and children, each run's window read under
 // its seqlock (see chain_index.h for the threading contract).
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "index/chain/chain_index.h"
@@ -27,6 +28,12 @@ struct Hit {
 };
 thread_local std::vector<uint32_t> tl_alive;
 thread_local std::vector<Hit> tl_hits;
+
+// A run's reader-visible fields span up to two cache lines (runs are packed, not line-aligned).
+void prefetch_run(const Run& r) {
+  __builtin_prefetch(&r);
+  __builtin_prefetch(reinterpret_cast<const char*>(&r) + offsetof(Run, latest_child));
+}
 
 template <class T>
 T* room(std::vector<T>& v, size_t n) {
@@ -63,7 +70,7 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     // And the header of the child made last, most often the next run of a conversation's chain:
     // it then arrives with this run's blocks instead of after them.
     if (const RunId next = r.latest_child.load(std::memory_order_relaxed); core_.arena.valid(next))
-      __builtin_prefetch(&core_.arena.at(next));
+      prefetch_run(core_.arena.at(next));
     uint32_t matched = 0;
     bool continues_inside = false;
     for (;;) {
@@ -182,7 +189,7 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       __builtin_prefetch(n.entries.load(std::memory_order_relaxed));
       if (const RunId after = n.latest_child.load(std::memory_order_relaxed);
           core_.arena.valid(after))
-        __builtin_prefetch(&core_.arena.at(after));
+        prefetch_run(core_.arena.at(after));
     }
     // The holders that cover everything matched here stay in the race (at most one per hit).
     alive = room(tl_alive, hits_n);

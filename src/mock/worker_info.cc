@@ -6,7 +6,6 @@
 #include "kvgate/core/json_writer.h"
 
 namespace kvgate::mock::detail {
-namespace net = boost::asio;
 using http::Response;
 
 Response Worker::health() const { return Response::text(200, ""); }

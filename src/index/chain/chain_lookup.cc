@@ -105,15 +105,8 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
         for (size_t a = 0; a < alive_n; ++a) {
           const uint32_t k = alive[a];
           const uint32_t holder = out[k].holder.value();
-          size_t lo = 0, hi = n;
-          while (lo < hi) {
-            const size_t mid = (lo + hi) / 2;
-            if (entry(mid).holder < holder) {
-              lo = mid + 1;
-            } else {
-              hi = mid;
-            }
-          }
+          const size_t lo =
+              detail::first_not_before(0, n, [&](size_t i) { return entry(i).holder < holder; });
           if (lo < n) {
             const HolderEntry e = entry(lo);
             if (e.holder == holder) hits[hits_n++] = {k, e};
@@ -125,15 +118,8 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
         size_t lo_bound = 0;
         for (size_t i = 0; i < n; ++i) {
           const HolderEntry e = entry(i);
-          size_t lo = lo_bound, hi = alive_n;
-          while (lo < hi) {
-            const size_t mid = (lo + hi) / 2;
-            if (out[alive[mid]].holder.value() < e.holder) {
-              lo = mid + 1;
-            } else {
-              hi = mid;
-            }
-          }
+          const size_t lo = detail::first_not_before(
+              lo_bound, alive_n, [&](size_t a) { return out[alive[a]].holder.value() < e.holder; });
           lo_bound = lo;
           if (lo < alive_n && out[alive[lo]].holder.value() == e.holder)
             hits[hits_n++] = {alive[lo], e};

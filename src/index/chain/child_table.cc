@@ -52,6 +52,17 @@ void put(Word* block, uint32_t offset, uint64_t hash, RunId child) {
   }
 }
 
+// Replaces the run's table (writer, run lock held): a new generation for readers validating a
+// probe, the pointer, and the slot count lookups prefetch by.
+void publish(Run& run, Word* table) {
+  run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
+  run.children.store(table, std::memory_order_release);
+  run.children_slots.store(
+      table ? static_cast<uint32_t>(WordSlab::data(table)[0].load(std::memory_order_relaxed)) : 0,
+      std::memory_order_relaxed);
+}
+
 }  // namespace
 
 RunId ChildTable::probe(const Word* block, uint32_t offset, uint64_t hash) {
@@ -128,12 +139,7 @@ void ChildTable::insert(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash
     }
   }
   put(fresh, offset, hash, child);
-  run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_release);
-  run.children.store(fresh, std::memory_order_release);
-  run.children_slots.store(
-      static_cast<uint32_t>(WordSlab::data(fresh)[0].load(std::memory_order_relaxed)),
-      std::memory_order_relaxed);
+  publish(run, fresh);
   slab.free(table);
 }
 
@@ -152,10 +158,7 @@ void ChildTable::erase(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash)
       const size_t live = d[2].load(std::memory_order_relaxed) - 1;
       d[2].store(live, std::memory_order_relaxed);
       if (live == 0) {
-        run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
-                               std::memory_order_release);
-        run.children.store(nullptr, std::memory_order_release);
-        run.children_slots.store(0, std::memory_order_relaxed);
+        publish(run, nullptr);
         slab.free(table);
       }
       return;
@@ -179,10 +182,7 @@ int64_t ChildTable::max_offset(const Run& run) {
 void ChildTable::release(WordSlab& slab, Run& run) {
   Word* table = run.children.load(std::memory_order_relaxed);
   if (table == nullptr) return;
-  run.children_gen.store(run.children_gen.load(std::memory_order_relaxed) + 1,
-                         std::memory_order_release);
-  run.children.store(nullptr, std::memory_order_release);
-  run.children_slots.store(0, std::memory_order_relaxed);
+  publish(run, nullptr);
   slab.free(table);
 }
 

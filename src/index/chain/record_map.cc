@@ -40,26 +40,22 @@ Record* RecordMap::find(uint64_t engine) {
 }
 
 bool RecordMap::place(Record& r) {
-  Places p = places(r.engine);
+  const Places p = places(r.engine);
+  Bucket* const own[2] = {&buckets_[p.first], &buckets_[p.second]};
   // Into the emptier of the two buckets: keeping buckets evenly filled keeps both of a key's
   // buckets from being full, which is what costs (the moves below touch cold buckets).
-  {
-    Bucket& a = buckets_[p.first];
-    Bucket& b = buckets_[p.second];
-    const int free_a = free_count(a), free_b = free_count(b);
-    if (free_a + free_b > 0) {
-      *free_slot(free_a >= free_b ? a : b) = r;
-      return true;
-    }
+  const int free_first = free_count(*own[0]), free_second = free_count(*own[1]);
+  if (free_first + free_second > 0) {
+    *free_slot(free_first >= free_second ? *own[0] : *own[1]) = r;
+    return true;
   }
   // Both full. First look one move ahead: a resident of either bucket whose other bucket has a
   // free slot moves there and `r` takes its slot. The eight other buckets are independent loads,
   // so their misses overlap; a walk would take them one after another.
-  Bucket* const own[2] = {&buckets_[p.first], &buckets_[p.second]};
   size_t other[2 * kSlots];
   for (int k = 0; k < 2 * kSlots; ++k) {
-    const Places q = places(own[k / kSlots]->slots[k % kSlots].engine);
-    other[k] = q.first == (k < kSlots ? p.first : p.second) ? q.second : q.first;
+    other[k] =
+        other_bucket(own[k / kSlots]->slots[k % kSlots].engine, k < kSlots ? p.first : p.second);
   }
   for (int k = 0; k < 2 * kSlots; ++k) {
     if (Record* s = free_slot(buckets_[other[k]])) {
@@ -70,13 +66,10 @@ bool RecordMap::place(Record& r) {
     }
   }
   // Then a random walk: evict a resident into its other bucket, and so on.
-  walk_ = walk_ * 6364136223846793005ULL + 1442695040888963407ULL;
-  size_t b = (walk_ >> 63) ? p.second : p.first;
+  size_t b = (next_walk() >> 63) ? p.second : p.first;
   for (int moves = 0; moves < kMaxMoves; ++moves) {
-    walk_ = walk_ * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(r, buckets_[b].slots[walk_ >> 62]);
-    p = places(r.engine);
-    b = p.first == b ? p.second : p.first;
+    std::swap(r, buckets_[b].slots[next_walk() >> 62]);
+    b = other_bucket(r.engine, b);
     if (Record* s = free_slot(buckets_[b])) {
       *s = r;
       return true;

@@ -21,16 +21,10 @@ bool RunSession::open(RunId rid) {
   // The holder's entry (binary search: entries are sorted by holder).
   const Word* e = r.entries.load(std::memory_order_relaxed);
   const size_t n = r.entry_count.load(std::memory_order_relaxed);
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (HolderEntry::unpack(WordSlab::data(e)[mid].load(std::memory_order_relaxed)).holder <
-        holder_) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
+  const size_t lo = first_not_before(0, n, [&](size_t i) {
+    return HolderEntry::unpack(WordSlab::data(e)[i].load(std::memory_order_relaxed)).holder <
+           holder_;
+  });
   idx_ = lo;
   found_ =
       lo < n &&

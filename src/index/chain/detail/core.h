@@ -33,6 +33,22 @@ inline void set_count(Word* counts, uint32_t i, uint32_t v) {
 }
 inline size_t count_words(size_t positions) { return (positions + 3) / 4; }
 
+// The first index in [lo, hi) where `before(i)` is false, `before` holding on a prefix of the
+// range: the binary search over sorted holder entries (and holder lists) that readers and writers
+// share.
+template <class Before>
+size_t first_not_before(size_t lo, size_t hi, Before before) {
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (before(mid)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 inline void cpu_pause() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();

@@ -104,6 +104,11 @@ class RecordMap {
     const uint64_t h = mix(engine);
     return {range(h), range(h * 0x9e3779b97f4a7c15ULL)};
   }
+  // The bucket other than `b` that `engine` may live in (`b` itself when both choices are `b`).
+  size_t other_bucket(uint64_t engine, size_t b) const {
+    const Places p = places(engine);
+    return p.first == b ? p.second : p.first;
+  }
   static Record* free_slot(Bucket& b) {
     for (Record& r : b.slots) {
       if (r.run == kNoRun) return &r;
@@ -123,7 +128,9 @@ class RecordMap {
   std::unique_ptr<Bucket[]> buckets_;
   size_t buckets_count_ = 0;
   size_t size_ = 0;
-  uint64_t walk_ = 0;  // a linear congruential sequence: which residents a walk moves
+  // A linear congruential sequence: which residents a walk moves.
+  uint64_t next_walk() { return walk_ = walk_ * 6364136223846793005ULL + 1442695040888963407ULL; }
+  uint64_t walk_ = 0;
 };
 
 }  // namespace kvgate::index::chain::detail

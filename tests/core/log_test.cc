@@ -9,7 +9,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <thread>
 
 #if defined(__SANITIZE_THREAD__)
 #define LOG_TEST_TSAN 1

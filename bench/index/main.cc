@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,7 +34,8 @@ constexpr const char* kOpsMethod =
     "apply() call";
 constexpr const char* kFloorMethod =
     "the same corpus in the same order with one absl::flat_hash_map insert per stored block and "
-    "one erase per removed block, and one sequential 64-bit compare per lookup block";
+    "one erase per removed block, timed per event, and one sequential 64-bit compare per lookup "
+    "block";
 
 struct Options {
   std::string corpus;
@@ -51,6 +53,8 @@ struct IndexRun {
   std::string kind;
   uint32_t run = 0;
   SingleRun single;
+  // --chain-detail, chain index: its apply by event kind, and its record maps' share of it.
+  std::optional<ApplyByKind> apply_by_kind, record_maps_alone;
   std::vector<ConcurrentRun> concurrent;
 };
 
@@ -64,6 +68,13 @@ void write_percentiles(JsonWriter& w, const char* key, const Percentiles& p) {
   w.key(key).begin_object();
   w.member("count", p.count).member("p50_us", p.p50_us).member("p99_us", p.p99_us);
   w.member("p999_us", p.p999_us).member("max_us", p.max_us).member("mean_us", p.mean_us);
+  w.end_object();
+}
+
+void write_by_kind(JsonWriter& w, const char* key, const ApplyByKind& a) {
+  w.key(key).begin_object();
+  w.member("stored_ns_per_block", a.stored_ns_per_block);
+  w.member("removed_ns_per_block", a.removed_ns_per_block);
   w.end_object();
 }
 
@@ -111,9 +122,10 @@ int run(const Options& o) {
     floors.push_back(run_floors(c));
     const Floors& f = floors.back();
     std::fprintf(table,
-                 "run %u floors: %.2f M block ops/s (%.2f M per CPU second; event %.1f ns/block, "
-                 "lookup %.2f ns/block)\n",
+                 "run %u floors: %.2f M block ops/s (%.2f M per CPU second; event %.1f ns/block "
+                 "(stored %.1f, removed %.1f), lookup %.2f ns/block)\n",
                  r, f.block_ops_per_s / 1e6, t.block_ops() / f.cpu_s / 1e6, f.event_ns_per_block,
+                 f.event_by_kind.stored_ns_per_block, f.event_by_kind.removed_ns_per_block,
                  f.lookup_ns_per_block);
     for (const std::string& kind : o.kinds) {
       IndexRun ir;
@@ -135,6 +147,16 @@ int run(const Options& o) {
                    s.memory.self_bytes_per_membership(),
                    static_cast<unsigned long long>(s.memory.memberships),
                    static_cast<unsigned long long>(s.hit_blocks));
+      if (o.chain_detail && kind == "chain") {
+        ir.apply_by_kind = run_apply_by_kind(c, *make(kind));
+        ir.record_maps_alone = run_record_maps_alone(c);
+        std::fprintf(
+            table,
+            "run %u chain      apply by event kind, one event per call: stored %.1f "
+            "ns/block, removed %.1f; its record maps alone: stored %.1f, removed %.1f\n",
+            r, ir.apply_by_kind->stored_ns_per_block, ir.apply_by_kind->removed_ns_per_block,
+            ir.record_maps_alone->stored_ns_per_block, ir.record_maps_alone->removed_ns_per_block);
+      }
       if (o.concurrent) {
         for (double rate : o.rates) {
           auto index = index::make_synchronized(make(kind));
@@ -198,15 +220,34 @@ int run(const Options& o) {
       }
     }
   }
-  std::vector<double> fo, fc, fe, fl;
+  std::vector<double> fo, fc, fe, fs, fr, fl;
   for (const Floors& f : floors) {
     fo.push_back(f.block_ops_per_s / 1e6);
     fc.push_back(t.block_ops() / f.cpu_s / 1e6);
     fe.push_back(f.event_ns_per_block);
+    fs.push_back(f.event_by_kind.stored_ns_per_block);
+    fr.push_back(f.event_by_kind.removed_ns_per_block);
     fl.push_back(f.lookup_ns_per_block);
   }
-  std::fprintf(table, "%-10s %12.2f %10.2f   (event %.1f ns/block, lookup %.2f ns/block)\n",
-               "floors", median(fo), median(fc), median(fe), median(fl));
+  std::fprintf(table,
+               "%-10s %12.2f %10.2f   (event %.1f ns/block: stored %.1f, removed %.1f; lookup "
+               "%.2f ns/block)\n",
+               "floors", median(fo), median(fc), median(fe), median(fs), median(fr), median(fl));
+  std::vector<double> chain_stored, chain_removed, maps_stored, maps_removed;
+  for (const IndexRun& ir : runs) {
+    if (!ir.apply_by_kind) continue;
+    chain_stored.push_back(ir.apply_by_kind->stored_ns_per_block);
+    chain_removed.push_back(ir.apply_by_kind->removed_ns_per_block);
+    maps_stored.push_back(ir.record_maps_alone->stored_ns_per_block);
+    maps_removed.push_back(ir.record_maps_alone->removed_ns_per_block);
+  }
+  if (!chain_stored.empty()) {
+    std::fprintf(table,
+                 "chain apply by event kind: stored %.1f ns/block, removed %.1f; its record maps "
+                 "alone: stored %.1f, removed %.1f\n",
+                 median(chain_stored), median(chain_removed), median(maps_stored),
+                 median(maps_removed));
+  }
 
   if (!o.json.empty()) {
     std::string out;
@@ -234,6 +275,7 @@ int run(const Options& o) {
     for (const Floors& f : floors) {
       w.begin_object().member("block_ops_per_s", f.block_ops_per_s);
       w.member("event_ns_per_block", f.event_ns_per_block);
+      write_by_kind(w, "event_by_kind", f.event_by_kind);
       w.member("lookup_ns_per_block", f.lookup_ns_per_block).member("wall_s", f.wall_s);
       w.member("cpu_s", f.cpu_s);
       w.end_object();
@@ -260,6 +302,10 @@ int run(const Options& o) {
       w.member("self_counted_bytes", s.memory.self_counted_bytes);
       w.member("self_bytes_per_membership", s.memory.self_bytes_per_membership());
       w.end_object();
+      if (ir.apply_by_kind) {
+        write_by_kind(w, "apply_by_kind", *ir.apply_by_kind);
+        write_by_kind(w, "record_maps_alone", *ir.record_maps_alone);
+      }
       w.end_object();
       w.key("concurrent").begin_array();
       for (const ConcurrentRun& cr : ir.concurrent) {
@@ -321,7 +367,8 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-concurrent", o.concurrent, "skip the concurrent replay");
   app.add_flag("--chain-detail", o.chain_detail,
                "chain index: print where its bytes are at the end of the single-threaded replay, "
-               "and its lookup latency by runs walked");
+               "its lookup latency by runs walked, and its apply cost by event kind beside its "
+               "record maps' alone (two more replays of the events)");
   app.add_option("--json", o.json,
                  "write the results as JSON to this file ('-': stdout, the "
                  "table then goes to stderr)");

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "index/chain/chain_index.h"
+#include "kind_timer.h"
 
 // jemalloc's control interface, weak so that a build without jemalloc still links and reports
 // memory as unavailable.
@@ -288,13 +289,14 @@ Floors run_floors(const corpus::Corpus& c) {
   map.reserve(c.header().totals.peak_memberships + 1024);
   uint64_t sink = 0;
   std::span<const SeqHash> previous;
-  Clock::duration event_time{0}, lookup_time{0};
-  uint64_t event_blocks = 0, lookup_blocks = 0;
+  Clock::duration lookup_time{0};
+  uint64_t lookup_blocks = 0;
+  KindTimer events;
   const double cpu_start = thread_cpu_seconds();
   const auto start = Clock::now();
   for (const corpus::Corpus::Op& op : c.ops()) {
-    const auto t0 = Clock::now();
     if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
+      const auto t0 = Clock::now();
       // One compare per block against the previous request's chain, walked in order.
       const auto chain = c.lookup(op.index);
       const size_t n = std::min(chain.size(), previous.size());
@@ -308,23 +310,22 @@ Floors run_floors(const corpus::Corpus& c) {
       const auto& b = c.batches()[op.index];
       const uint64_t salt = uint64_t{b.holder.value()} << 48;
       for (const index::Event& e : c.events(b)) {
-        if (e.kind == index::EventKind::kStored) {
-          for (index::EngineHash h : e.engine_hashes) map.insert_or_assign(h ^ salt, h);
-        } else if (e.kind == index::EventKind::kRemoved) {
-          for (index::EngineHash h : e.engine_hashes) sink += map.erase(h ^ salt);
-        }
+        events.time(e, [&] {
+          if (e.kind == index::EventKind::kStored) {
+            for (index::EngineHash h : e.engine_hashes) map.insert_or_assign(h ^ salt, h);
+          } else if (e.kind == index::EventKind::kRemoved) {
+            for (index::EngineHash h : e.engine_hashes) sink += map.erase(h ^ salt);
+          }
+        });
       }
-      event_blocks += uint64_t{b.stored_blocks} + b.removed_blocks;
-      event_time += Clock::now() - t0;
     }
   }
   const auto end = Clock::now();
   f.cpu_s = thread_cpu_seconds() - cpu_start;
   f.wall_s = seconds(start, end);
   f.block_ops_per_s = c.header().totals.block_ops() / f.wall_s;
-  f.event_ns_per_block =
-      event_blocks ? std::chrono::duration<double, std::nano>(event_time).count() / event_blocks
-                   : 0;
+  f.event_ns_per_block = events.ns_per_block();
+  f.event_by_kind = events.by_kind();
   f.lookup_ns_per_block =
       lookup_blocks ? std::chrono::duration<double, std::nano>(lookup_time).count() / lookup_blocks
                     : 0;

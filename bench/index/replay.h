@@ -61,11 +61,19 @@ struct ConcurrentRun {
   Percentiles lookup, apply;
 };
 
+// What an indexer's writes cost per block, by event kind.
+struct ApplyByKind {
+  double stored_ns_per_block = 0;
+  double removed_ns_per_block = 0;
+  uint64_t sink = 0;  // keeps measured work observable
+};
+
 struct Floors {
   double wall_s = 0;
   double cpu_s = 0;
   double block_ops_per_s = 0;
   double event_ns_per_block = 0;   // one flat-hash-map insert or erase per stored/removed block
+  ApplyByKind event_by_kind;       // the same, stored blocks (inserts) and removed (erases) apart
   double lookup_ns_per_block = 0;  // one sequential 64-bit compare per lookup block
 };
 
@@ -81,5 +89,14 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_
 ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, uint32_t lanes,
                              uint32_t readers, double offered_block_ops_per_s);
 Floors run_floors(const corpus::Corpus& c);
+
+// The corpus's events alone (no lookups), one event per apply() call into a fresh `index`, timed
+// per event: what the index pays per stored and per removed block (apply_by_kind.cc).
+ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index);
+// The same events through nothing but the chain index's per-holder record maps (engine hash ->
+// block place), used as its writers use them: each stored block's find and insert, each removed
+// block's find and erase. The part of the chain index's apply that is one hash-map operation per
+// block, to set beside the floor's.
+ApplyByKind run_record_maps_alone(const corpus::Corpus& c);
 
 }  // namespace kvgate::bench

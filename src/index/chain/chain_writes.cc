@@ -30,13 +30,9 @@ namespace {
 
 constexpr size_t kDeviceTier = static_cast<size_t>(Tier::kDevice);
 
-// A holder's record map is far larger than the caches. Loading the buckets of every hash of an
-// event in one tight loop first lets the CPU overlap those misses, where finding them one by one
-// inside the event's walk waits for each in turn (measured: the store path's finds and inserts
-// were most of its time).
+// Consumes what RecordMap::warm() read, so its loads happen.
 void warm(const detail::RecordMap& map, std::span<const EngineHash> hashes) {
-  uint64_t sink = 0;
-  for (EngineHash h : hashes) sink += map.touch(h);
+  const uint64_t sink = map.warm(hashes);
   asm volatile("" : : "r"(sink));
 }
 

@@ -39,15 +39,27 @@ Record* RecordMap::find(uint64_t engine) {
   return nullptr;
 }
 
-bool RecordMap::place(Record& r) {
-  const Places p = places(r.engine);
+uint64_t RecordMap::warm(std::span<const uint64_t> engines) const {
+  if (buckets_count_ == 0) return 0;
+  uint64_t sink = 0;
+  for (uint64_t engine : engines) {
+    const Places p = places(engine);
+    sink += buckets_[p.first].slots[0].engine ^ buckets_[p.second].slots[0].engine;
+  }
+  return sink;
+}
+
+Record* RecordMap::place(Record& r) {
+  const uint64_t engine = r.engine;
+  const Places p = places(engine);
   Bucket* const own[2] = {&buckets_[p.first], &buckets_[p.second]};
   // Into the emptier of the two buckets: keeping buckets evenly filled keeps both of a key's
   // buckets from being full, which is what costs (the moves below touch cold buckets).
   const int free_first = free_count(*own[0]), free_second = free_count(*own[1]);
   if (free_first + free_second > 0) {
-    *free_slot(free_first >= free_second ? *own[0] : *own[1]) = r;
-    return true;
+    Record* s = free_slot(free_first >= free_second ? *own[0] : *own[1]);
+    *s = r;
+    return s;
   }
   // Both full. First look one move ahead: a resident of either bucket whose other bucket has a
   // free slot moves there and `r` takes its slot. The eight other buckets are independent loads,
@@ -62,7 +74,7 @@ bool RecordMap::place(Record& r) {
       Record& resident = own[k / kSlots]->slots[k % kSlots];
       *s = resident;
       resident = r;
-      return true;
+      return &resident;
     }
   }
   // Then a random walk: evict a resident into its other bucket, and so on.
@@ -72,19 +84,25 @@ bool RecordMap::place(Record& r) {
     b = other_bucket(r.engine, b);
     if (Record* s = free_slot(buckets_[b])) {
       *s = r;
-      return true;
+      return find(engine);  // the walk may have moved the new record on
     }
   }
-  return false;
+  return nullptr;
 }
 
 Record* RecordMap::insert(uint64_t engine, RunId run, uint16_t offset, TierCopies copies) {
   assert(run != kNoRun && "kNoRun marks an empty slot");
   if ((size_ + 1) * kMaxLoadDen > capacity() * kMaxLoadNum) grow(size_ + 1);
   Record r{engine, run, offset, copies};
-  while (!place(r)) grow(size_ + 1);  // `r` is now whichever record the walk left homeless
+  Record* at = place(r);
+  if (at == nullptr) {
+    // The new record is in the table; `r` is whichever record the walk left homeless.
+    do grow(size_ + 1);
+    while (place(r) == nullptr);
+    at = find(engine);
+  }
   ++size_;
-  return find(engine);
+  return at;
 }
 
 void RecordMap::erase(Record* r) {
@@ -112,7 +130,7 @@ void RecordMap::grow(size_t min_records) {
     bool placed_all = true;
     for (size_t b = 0; b < old_count && placed_all; ++b) {
       for (Record r : old[b].slots) {
-        if (r.run != kNoRun && !place(r)) {
+        if (r.run != kNoRun && place(r) == nullptr) {
           placed_all = false;
           break;
         }

@@ -133,7 +133,8 @@ TEST(RecordMap, KeepsEveryFieldThroughGrowthMovesAndChurn) {
 TEST(RecordMap, EmptyMapsAndEngineHashZero) {
   RecordMap map;
   EXPECT_EQ(map.find(0), nullptr);
-  EXPECT_EQ(map.touch(0), 0u);
+  const uint64_t engines[] = {0, 1};
+  EXPECT_EQ(map.warm(engines), 0u);
   size_t seen = 0;
   map.for_each([&](const Record&) { ++seen; });
   EXPECT_EQ(seen, 0u);

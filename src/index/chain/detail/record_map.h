@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "index/chain/detail/run.h"
 
@@ -61,14 +62,13 @@ class RecordMap {
   size_t capacity() const { return buckets_count_ * kSlots; }
   uint64_t bytes() const { return buckets_count_ * sizeof(Bucket); }
 
-  // Loads the two buckets `engine` may live in and returns a value read from them (for the caller
-  // to consume, so the loads happen): see the chain index's writers. Real loads: prefetch hints
-  // for a whole event's buckets did not help on the development machine (a KVM guest).
-  uint64_t touch(uint64_t engine) const {
-    if (buckets_count_ == 0) return 0;
-    const Places p = places(engine);
-    return buckets_[p.first].slots[0].engine ^ buckets_[p.second].slots[0].engine;
-  }
+  // Loads the lines finds and inserts of `engines` will read, and returns a value read from them
+  // (for the caller to consume, so the loads happen). A writer calls it for a whole event before
+  // it walks the event: the map is far larger than the caches, and these loads, issued in one
+  // tight loop, overlap, where the walk would wait for each miss in turn (its window holds a
+  // block or two). Real loads: prefetch hints did not help on the development machine (a KVM
+  // guest).
+  uint64_t warm(std::span<const uint64_t> engines) const;
 
   template <class F>
   void for_each(F&& f) const {
@@ -120,9 +120,10 @@ class RecordMap {
     for (const Record& r : b.slots) n += r.run == kNoRun;
     return n;
   }
-  // Places `r`, moving residents along their other buckets when both of its own are full. False
-  // when the walk gave up: `r` then holds the record left without a slot.
-  bool place(Record& r);
+  // Places `r`, moving residents along their other buckets when both of its own are full, and
+  // returns where it went. Null when the walk gave up: `r` then holds the record left without a
+  // slot.
+  Record* place(Record& r);
   void grow(size_t min_records);
 
   std::unique_ptr<Bucket[]> buckets_;

@@ -103,26 +103,35 @@ void BM_StoreRemove(benchmark::State& state) {
 }
 BENCHMARK(BM_StoreRemove)->ArgNames({"kind", "holders"})->ArgsProduct({{0, 1}, {4, 128}});
 
-// The machine's memory round trip: one dependent load per iteration, chasing a random cycle through
-// `MiB` of cache lines. An index lookup that misses the caches pays this once per dependent step
-// (a run header, then its blocks, then the next run), so it is the unit its latency is read in.
+// The machine's memory round trip: dependent loads chasing random cycles through `MiB` of cache
+// lines, `chains` cycles at once (one load of each per iteration). With one chain, an iteration is
+// one round trip: the unit a deep lookup's latency is read in (a run header, then its blocks,
+// then the next run). With sixteen, the loads overlap: the cost per line of a writer's pass that
+// loads a whole event's lines first.
 void BM_DependentLoad(benchmark::State& state) {
   struct alignas(64) Line {
     uint32_t next;
   };
   const size_t lines = static_cast<size_t>(state.range(0)) << 20 >> 6;
+  const auto chains = static_cast<size_t>(state.range(1));
   std::vector<uint32_t> order(lines);
   std::iota(order.begin(), order.end(), 0u);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(42));
   std::vector<Line> v(lines);
   for (size_t i = 0; i < lines; ++i) v[order[i]].next = order[(i + 1) % lines];
-  uint32_t at = order[0];
+  std::vector<uint32_t> at(chains);
+  for (size_t c = 0; c < chains; ++c) at[c] = order[c * (lines / chains)];
   for (auto _ : state) {
-    at = v[at].next;
-    benchmark::DoNotOptimize(at);
+    for (size_t c = 0; c < chains; ++c) at[c] = v[at[c]].next;
+    benchmark::DoNotOptimize(at.data());
   }
+  state.counters["ns/load"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(chains),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_DependentLoad)->ArgName("MiB")->Arg(1)->Arg(64);
+BENCHMARK(BM_DependentLoad)
+    ->ArgNames({"MiB", "chains"})
+    ->ArgsProduct({{1, 4, 16, 64, 256}, {1, 16}});
 
 }  // namespace
 }  // namespace kvgate::index

@@ -125,9 +125,9 @@ void BM_DependentLoad(benchmark::State& state) {
     for (size_t c = 0; c < chains; ++c) at[c] = v[at[c]].next;
     benchmark::DoNotOptimize(at.data());
   }
-  state.counters["ns/load"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(chains),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns/load"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(chains),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_DependentLoad)
     ->ArgNames({"MiB", "chains"})

@@ -9,7 +9,9 @@
 
 namespace kvgate::bench {
 
-ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index) {
+ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index,
+                              bool announce_capacity) {
+  if (announce_capacity) bench::announce_capacity(c, index);
   KindTimer timer;
   for (const corpus::Corpus::Op& op : c.ops()) {
     if (op.kind == corpus::Corpus::Op::Kind::kLookup) continue;
@@ -21,7 +23,7 @@ ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index) {
   return timer.by_kind();
 }
 
-ApplyByKind run_record_maps_alone(const corpus::Corpus& c) {
+ApplyByKind run_record_maps_alone(const corpus::Corpus& c, bool announce_capacity) {
   using index::chain::detail::Record;
   using index::chain::detail::RecordMap;
   std::vector<std::unique_ptr<RecordMap>> maps;
@@ -33,7 +35,10 @@ ApplyByKind run_record_maps_alone(const corpus::Corpus& c) {
     const auto& b = c.batches()[op.index];
     const uint32_t holder = b.holder.value();
     if (holder >= maps.size()) maps.resize(holder + 1);
-    if (!maps[holder]) maps[holder] = std::make_unique<RecordMap>();
+    if (!maps[holder]) {
+      maps[holder] = std::make_unique<RecordMap>();
+      if (announce_capacity) maps[holder]->reserve(c.header().params.pool_blocks);
+    }
     RecordMap& map = *maps[holder];
     for (const index::Event& e : c.events(b)) {
       timer.time(e, [&] {

@@ -46,6 +46,7 @@ struct Options {
   std::vector<double> rates = {0};
   bool concurrent = true;
   bool chain_detail = false;
+  bool capacity_hint = true;
   std::string json;
 };
 
@@ -113,8 +114,16 @@ int run(const Options& o) {
                "machine: %u hardware threads, load average %.2f at start; timing overhead %.1f ns "
                "per timed call\n",
                std::thread::hardware_concurrency(), load[0], clock_ns);
-  std::fprintf(table, "method: %s\nfloors: %s\nmemory: %s\n\n", kOpsMethod, kFloorMethod,
+  std::fprintf(table, "method: %s\nfloors: %s\nmemory: %s\n", kOpsMethod, kFloorMethod,
                allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
+  if (o.capacity_hint) {
+    std::fprintf(table,
+                 "capacity: each holder's KV pool (%u blocks) announced before each replay, as "
+                 "the gateway does from an engine's /server_info\n\n",
+                 c.header().params.pool_blocks);
+  } else {
+    std::fprintf(table, "capacity: not announced (--no-capacity-hint)\n\n");
+  }
 
   std::vector<Floors> floors;
   std::vector<IndexRun> runs;
@@ -133,7 +142,7 @@ int run(const Options& o) {
       ir.run = r;
       {
         auto index = make(kind);
-        ir.single = run_single(c, *index, o.chain_detail);
+        ir.single = run_single(c, *index, o.capacity_hint, o.chain_detail);
       }
       const SingleRun& s = ir.single;
       std::fprintf(table,
@@ -148,8 +157,8 @@ int run(const Options& o) {
                    static_cast<unsigned long long>(s.memory.memberships),
                    static_cast<unsigned long long>(s.hit_blocks));
       if (o.chain_detail && kind == "chain") {
-        ir.apply_by_kind = run_apply_by_kind(c, *make(kind));
-        ir.record_maps_alone = run_record_maps_alone(c);
+        ir.apply_by_kind = run_apply_by_kind(c, *make(kind), o.capacity_hint);
+        ir.record_maps_alone = run_record_maps_alone(c, o.capacity_hint);
         std::fprintf(
             table,
             "run %u chain      apply by event kind, one event per call: stored %.1f "
@@ -160,7 +169,8 @@ int run(const Options& o) {
       if (o.concurrent) {
         for (double rate : o.rates) {
           auto index = index::make_synchronized(make(kind));
-          ir.concurrent.push_back(run_concurrent(c, *index, o.lanes, o.readers, rate));
+          ir.concurrent.push_back(
+              run_concurrent(c, *index, o.capacity_hint, o.lanes, o.readers, rate));
           const ConcurrentRun& cr = ir.concurrent.back();
           std::fprintf(table,
                        "run %u %-10s %u lanes + %u readers, offered %s: achieved %.2f M block "
@@ -269,6 +279,8 @@ int run(const Options& o) {
     w.member("block_ops", kOpsMethod).member("floors", kFloorMethod);
     w.member("memory", allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
     w.end_object();
+    w.member("capacity_hint_blocks",
+             o.capacity_hint ? uint64_t{c.header().params.pool_blocks} : uint64_t{0});
     w.member("hardware_threads", std::thread::hardware_concurrency());
     w.member("timing_overhead_ns", clock_ns).member("load_average_at_start", load[0]);
     w.key("floors").begin_array();
@@ -365,6 +377,10 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_flag("!--no-concurrent", o.concurrent, "skip the concurrent replay");
+  app.add_flag(
+      "!--no-capacity-hint", o.capacity_hint,
+      "do not tell the indexers each holder's KV pool (the corpus's pool blocks) before a "
+      "replay, as the gateway does when an engine reports it: they grow as the pools fill");
   app.add_flag("--chain-detail", o.chain_detail,
                "chain index: print where its bytes are at the end of the single-threaded replay, "
                "its lookup latency by runs walked, and its apply cost by event kind beside its "

@@ -55,6 +55,17 @@ uint64_t op_blocks(const corpus::Corpus& c, const corpus::Corpus::Op& op) {
 
 }  // namespace
 
+void announce_capacity(const corpus::Corpus& c, index::Indexer& index) {
+  std::vector<bool> seen;
+  for (const auto& b : c.batches()) {
+    const uint32_t h = b.holder.value();
+    if (h >= seen.size()) seen.resize(h + 1);
+    if (seen[h]) continue;
+    seen[h] = true;
+    index.expect_capacity(b.holder, c.header().params.pool_blocks);
+  }
+}
+
 Percentiles percentiles(std::vector<uint32_t>& ns) {
   Percentiles p;
   p.count = ns.size();
@@ -136,7 +147,8 @@ void print_lookup_shapes(const std::vector<uint32_t>& lookup_ns,
 
 }  // namespace
 
-SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_detail) {
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announce,
+                     bool chain_detail) {
   SingleRun r;
   constexpr size_t kSampleEvery = 4096;  // batches between memory samples
   std::vector<uint32_t> lookup_ns(c.lookup_count());
@@ -148,6 +160,7 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_
   std::vector<uint32_t> runs_walked(chain_index ? c.lookup_count() : 0);
   r.memory.available = allocator_stats_available();
   const uint64_t baseline = allocated_bytes_or_zero();
+  if (announce) announce_capacity(c, index);
   const auto& ops = c.ops();
   Clock::duration sampling{0};
   size_t batches = 0;
@@ -214,8 +227,9 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_
   return r;
 }
 
-ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, uint32_t lanes,
-                             uint32_t readers, double offered) {
+ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, bool announce,
+                             uint32_t lanes, uint32_t readers, double offered) {
+  if (announce) announce_capacity(c, index);
   ConcurrentRun r;
   r.lanes = std::max<uint32_t>(1, lanes);
   r.readers = std::max<uint32_t>(1, readers);

@@ -85,18 +85,26 @@ bool allocator_stats_available();
 
 // `chain_detail`: for a chain index, also print (stderr) its memory breakdown at the end and its
 // lookup latency by the number of runs each lookup walked.
-SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool chain_detail = false);
-ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, uint32_t lanes,
-                             uint32_t readers, double offered_block_ops_per_s);
+// Tells `index` every holder's KV pool (the corpus's pool blocks, Indexer::expect_capacity).
+void announce_capacity(const corpus::Corpus& c, index::Indexer& index);
+
+// `announce_capacity`: first tell `index` every holder's KV pool (the corpus's pool blocks), as the
+// gateway does when an engine reports it at discovery (Indexer::expect_capacity); after the
+// memory baseline, so what the index sizes up front is counted.
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity,
+                     bool chain_detail = false);
+ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity,
+                             uint32_t lanes, uint32_t readers, double offered_block_ops_per_s);
 Floors run_floors(const corpus::Corpus& c);
 
 // The corpus's events alone (no lookups), one event per apply() call into a fresh `index`, timed
 // per event: what the index pays per stored and per removed block (apply_by_kind.cc).
-ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index);
+ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index,
+                              bool announce_capacity);
 // The same events through nothing but the chain index's per-holder record maps (engine hash ->
 // block place), used as its writers use them: each stored block's find and insert, each removed
 // block's find and erase. The part of the chain index's apply that is one hash-map operation per
 // block, to set beside the floor's.
-ApplyByKind run_record_maps_alone(const corpus::Corpus& c);
+ApplyByKind run_record_maps_alone(const corpus::Corpus& c, bool announce_capacity);
 
 }  // namespace kvgate::bench

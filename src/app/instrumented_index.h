@@ -29,6 +29,9 @@ class InstrumentedIndex final : public index::Indexer {
     metrics_.lookup_seconds().Observe(to_seconds(clock_.now() - t0));
   }
   void remove_holder(HolderId holder) override { inner_.remove_holder(holder); }
+  void expect_capacity(HolderId holder, uint64_t blocks) override {
+    inner_.expect_capacity(holder, blocks);
+  }
   index::IndexStats stats() const override { return inner_.stats(); }
 
  private:

@@ -49,7 +49,12 @@ std::string offset_port(const std::string& endpoint, uint32_t rank) {
 struct ServerInfo {
   std::vector<workers::KvEndpoint> endpoints;
   uint32_t block_size = 0;
+  uint64_t kv_blocks = 0;  // the KV pool per rank, in blocks (0: not said, or not believable)
 };
+
+// A pool larger than this is not believed (a table sized for it would be gigabytes): the index
+// then grows as the cache fills, as it does when the engine says nothing.
+constexpr uint64_t kMaxKvBlocksHint = uint64_t{1} << 24;
 
 ServerInfo parse_server_info(const std::string& body, const std::string& host) {
   ServerInfo out;
@@ -61,6 +66,14 @@ ServerInfo parse_server_info(const std::string& body, const std::string& host) {
       doc["page_size"].get_uint64().get(bs) == simdjson::SUCCESS) {
     out.block_size = static_cast<uint32_t>(bs);
   }
+  // vLLM's cache config says num_gpu_blocks; SGLang says max_total_num_tokens (its page size in
+  // tokens is the block size).
+  uint64_t blocks = 0, tokens = 0;
+  if (doc["num_gpu_blocks"].get_uint64().get(blocks) != simdjson::SUCCESS &&
+      doc["max_total_num_tokens"].get_uint64().get(tokens) == simdjson::SUCCESS && bs > 0) {
+    blocks = tokens / bs;
+  }
+  if (blocks <= kMaxKvBlocksHint) out.kv_blocks = blocks;
   simdjson::dom::array eps;
   if (doc["kv_events_endpoints"].get_array().get(eps) == simdjson::SUCCESS) {
     for (auto ep : eps) {
@@ -352,7 +365,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     MutexLock lock(&mu_);
     if (e.stop) co_return;
     if (deps_.ingest != nullptr && !endpoints.empty()) {
-      subscribe(e, endpoints);
+      subscribe(e, endpoints, si.kv_blocks);
       info.holders.clear();
       for (const HolderKey& k : e.subscribed) {
         if (auto h = deps_.holders->find(k)) info.holders.push_back(*h);
@@ -367,11 +380,13 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     }
     deps_.registry->update_info(e.worker->id(), [&](workers::WorkerInfo& i) { i = info; });
   }
-  logger()->info("worker {} discovered: {} models, {} KV event streams, block size {}",
-                 e.worker->url(), info.models.size(), info.kv_endpoints.size(), info.block_size);
+  logger()->info(
+      "worker {} discovered: {} models, {} KV event streams, block size {}, KV pool {} blocks",
+      e.worker->url(), info.models.size(), info.kv_endpoints.size(), info.block_size, si.kv_blocks);
 }
 
-void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints) {
+void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints,
+                              uint64_t kv_blocks) {
   for (const workers::KvEndpoint& ep : endpoints) {
     const HolderKey key{e.worker->id(), ep.rank};
     if (std::find(e.subscribed.begin(), e.subscribed.end(), key) != e.subscribed.end()) continue;
@@ -383,6 +398,7 @@ void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& 
     spec.endpoint = ep.publisher;
     spec.replay_endpoint = ep.replay;
     spec.topic = ep.topic;
+    spec.kv_capacity_blocks = kv_blocks;
     if (Status s = deps_.ingest->add(spec); !s.ok()) {
       logger()->warn("worker {} rank {}: cannot subscribe to {}: {}", e.worker->url(), ep.rank,
                      ep.publisher, message_of(s));

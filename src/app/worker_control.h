@@ -61,7 +61,9 @@ class WorkerControl {
   boost::asio::awaitable<void> discover(Entry& e);
   boost::asio::awaitable<void> probe(Entry& e);
   boost::asio::awaitable<void> poll_load(Entry& e);
-  void subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints) KVGATE_REQUIRES(mu_);
+  // `kv_blocks`: the engine's KV pool per rank (0: unknown), passed on as the index's size hint.
+  void subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints, uint64_t kv_blocks)
+      KVGATE_REQUIRES(mu_);
   void refresh_block_size(Entry& e);
 
   WorkerControlDeps deps_;

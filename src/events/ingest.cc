@@ -345,6 +345,14 @@ class EventIngest::Impl {
       return status;
     }
     entries_[key] = Entry{&t, spec.holder, spec.worker_name, std::move(series)};
+    if (spec.kv_capacity_blocks > 0) {
+      // The engine's KV pool: the index sizes the holder for it on the holder's lane (a hint, so
+      // it may follow a first batch).
+      const HolderId holder = spec.holder;
+      const uint64_t blocks = spec.kv_capacity_blocks;
+      lanes_.submit_always(lane_key,
+                           [this, holder, blocks] { index_.expect_capacity(holder, blocks); });
+    }
     return absl::OkStatus();
   }
 

@@ -21,6 +21,11 @@ void SynchronizedIndexer::remove_holder(HolderId holder) {
   inner_->remove_holder(holder);
 }
 
+void SynchronizedIndexer::expect_capacity(HolderId holder, uint64_t blocks) {
+  MutexLock lock(&mu_);
+  inner_->expect_capacity(holder, blocks);
+}
+
 IndexStats SynchronizedIndexer::stats() const {
   ReaderMutexLock lock(&mu_);
   return inner_->stats();

@@ -206,6 +206,23 @@ TEST_F(GatewayTest, ClientThatLeavesAbortsItsNonStreamedRequestOnTheWorker) {
   EXPECT_EQ(r->status, 200u);
 }
 
+// The mock's /server_info says its KV pool (num_gpu_blocks, as SGLang's says
+// max_total_num_tokens): the gateway passes it on with the subscription, and the chain index
+// sizes the holder's record map for it on the holder's lane before any request (16-byte records
+// at 4/5 load: 4 MB for 200,000 blocks), instead of rehashing it again and again as the cache
+// fills.
+TEST_F(GatewayTest, AnEnginesKvPoolSizesItsHolderInTheIndexAtDiscovery) {
+  start_worker(20, 200'000);
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0)};
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(1));
+  EXPECT_TRUE(wait_for([&] { return gateway_->index().stats().bytes >= 200'000 * 20; },
+                       std::chrono::milliseconds(10000)))
+      << gateway_->index().stats().bytes;
+  EXPECT_EQ(gateway_->index().stats().memberships, 0u) << "sized before any event";
+}
+
 TEST_F(GatewayTest, WorkerAddedAtRunTimeReceivesTraffic) {
   start_worker();
   auto cfg = base_config();

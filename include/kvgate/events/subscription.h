@@ -39,6 +39,9 @@ struct SubscriptionSpec {
   std::string replay_endpoint;  // its replay ROUTER socket; empty: none
   std::string topic;            // ZMQ prefix filter; empty: every message
   HashCheckOptions hash_check;
+  // The engine's KV pool in blocks (per rank), when it says (0: unknown). The index sizes the
+  // holder's structures for it up front (Indexer::expect_capacity).
+  uint64_t kv_capacity_blocks = 0;
 };
 
 struct SubscriptionOptions {

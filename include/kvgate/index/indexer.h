@@ -111,6 +111,15 @@ class Indexer {
   // Forgets everything the holder held; its id may be reused afterwards.
   virtual void remove_holder(HolderId holder) = 0;
 
+  // A hint: the holder's KV cache holds about `blocks` blocks (its engine's pool, per rank), so an
+  // indexer may size its per-holder structures for that now rather than grow them while the cache
+  // fills (each growth a rehash on the writer's path). A write for that holder: the same
+  // threading as apply(). The default ignores it.
+  virtual void expect_capacity(HolderId holder, uint64_t blocks) {
+    (void)holder;
+    (void)blocks;
+  }
+
   virtual IndexStats stats() const = 0;
 
   // Debug and test only (the exactness harness compares content with them), never a hot path.

@@ -50,6 +50,8 @@ class ChainIndex final : public Indexer {
   ApplyResult apply(HolderId holder, std::span<const Event> events) override;
   void lookup(std::span<const SeqHash> chain, std::vector<HolderMatch>& out) const override;
   void remove_holder(HolderId holder) override;
+  // Sizes the holder's record map for `blocks` records (kept through clears).
+  void expect_capacity(HolderId holder, uint64_t blocks) override;
   IndexStats stats() const override;
   Status memberships(std::vector<Membership>& out) const override;
   Status holder_memberships(HolderId holder, std::vector<Membership>& out) const override;

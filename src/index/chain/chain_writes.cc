@@ -243,10 +243,18 @@ void ChainIndex::remove_holder(HolderId holder) {
   HolderState* hs = find_state(holder.value());
   if (hs == nullptr) return;
   clear_holder(*hs, holder.value());
+  hs->records.reserve(0);  // the id may go to another engine, with another pool
   hs->extras = {};
   hs->multi = {};
   hs->overflow = {};
   account(*hs);
+}
+
+void ChainIndex::expect_capacity(HolderId holder, uint64_t blocks) {
+  if (!holder.valid() || holder.value() >= kMaxHolders) return;
+  HolderState& hs = state(holder.value());
+  hs.records.reserve(blocks);
+  account(hs);
 }
 
 void ChainIndex::account(HolderState& hs) {

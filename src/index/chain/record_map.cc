@@ -110,6 +110,11 @@ void RecordMap::erase(Record* r) {
   --size_;
 }
 
+void RecordMap::reserve(size_t records) {
+  reserved_ = records;
+  if (records * kGrownLoadDen > capacity() * kGrownLoadNum) grow(records);
+}
+
 void RecordMap::clear() {
   buckets_.reset();
   buckets_count_ = 0;
@@ -121,6 +126,7 @@ void RecordMap::grow(size_t min_records) {
   // an unlucky table (a walk gave up) is dropped for a slightly bigger one, rebuilt from the old.
   std::unique_ptr<Bucket[]> old = std::move(buckets_);
   const size_t old_count = buckets_count_;
+  min_records = std::max(min_records, reserved_);
   size_t buckets = (min_records * kGrownLoadDen / kGrownLoadNum + kSlots - 1) / kSlots;
   buckets = std::max(buckets, old_count + 1);
   for (;;) {

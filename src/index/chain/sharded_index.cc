@@ -43,6 +43,10 @@ void ShardedIndex::remove_holder(HolderId holder) {
   shards_[shard_of(holder)]->remove_holder(holder);
 }
 
+void ShardedIndex::expect_capacity(HolderId holder, uint64_t blocks) {
+  shards_[shard_of(holder)]->expect_capacity(holder, blocks);
+}
+
 void ShardedIndex::lookup(std::span<const SeqHash> chain, std::vector<HolderMatch>& out) const {
   shards_[0]->lookup(chain, out);
   for (size_t i = 1; i < shards_.size(); ++i) {

@@ -35,6 +35,7 @@ class ShardedIndex final : public Indexer {
   ApplyResult apply(HolderId holder, std::span<const Event> events) override;
   void lookup(std::span<const SeqHash> chain, std::vector<HolderMatch>& out) const override;
   void remove_holder(HolderId holder) override;
+  void expect_capacity(HolderId holder, uint64_t blocks) override;
   IndexStats stats() const override;
   Status memberships(std::vector<Membership>& out) const override;
   Status holder_memberships(HolderId holder, std::vector<Membership>& out) const override;

@@ -37,6 +37,27 @@ TEST(ChainIndex, BasicStoreLookupRemove) {
   EXPECT_EQ(idx.stats().resident_blocks, 2u);
 }
 
+// Holders announced with a small KV pool (the harness's holders outgrow it, so both a table sized
+// up front and growth past it are exercised; clears keep the size): still exact, and the
+// announced tables are counted in stats().bytes before any event.
+TEST(ChainIndex, ExactWithAnnouncedCapacities) {
+  ChainIndex idx;
+  const uint64_t before = idx.stats().bytes;
+  idx.expect_capacity(HolderId(0), 10'000);
+  EXPECT_GE(idx.stats().bytes, before + 10'000 * 16);
+  harness::HarnessOptions o;
+  o.seed = 3;
+  auto report = harness::run_exactness(
+      [] {
+        auto announced = std::make_unique<ChainIndex>();
+        for (uint32_t h = 0; h < 64; ++h) announced->expect_capacity(HolderId(h), 48);
+        return std::unique_ptr<Indexer>(std::move(announced));
+      },
+      harness::options_from_env(o));
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::cout << report->summary() << "\n";
+}
+
 TEST(ChainIndex, ExactAgainstReferenceSequential) {
   for (uint64_t seed : harness::seeds_from_env({1, 2})) {
     harness::HarnessOptions o;

@@ -166,6 +166,30 @@ struct RecordMapTestPeer {
 
 namespace {
 
+// reserve(): the table is sized once, inserts up to the reserved count never grow it, and after
+// clear() the first insert brings the reserved size back (an engine's pool refills).
+TEST(RecordMap, ReserveSizesOnceAndSurvivesClear) {
+  RecordMap map;
+  map.reserve(1000);
+  const size_t buckets = RecordMapTestPeer::buckets(map);
+  EXPECT_GE(map.capacity(), 1000u);
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 1000; ++i) {
+    keys.push_back(rng());
+    map.insert(keys.back(), 1, static_cast<uint16_t>(i), TierCopies{});
+  }
+  EXPECT_EQ(RecordMapTestPeer::buckets(map), buckets) << "grew below the reserved size";
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(map.find(keys[i])->offset, i);
+  for (int i = 1000; i < 1500; ++i) map.insert(rng(), 1, 0, TierCopies{});
+  EXPECT_GT(RecordMapTestPeer::buckets(map), buckets) << "past it, the table grows as before";
+  map.clear();
+  EXPECT_EQ(map.bytes(), 0u);
+  map.insert(7, 1, 0, TierCopies{});
+  EXPECT_GE(map.capacity(), 1000u);
+  EXPECT_EQ(map.find(7)->run, 1u);
+}
+
 // Nine keys whose two buckets are the same two buckets: the ninth cannot fit in their eight slots,
 // no resident can move elsewhere, the walk gives up, and the table must grow with nothing lost.
 TEST(RecordMap, GrowsWhenNineKeysShareTheirTwoBuckets) {

@@ -56,6 +56,10 @@ class RecordMap {
   bool live(const Record* r, uint64_t engine) const {
     return r->run != kNoRun && r->engine == engine;
   }
+  // Sizes the table for `records` now, and makes that the size it starts at after clear(): a
+  // holder's engine announces its KV pool, so the map need not grow (rehashing everything each
+  // time) while the cache fills.
+  void reserve(size_t records);
   void clear();
 
   size_t size() const { return size_; }
@@ -129,6 +133,7 @@ class RecordMap {
   std::unique_ptr<Bucket[]> buckets_;
   size_t buckets_count_ = 0;
   size_t size_ = 0;
+  size_t reserved_ = 0;  // records the table is sized for at least (reserve())
   // A linear congruential sequence: which residents a walk moves.
   uint64_t next_walk() { return walk_ = walk_ * 6364136223846793005ULL + 1442695040888963407ULL; }
   uint64_t walk_ = 0;

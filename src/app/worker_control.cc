@@ -49,7 +49,8 @@ std::string offset_port(const std::string& endpoint, uint32_t rank) {
 struct ServerInfo {
   std::vector<workers::KvEndpoint> endpoints;
   uint32_t block_size = 0;
-  uint64_t kv_blocks = 0;  // the KV pool per rank, in blocks (0: not said, or not believable)
+  uint64_t kv_blocks = 0;       // the KV pool per rank, in blocks (0: not said, or not believable)
+  uint64_t kv_blocks_said = 0;  // what the engine said, believed or not
 };
 
 // A pool larger than this is not believed (a table sized for it would be gigabytes): the index
@@ -73,6 +74,7 @@ ServerInfo parse_server_info(const std::string& body, const std::string& host) {
       doc["max_total_num_tokens"].get_uint64().get(tokens) == simdjson::SUCCESS && bs > 0) {
     blocks = tokens / bs;
   }
+  out.kv_blocks_said = blocks;
   if (blocks <= kMaxKvBlocksHint) out.kv_blocks = blocks;
   simdjson::dom::array eps;
   if (doc["kv_events_endpoints"].get_array().get(eps) == simdjson::SUCCESS) {
@@ -356,6 +358,12 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     }
   }
   if (e.stop) co_return;
+  if (si.kv_blocks_said != si.kv_blocks) {
+    logger()->warn(
+        "worker {} says its KV pool holds {} blocks per rank; not believed (more than {}): the "
+        "index grows its structures for it as the cache fills instead",
+        e.worker->url(), si.kv_blocks_said, kMaxKvBlocksHint);
+  }
   std::vector<workers::KvEndpoint> endpoints =
       e.explicit_endpoints.empty() ? si.endpoints : e.explicit_endpoints;
   info.kv_endpoints = endpoints;

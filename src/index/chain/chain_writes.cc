@@ -253,7 +253,9 @@ void ChainIndex::remove_holder(HolderId holder) {
 void ChainIndex::expect_capacity(HolderId holder, uint64_t blocks) {
   if (!holder.valid() || holder.value() >= kMaxHolders) return;
   HolderState& hs = state(holder.value());
-  hs.records.reserve(blocks);
+  // A hint, not an order: past a pool no GPU holds, the map grows as it fills instead.
+  constexpr uint64_t kMostBlocks = uint64_t{1} << 24;
+  hs.records.reserve(blocks <= kMostBlocks ? blocks : 0);
   account(hs);
 }
 

@@ -361,7 +361,9 @@ class EventIngest::Impl {
     static const index::Event kClear{};
     if (batch.clear_first) index_.apply(batch.holder, std::span<const index::Event>(&kClear, 1));
     if (!batch.events.empty()) index_.apply(batch.holder, batch.events);
-    if (!batch.clear_only) series.applied.fetch_add(1, std::memory_order_relaxed);
+    // Release: whoever reads the count (state()) also sees what the batch did to the index, even
+    // an index without locks (a test reading the chain index's content once it settled).
+    if (!batch.clear_only) series.applied.fetch_add(1, std::memory_order_release);
     if (batch.ts > 0)
       families_.lag.Observe(std::max(0.0, to_unix_seconds(clock_.wall()) - batch.ts));
   }

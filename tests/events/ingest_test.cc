@@ -79,8 +79,8 @@ std::vector<index::Membership> truth(const std::vector<WireBatch>& batches, Hold
 
 class IngestTest : public ::testing::Test {
  protected:
-  IngestTest()
-      : index_(index::make_synchronized(*index::make_indexer(index::IndexKind::kReference))),
+  explicit IngestTest(index::IndexKind kind = index::IndexKind::kReference)
+      : index_(index::make_synchronized(*index::make_indexer(kind))),
         ingest_(std::make_unique<EventIngest>(*index_, registry_, Clock::real(), options())) {}
 
   static IngestOptions options() {
@@ -149,6 +149,32 @@ TEST_F(IngestTest, DroppedBatchesAreRecoveredThroughReplay) {
   EXPECT_FALSE(content_now().empty());
   const std::string text = metrics_text();
   EXPECT_NE(text.find("kvgate_events_gaps_total{rank=\"0\",worker=\"w1\"} 1"), std::string::npos);
+}
+
+class IngestChainTest : public IngestTest {
+ protected:
+  IngestChainTest() : IngestTest(index::IndexKind::kChain) {}
+};
+
+// The engine's KV pool given with the subscription reaches the index on the holder's lane, in
+// order with its batches: the chain index holds the holder's record map sized for the pool
+// (16-byte records at 4/5 load), and the batches still apply exactly.
+TEST_F(IngestChainTest, AnnouncedKvPoolSizesTheHolderOnItsLane) {
+  const uint64_t before = index_->stats().bytes;
+  TestPublisher pub({});
+  SubscriptionSpec s = spec(pub);
+  s.kv_capacity_blocks = 50'000;
+  ASSERT_TRUE(ingest_->add(s).ok());
+  ASSERT_TRUE(wait_until([&] { return index_->stats().bytes >= before + 50'000 * 20; }))
+      << index_->stats().bytes - before;
+  ASSERT_TRUE(pub.wait_subscriber());
+  std::vector<WireBatch> all;
+  for (uint64_t k = 0; k < 12; ++k) {
+    all.push_back(content(k));
+    pub.publish(all.back());
+  }
+  ASSERT_TRUE(settle(11));
+  EXPECT_EQ(content_now(), truth(all, holder_));
 }
 
 TEST_F(IngestTest, PublisherRestartIsDetectedAndStaleStateDropped) {

@@ -121,6 +121,18 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
                                : core_.seq_at(rec->run, rec->offset);
       moved = held != seq;
     }
+    if (rec == nullptr && s.is_open() && s.run() == qrun && qoff + 1 == s.length() &&
+        s.append_held(seq, device_delta != 0)) {
+      // The common case, a new block continuing the holder's prefix at the run's end.
+      TierCopies copies;
+      copies.set(tier, 1);
+      const auto offset = static_cast<uint16_t>(s.length() - 1);
+      hs.records.insert(engine, s.run(), offset, copies);
+      ++r.stored_blocks;
+      qoff = offset;
+      prev = seq;
+      continue;
+    }
     if (moved) {
       // Latest store wins: the engine hash now names a block at another place.
       moved_from.emplace_back(rec->run, rec->offset, hs.copies(*rec, kDeviceTier) > 0 ? -1 : 0);

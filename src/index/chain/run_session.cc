@@ -71,6 +71,22 @@ void RunSession::append(SeqHash seq) {
   ++appends_;
 }
 
+bool RunSession::append_held(SeqHash seq, bool device) {
+  const uint32_t at = len_;
+  if (entry_.any != at || (device && entry_.device != at) || !hs_.extras.empty() ||
+      !hs_.multi.empty() || !can_append() || has_child(at, seq)) {
+    return false;
+  }
+  append(seq);
+  set_count(r_->holder_counts, at, 1);  // a new position: this holder is its only holder
+  ++d_resident_;
+  ++r_->memberships;
+  ++d_memberships_;
+  entry_.any = static_cast<uint16_t>(at + 1);
+  if (device) entry_.device = static_cast<uint16_t>(at + 1);
+  return true;
+}
+
 bool RunSession::has_child(uint32_t offset, SeqHash seq) const {
   return r_->child_count > 0 && ChildTable::find(*r_, offset, seq) != kNoRun;
 }

@@ -40,6 +40,10 @@ class RunSession {
   RunId parent() const { return r_->parent; }
   bool can_append() const { return run_ != kRootRun && len_ < kMaxRunLength; }
   void append(SeqHash seq);
+  // append() and adjust(its offset, +1, device ? 1 : 0) in one step, when that is all it takes:
+  // the holder's prefix (on the device tier too when `device`) ends at the run's end, the holder
+  // has no extras or shared places, and no child hangs there. False (nothing done) otherwise.
+  bool append_held(SeqHash seq, bool device);
   bool has_child(uint32_t offset, SeqHash seq) const;
   // The child of the open run at (offset, seq), created (with room for `capacity` positions) when
   // absent.

@@ -83,14 +83,14 @@ double clock_pair_ns();
 uint64_t allocated_bytes_or_zero();
 bool allocator_stats_available();
 
-// `chain_detail`: for a chain index, also print (stderr) its memory breakdown at the end and its
-// lookup latency by the number of runs each lookup walked.
 // Tells `index` every holder's KV pool (the corpus's pool blocks, Indexer::expect_capacity).
 void announce_capacity(const corpus::Corpus& c, index::Indexer& index);
 
 // `announce_capacity`: first tell `index` every holder's KV pool (the corpus's pool blocks), as the
 // gateway does when an engine reports it at discovery (Indexer::expect_capacity); after the
-// memory baseline, so what the index sizes up front is counted.
+// memory baseline, so what the index sizes up front is counted. `chain_detail`: for a chain index,
+// also print (stderr) its memory breakdown at the end and its lookup latency by the number of
+// runs each lookup walked.
 SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity,
                      bool chain_detail = false);
 ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity,

@@ -12,6 +12,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "kvgate/core/log.h"
+#include "kvgate/index/indexer.h"
 
 namespace kvgate::app {
 namespace net = boost::asio;
@@ -49,13 +50,8 @@ std::string offset_port(const std::string& endpoint, uint32_t rank) {
 struct ServerInfo {
   std::vector<workers::KvEndpoint> endpoints;
   uint32_t block_size = 0;
-  uint64_t kv_blocks = 0;       // the KV pool per rank, in blocks (0: not said, or not believable)
-  uint64_t kv_blocks_said = 0;  // what the engine said, believed or not
+  uint64_t kv_blocks = 0;  // the KV pool per rank, in blocks, as the engine says it (0: not said)
 };
-
-// A pool larger than this is not believed (a table sized for it would be gigabytes): the index
-// then grows as the cache fills, as it does when the engine says nothing.
-constexpr uint64_t kMaxKvBlocksHint = uint64_t{1} << 24;
 
 ServerInfo parse_server_info(const std::string& body, const std::string& host) {
   ServerInfo out;
@@ -74,8 +70,7 @@ ServerInfo parse_server_info(const std::string& body, const std::string& host) {
       doc["max_total_num_tokens"].get_uint64().get(tokens) == simdjson::SUCCESS && bs > 0) {
     blocks = tokens / bs;
   }
-  out.kv_blocks_said = blocks;
-  if (blocks <= kMaxKvBlocksHint) out.kv_blocks = blocks;
+  out.kv_blocks = blocks;
   simdjson::dom::array eps;
   if (doc["kv_events_endpoints"].get_array().get(eps) == simdjson::SUCCESS) {
     for (auto ep : eps) {
@@ -358,11 +353,11 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     }
   }
   if (e.stop) co_return;
-  if (si.kv_blocks_said != si.kv_blocks) {
+  if (si.kv_blocks > index::kMaxCapacityHint) {
     logger()->warn(
         "worker {} says its KV pool holds {} blocks per rank; not believed (more than {}): the "
         "index grows its structures for it as the cache fills instead",
-        e.worker->url(), si.kv_blocks_said, kMaxKvBlocksHint);
+        e.worker->url(), si.kv_blocks, index::kMaxCapacityHint);
   }
   std::vector<workers::KvEndpoint> endpoints =
       e.explicit_endpoints.empty() ? si.endpoints : e.explicit_endpoints;

@@ -93,6 +93,10 @@ struct Concurrency {
   bool writers_per_holder = false;
 };
 
+// The largest pool Indexer::expect_capacity believes (no GPU holds more blocks; a table sized for
+// a bogus larger figure would take gigabytes): above it, structures grow as the cache fills.
+inline constexpr uint64_t kMaxCapacityHint = uint64_t{1} << 24;
+
 class Indexer {
  public:
   virtual ~Indexer() = default;
@@ -113,8 +117,8 @@ class Indexer {
 
   // A hint: the holder's KV cache holds about `blocks` blocks (its engine's pool, per rank), so an
   // indexer may size its per-holder structures for that now rather than grow them while the cache
-  // fills (each growth a rehash on the writer's path). A write for that holder: the same
-  // threading as apply(). The default ignores it.
+  // fills (each growth a rehash on the writer's path). Hints above kMaxCapacityHint are ignored.
+  // A write for that holder: the same threading as apply(). The default ignores it.
   virtual void expect_capacity(HolderId holder, uint64_t blocks) {
     (void)holder;
     (void)blocks;

@@ -105,6 +105,8 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
   }
   const size_t tier = static_cast<size_t>(e.tier);
   const int device_delta = tier == kDeviceTier ? 1 : 0;
+  TierCopies one_copy;  // a block newly placed by this event: one copy, on its tier
+  one_copy.set(tier, 1);
   // Old places of engine hashes re-stored elsewhere: released after the event's new places are
   // held (a new place may hang below an old one).
   std::vector<std::tuple<RunId, uint32_t, int>> moved_from;
@@ -124,10 +126,8 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
     if (rec == nullptr && s.is_open() && s.run() == qrun && qoff + 1 == s.length() &&
         s.append_held(seq, device_delta != 0)) {
       // The common case, a new block continuing the holder's prefix at the run's end.
-      TierCopies copies;
-      copies.set(tier, 1);
       const auto offset = static_cast<uint16_t>(s.length() - 1);
-      hs.records.insert(engine, s.run(), offset, copies);
+      hs.records.insert(engine, s.run(), offset, one_copy);
       ++r.stored_blocks;
       qoff = offset;
       prev = seq;
@@ -146,15 +146,12 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
     }
     const auto offset = static_cast<uint32_t>(off);
     if (rec == nullptr) {
-      TierCopies copies;
-      copies.set(tier, 1);
-      hs.records.insert(engine, s.run(), static_cast<uint16_t>(offset), copies);
+      hs.records.insert(engine, s.run(), static_cast<uint16_t>(offset), one_copy);
       s.adjust(offset, +1, device_delta);
     } else if (moved) {
       rec->run = s.run();
       rec->offset = static_cast<uint16_t>(offset);
-      rec->copies = TierCopies{};
-      rec->copies.set(tier, 1);
+      rec->copies = one_copy;
       s.adjust(offset, +1, device_delta);
     } else {
       const bool first_on_tier = hs.copies(*rec, tier) == 0;
@@ -265,9 +262,7 @@ void ChainIndex::remove_holder(HolderId holder) {
 void ChainIndex::expect_capacity(HolderId holder, uint64_t blocks) {
   if (!holder.valid() || holder.value() >= kMaxHolders) return;
   HolderState& hs = state(holder.value());
-  // A hint, not an order: past a pool no GPU holds, the map grows as it fills instead.
-  constexpr uint64_t kMostBlocks = uint64_t{1} << 24;
-  hs.records.reserve(blocks <= kMostBlocks ? blocks : 0);
+  hs.records.reserve(blocks <= kMaxCapacityHint ? blocks : 0);
   account(hs);
 }
 

@@ -78,10 +78,7 @@ bool RunSession::append_held(SeqHash seq, bool device) {
     return false;
   }
   append(seq);
-  set_count(r_->holder_counts, at, 1);  // a new position: this holder is its only holder
-  ++d_resident_;
-  ++r_->memberships;
-  ++d_memberships_;
+  count_holder(at, +1);
   entry_.any = static_cast<uint16_t>(at + 1);
   if (device) entry_.device = static_cast<uint16_t>(at + 1);
   return true;
@@ -151,18 +148,19 @@ void RunSession::adjust(uint32_t offset, int d_any, int d_device) {
   entry_.any = static_cast<uint16_t>(prefix[0]);
   entry_.device = static_cast<uint16_t>(prefix[1]);
 
-  if (now_any != held_any) {
-    const int delta = now_any ? 1 : -1;
-    const uint32_t c = count_at(r_->holder_counts, offset) + delta;
-    set_count(r_->holder_counts, offset, c);
-    if (now_any && c == 1) ++d_resident_;
-    if (!now_any && c == 0) {
-      --d_resident_;
-      if (offset + 1 == len_) tail_released_ = true;
-    }
-    r_->memberships += delta;
-    d_memberships_ += delta;
+  if (now_any != held_any) count_holder(offset, now_any ? 1 : -1);
+}
+
+void RunSession::count_holder(uint32_t offset, int delta) {
+  const uint32_t c = count_at(r_->holder_counts, offset) + delta;
+  set_count(r_->holder_counts, offset, c);
+  if (delta > 0 && c == 1) ++d_resident_;
+  if (delta < 0 && c == 0) {
+    --d_resident_;
+    if (offset + 1 == len_) tail_released_ = true;
   }
+  r_->memberships += delta;
+  d_memberships_ += delta;
 }
 
 void RunSession::publish_entry() {

@@ -54,6 +54,8 @@ class RunSession {
 
  private:
   void grow_hashes(size_t positions);
+  // One more (delta +1) or one fewer (-1) holder of the position, and the counters that follow.
+  void count_holder(uint32_t offset, int delta);
   void publish_entry();
 
   IndexCore& core_;

@@ -24,10 +24,10 @@ ApplyByKind run_apply_by_kind(const corpus::Corpus& c, index::Indexer& index,
 }
 
 ApplyByKind run_record_maps_alone(const corpus::Corpus& c, bool announce_capacity) {
+  using index::chain::detail::PrefetchWindow;
   using index::chain::detail::Record;
   using index::chain::detail::RecordMap;
   std::vector<std::unique_ptr<RecordMap>> maps;
-  std::vector<Record*> found;
   uint64_t sink = 0;
   KindTimer timer;
   for (const corpus::Corpus::Op& op : c.ops()) {
@@ -42,22 +42,23 @@ ApplyByKind run_record_maps_alone(const corpus::Corpus& c, bool announce_capacit
     RecordMap& map = *maps[holder];
     for (const index::Event& e : c.events(b)) {
       timer.time(e, [&] {
-        // As the chain index's writers use the map: a store loads its buckets for the whole
-        // event, finds the parent, then finds and inserts each block; a removal finds every block
-        // first, then erases.
+        // As the chain index's writers use the map: each block's buckets asked for a window ahead
+        // of its find; a store finds the parent, then finds and inserts each block, a removal
+        // finds and erases each block.
+        if (e.kind == index::EventKind::kStored && e.has_parent) map.prefetch(e.parent);
+        const PrefetchWindow window(map, e.engine_hashes);
         if (e.kind == index::EventKind::kStored) {
-          sink += map.warm(e.engine_hashes);
           if (e.has_parent) sink += map.find(e.parent) != nullptr;
           for (size_t i = 0; i < e.engine_hashes.size(); ++i) {
+            window.reached(i);
             if (map.find(e.engine_hashes[i]) == nullptr) {
               map.insert(e.engine_hashes[i], 1, static_cast<uint16_t>(i), {});
             }
           }
         } else if (e.kind == index::EventKind::kRemoved) {
-          found.resize(e.engine_hashes.size());
-          for (size_t i = 0; i < found.size(); ++i) found[i] = map.find(e.engine_hashes[i]);
-          for (size_t i = 0; i < found.size(); ++i) {
-            if (found[i] != nullptr && map.live(found[i], e.engine_hashes[i])) map.erase(found[i]);
+          for (size_t i = 0; i < e.engine_hashes.size(); ++i) {
+            window.reached(i);
+            if (Record* r = map.find(e.engine_hashes[i])) map.erase(r);
           }
         } else {
           map.clear();

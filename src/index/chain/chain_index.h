@@ -94,9 +94,6 @@ class ChainIndex final : public Indexer {
   std::atomic<std::atomic<HolderState*>*> holder_chunks_[kHolderChunks] = {};
   std::mutex holder_chunks_mu_;
   std::atomic<uint64_t> holder_bytes_{0};
-  // Per-thread scratch of the writers (each holder is applied by one lane at a time, but several
-  // lanes write at once).
-  static thread_local std::vector<detail::Record*> removal_scratch_;
 };
 
 }  // namespace kvgate::index::chain

@@ -6,6 +6,7 @@
 
 #include "index/chain/chain_index.h"
 #include "index/chain/detail/child_table.h"
+#include "index/chain/detail/prefetch.h"
 
 namespace kvgate::index::chain {
 
@@ -31,8 +32,8 @@ thread_local std::vector<Hit> tl_hits;
 
 // A run's reader-visible fields span up to two cache lines (runs are packed, not line-aligned).
 void prefetch_run(const Run& r) {
-  __builtin_prefetch(&r);
-  __builtin_prefetch(reinterpret_cast<const char*>(&r) + offsetof(Run, latest_child));
+  detail::prefetch_line(&r);
+  detail::prefetch_line(reinterpret_cast<const char*>(&r) + offsetof(Run, latest_child));
 }
 
 template <class T>
@@ -144,7 +145,7 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       // prefetched: a long run's compare is bound by how many lines are in flight, not by one
       // branch per position (a 300-position run took most of a microsecond).
       while (matched + 8 <= limit) {
-        __builtin_prefetch(h + matched + 64);
+        detail::prefetch_line(h + matched + 64);
         uint64_t diff = 0;
         for (size_t k = 0; k < 8; ++k)
           diff |= h[matched + k].load(std::memory_order_relaxed) ^ chain[pos + matched + k];
@@ -171,8 +172,8 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     if (const RunId next = r.latest_child.load(std::memory_order_relaxed);
         frontier < chain.size() && core_.arena.valid(next)) {
       const Run& n = core_.arena.at(next);
-      __builtin_prefetch(n.hashes.load(std::memory_order_relaxed));
-      __builtin_prefetch(n.entries.load(std::memory_order_relaxed));
+      detail::prefetch_line(n.hashes.load(std::memory_order_relaxed));
+      detail::prefetch_line(n.entries.load(std::memory_order_relaxed));
       if (const RunId after = n.latest_child.load(std::memory_order_relaxed);
           core_.arena.valid(after))
         prefetch_run(core_.arena.at(after));

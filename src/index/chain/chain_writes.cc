@@ -24,17 +24,9 @@ using detail::TierCopies;
 using detail::Word;
 using detail::WordSlab;
 
-thread_local std::vector<Record*> ChainIndex::removal_scratch_;
-
 namespace {
 
 constexpr size_t kDeviceTier = static_cast<size_t>(Tier::kDevice);
-
-// Consumes what RecordMap::warm() read, so its loads happen.
-void warm(const detail::RecordMap& map, std::span<const EngineHash> hashes) {
-  const uint64_t sink = map.warm(hashes);
-  asm volatile("" : : "r"(sink));
-}
 
 // Moves `s` to the place of `seq` right after (qrun, qoff) (qoff -1 with the root starts a chain):
 // the next position of the same run, an append at its end, or a child (found or created). Returns
@@ -91,7 +83,8 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
   RunId qrun = kRootRun;
   int64_t qoff = -1;
   SeqHash prev = 0;
-  warm(hs.records, e.engine_hashes);
+  if (e.has_parent) hs.records.prefetch(e.parent);
+  const detail::PrefetchWindow window(hs.records, e.engine_hashes);
   if (e.has_parent) {
     const Record* parent = hs.records.find(e.parent);
     if (parent == nullptr) {
@@ -115,6 +108,7 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
     const SeqHash seq =
         (i == 0 && !e.has_parent) ? e.local_hashes[0] : hasher_.chain(prev, e.local_hashes[i]);
     const EngineHash engine = e.engine_hashes[i];
+    window.reached(i);
     Record* rec = hs.records.find(engine);
     bool moved = false;
     if (rec != nullptr) {
@@ -173,16 +167,11 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
 
 void ChainIndex::remove(HolderState& hs, uint32_t holder, const Event& e, ApplyResult& r) {
   const size_t tier = static_cast<size_t>(e.tier);
-  // Find every record first, in one tight loop: the finds are independent, so their cache misses
-  // overlap. Erasing never moves other records, so the pointers stay valid (a hash named twice is
-  // re-checked below).
-  std::vector<Record*>& found = removal_scratch_;
-  found.resize(e.engine_hashes.size());
-  for (size_t i = 0; i < found.size(); ++i) found[i] = hs.records.find(e.engine_hashes[i]);
+  const detail::PrefetchWindow window(hs.records, e.engine_hashes);
   RunSession s(core_, hs, holder);
-  for (size_t i = 0; i < found.size(); ++i) {
-    Record* rec = found[i];
-    if (rec != nullptr && !hs.records.live(rec, e.engine_hashes[i])) rec = nullptr;
+  for (size_t i = 0; i < e.engine_hashes.size(); ++i) {
+    window.reached(i);
+    Record* rec = hs.records.find(e.engine_hashes[i]);
     if (rec == nullptr || hs.copies(*rec, tier) == 0) {
       ++r.unknown_removals;
       continue;

@@ -1,4 +1,5 @@
 #include "index/chain/detail/child_table.h"
+#include "index/chain/detail/prefetch.h"
 
 namespace kvgate::index::chain::detail {
 namespace {
@@ -107,12 +108,12 @@ void ChildTable::prefetch(const Run& run, uint32_t offset, uint64_t hash) {
   const uint32_t slots = run.children_slots.load(std::memory_order_relaxed);
   if (table == nullptr || slots == 0) return;
   const size_t i = slot_hash(offset, hash) & (slots - 1);
-  __builtin_prefetch(table);
+  prefetch_line(table);
   // The slot count may belong to the table this one replaced (a hint read apart from the pointer),
   // so the slot's address may lie past the block: computed as an integer, never dereferenced.
   const uintptr_t slot =
       reinterpret_cast<uintptr_t>(WordSlab::data(table)) + (3 + 2 * i) * sizeof(Word);
-  __builtin_prefetch(reinterpret_cast<const void*>(slot));
+  prefetch_line(reinterpret_cast<const void*>(slot));
 }
 
 void ChildTable::insert(WordSlab& slab, Run& run, uint32_t offset, uint64_t hash, RunId child) {

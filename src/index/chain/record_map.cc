@@ -39,16 +39,6 @@ Record* RecordMap::find(uint64_t engine) {
   return nullptr;
 }
 
-uint64_t RecordMap::warm(std::span<const uint64_t> engines) const {
-  if (buckets_count_ == 0) return 0;
-  uint64_t sink = 0;
-  for (uint64_t engine : engines) {
-    const Places p = places(engine);
-    sink += buckets_[p.first].slots[0].engine ^ buckets_[p.second].slots[0].engine;
-  }
-  return sink;
-}
-
 Record* RecordMap::place(Record& r) {
   const uint64_t engine = r.engine;
   const Places p = places(engine);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "index/chain/detail/child_table.h"
+#include "index/chain/detail/prefetch.h"
 
 namespace kvgate::index::chain::detail {
 
@@ -65,6 +66,14 @@ void RunSession::append(SeqHash seq) {
     r_->holder_counts = counts;
   }
   // Beyond the published length: no reader looks here until close() publishes it.
+  // Ask for the lines the appends after this one write, two lines ahead, once a line: a run's
+  // hash and count arrays are slab blocks gone cold since they were recycled, and stores that
+  // all miss fill the store buffer (stored blocks 75 to 79 ns against 83 to 85). Past the block's
+  // end is harmless: a prefetch never faults.
+  if ((len_ & 7) == 0) {
+    prefetch_line(WordSlab::data(hashes_) + len_ + 16);
+    if ((len_ & 31) == 0) prefetch_line(WordSlab::data(r_->holder_counts) + len_ / 4 + 16);
+  }
   WordSlab::data(hashes_)[len_].store(seq, std::memory_order_relaxed);
   set_count(r_->holder_counts, len_, 0);
   ++len_;

@@ -183,7 +183,9 @@ void ChainIndex::remove(HolderState& hs, uint32_t holder, const Event& e, ApplyR
     hs.drop_copy(*rec, tier);
     const bool any_left = rec->copies.any();
     const int d_device = (tier == kDeviceTier && hs.copies(*rec, kDeviceTier) == 0) ? -1 : 0;
-    s.adjust(rec->offset, any_left ? 0 : -1, d_device);
+    if (any_left || !s.release_held(rec->offset, d_device != 0)) {
+      s.adjust(rec->offset, any_left ? 0 : -1, d_device);
+    }
     if (!any_left) hs.records.erase(rec);
     ++r.removed_blocks;
   }

@@ -93,6 +93,17 @@ bool RunSession::append_held(SeqHash seq, bool device) {
   return true;
 }
 
+bool RunSession::release_held(uint32_t offset, bool device) {
+  if (offset + 1 != entry_.any || (device ? entry_.device != offset + 1 : entry_.device > offset) ||
+      !hs_.extras.empty() || !hs_.multi.empty()) {
+    return false;
+  }
+  count_holder(offset, -1);
+  entry_.any = static_cast<uint16_t>(offset);
+  if (device) entry_.device = static_cast<uint16_t>(offset);
+  return true;
+}
+
 bool RunSession::has_child(uint32_t offset, SeqHash seq) const {
   return r_->child_count > 0 && ChildTable::find(*r_, offset, seq) != kNoRun;
 }

@@ -44,6 +44,11 @@ class RunSession {
   // the holder's prefix (on the device tier too when `device`) ends at the run's end, the holder
   // has no extras or shared places, and no child hangs there. False (nothing done) otherwise.
   bool append_held(SeqHash seq, bool device);
+  // adjust(offset, -1, device ? -1 : 0) in one step, its mirror: the holder's last record of the
+  // place goes, the place ends the holder's prefix (its device prefix too when `device`, else that
+  // ends before it), and the holder has no extras or shared places. Engines evict a sequence's
+  // blocks tail first, so this is every removal of the corpus. False (nothing done) otherwise.
+  bool release_held(uint32_t offset, bool device);
   bool has_child(uint32_t offset, SeqHash seq) const;
   // The child of the open run at (offset, seq), created (with room for `capacity` positions) when
   // absent.

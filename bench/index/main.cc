@@ -110,10 +110,13 @@ int run(const Options& o) {
   const double clock_ns = clock_pair_ns();
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
+  const Stalls stalls = measure_stalls(1.0);
   std::fprintf(table,
                "machine: %u hardware threads, load average %.2f at start; timing overhead %.1f ns "
-               "per timed call\n",
-               std::thread::hardware_concurrency(), load[0], clock_ns);
+               "per timed call; the core taken away %.0f times a second for 2 us or more (%.1f%% "
+               "of the time lost in gaps of 0.5 us or more: these set lookup tails)\n",
+               std::thread::hardware_concurrency(), load[0], clock_ns, stalls.per_second,
+               100 * stalls.lost_fraction);
   std::fprintf(table, "method: %s\nfloors: %s\nmemory: %s\n", kOpsMethod, kFloorMethod,
                allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
   if (o.capacity_hint) {
@@ -283,6 +286,8 @@ int run(const Options& o) {
              o.capacity_hint ? uint64_t{c.header().params.pool_blocks} : uint64_t{0});
     w.member("hardware_threads", std::thread::hardware_concurrency());
     w.member("timing_overhead_ns", clock_ns).member("load_average_at_start", load[0]);
+    w.member("stalls_per_second", stalls.per_second)
+        .member("stall_lost_fraction", stalls.lost_fraction);
     w.key("floors").begin_array();
     for (const Floors& f : floors) {
       w.begin_object().member("block_ops_per_s", f.block_ops_per_s);

@@ -95,6 +95,23 @@ double clock_pair_ns() {
   return (ns + (sink == UINT64_MAX ? 1 : 0)) / kPairs;
 }
 
+Stalls measure_stalls(double seconds) {
+  const auto start = Clock::now();
+  const auto end =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  auto prev = start;
+  uint64_t stalls = 0;
+  double lost_ns = 0;
+  for (auto now = Clock::now(); now < end; now = Clock::now()) {
+    const double gap = std::chrono::duration<double, std::nano>(now - prev).count();
+    if (gap >= 500) lost_ns += gap;
+    if (gap >= 2000) ++stalls;
+    prev = now;
+  }
+  const double elapsed = std::chrono::duration<double>(prev - start).count();
+  return {stalls / elapsed, lost_ns / 1e9 / elapsed};
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

@@ -80,6 +80,16 @@ struct Floors {
 // What the replay adds per timed call: one pair of steady_clock reads, in nanoseconds.
 double clock_pair_ns();
 
+// How often the machine takes the core away: a thread reading the clock in a tight loop for
+// `seconds` sees gaps where it did not run (host interrupts, a VM's vCPU descheduled). A lookup
+// that meets a 2 to 5 µs gap reads 2 to 5 µs slower, so when such gaps come every few tens of µs
+// they set the lookup p99, whatever the index does.
+struct Stalls {
+  double per_second = 0;     // gaps of 2 µs or more
+  double lost_fraction = 0;  // of the time, in gaps of 0.5 µs or more
+};
+Stalls measure_stalls(double seconds);
+
 uint64_t allocated_bytes_or_zero();
 bool allocator_stats_available();
 

@@ -65,7 +65,6 @@ void RunSession::append(SeqHash seq) {
     core_.slab.free(r_->holder_counts);
     r_->holder_counts = counts;
   }
-  // Beyond the published length: no reader looks here until close() publishes it.
   // Ask for the lines the appends after this one write, two lines ahead, once a line: a run's
   // hash and count arrays are slab blocks gone cold since they were recycled, and stores that
   // all miss fill the store buffer (stored blocks 75 to 79 ns against 83 to 85). Past the block's
@@ -74,6 +73,7 @@ void RunSession::append(SeqHash seq) {
     prefetch_line(WordSlab::data(hashes_) + len_ + 16);
     if ((len_ & 31) == 0) prefetch_line(WordSlab::data(r_->holder_counts) + len_ / 4 + 16);
   }
+  // Beyond the published length: no reader looks here until close() publishes it.
   WordSlab::data(hashes_)[len_].store(seq, std::memory_order_relaxed);
   set_count(r_->holder_counts, len_, 0);
   ++len_;
@@ -82,8 +82,8 @@ void RunSession::append(SeqHash seq) {
 
 bool RunSession::append_held(SeqHash seq, bool device) {
   const uint32_t at = len_;
-  if (entry_.any != at || (device && entry_.device != at) || !hs_.extras.empty() ||
-      !hs_.multi.empty() || !can_append() || has_child(at, seq)) {
+  if (entry_.any != at || (device && entry_.device != at) || !prefix_only() || !can_append() ||
+      has_child(at, seq)) {
     return false;
   }
   append(seq);
@@ -95,7 +95,7 @@ bool RunSession::append_held(SeqHash seq, bool device) {
 
 bool RunSession::release_held(uint32_t offset, bool device) {
   if (offset + 1 != entry_.any || (device ? entry_.device != offset + 1 : entry_.device > offset) ||
-      !hs_.extras.empty() || !hs_.multi.empty()) {
+      !prefix_only()) {
     return false;
   }
   count_holder(offset, -1);

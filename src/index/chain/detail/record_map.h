@@ -129,7 +129,8 @@ class RecordMap {
   // Two tables, as in the original cuckoo hashing: a key's first bucket is in the left one, its
   // second in the right. Two allocations also let the table's size fall between the allocator's
   // size classes (a quarter apart at these sizes: one allocation sized for 3/4 load would be
-  // rounded to 2/3, 2.6 bytes more per membership); each half is the class nearest its share.
+  // rounded to 2/3, 2.6 bytes more per membership): the left is the largest class within half the
+  // buckets asked for, the right the rest rounded up to its class (grow()).
   std::unique_ptr<Bucket[]> left_, right_;
   size_t left_count_ = 0, right_count_ = 0;
   size_t size_ = 0;

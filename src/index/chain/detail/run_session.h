@@ -59,6 +59,9 @@ class RunSession {
 
  private:
   void grow_hashes(size_t positions);
+  // Whether all the holder holds is what its entries' prefixes say: no extras past a gap and no
+  // places held by two records, so a block at a prefix's end only moves that end.
+  bool prefix_only() const { return hs_.extras.empty() && hs_.multi.empty(); }
   // One more (delta +1) or one fewer (-1) holder of the position, and the counters that follow.
   void count_holder(uint32_t offset, int delta);
   void publish_entry();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <span>
 #include <thread>
 
 #include <time.h>
@@ -138,28 +139,39 @@ uint64_t allocated_bytes_or_zero() {
 namespace {
 
 // Lookup latency by how many runs the chain index walked: deep lookups are where its tail is.
-void print_lookup_shapes(const std::vector<uint32_t>& lookup_ns,
-                         const std::vector<uint32_t>& runs) {
-  constexpr uint32_t kEdges[] = {0, 1, 2, 3, 5, 10, UINT32_MAX};
-  std::fprintf(stderr, "chain lookups by runs walked:\n");
-  for (size_t b = 0; b + 1 < std::size(kEdges); ++b) {
+// Prints lookup latency in buckets of `key` (runs walked, chain length): where the tail comes from.
+void print_lookup_buckets(const char* title, std::span<const uint32_t> edges,
+                          const std::vector<uint32_t>& lookup_ns,
+                          const std::vector<uint32_t>& key) {
+  std::fprintf(stderr, "chain lookups by %s:\n", title);
+  for (size_t b = 0; b + 1 < edges.size(); ++b) {
     std::vector<uint32_t> ns;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (runs[i] >= kEdges[b] && runs[i] < kEdges[b + 1]) ns.push_back(lookup_ns[i]);
+    for (size_t i = 0; i < key.size(); ++i) {
+      if (key[i] >= edges[b] && key[i] < edges[b + 1]) ns.push_back(lookup_ns[i]);
     }
     if (ns.empty()) continue;
     const Percentiles p = percentiles(ns);
     char label[32];
-    if (kEdges[b + 1] == kEdges[b] + 1) {
-      std::snprintf(label, sizeof(label), "%u", kEdges[b]);
-    } else if (kEdges[b + 1] == UINT32_MAX) {
-      std::snprintf(label, sizeof(label), "%u or more", kEdges[b]);
+    if (edges[b + 1] == edges[b] + 1) {
+      std::snprintf(label, sizeof(label), "%u", edges[b]);
+    } else if (edges[b + 1] == UINT32_MAX) {
+      std::snprintf(label, sizeof(label), "%u or more", edges[b]);
     } else {
-      std::snprintf(label, sizeof(label), "%u to %u", kEdges[b], kEdges[b + 1] - 1);
+      std::snprintf(label, sizeof(label), "%u to %u", edges[b], edges[b + 1] - 1);
     }
     std::fprintf(stderr, "  %s: %zu lookups (%.1f%%), p50 / p99 %.2f / %.2f us\n", label, ns.size(),
-                 100.0 * double(ns.size()) / double(runs.size()), p.p50_us, p.p99_us);
+                 100.0 * double(ns.size()) / double(key.size()), p.p50_us, p.p99_us);
   }
+}
+
+void print_lookup_shapes(const corpus::Corpus& c, const std::vector<uint32_t>& lookup_ns,
+                         const std::vector<uint32_t>& runs) {
+  static constexpr uint32_t kRunEdges[] = {0, 1, 2, 3, 5, 10, UINT32_MAX};
+  static constexpr uint32_t kLengthEdges[] = {0, 32, 128, 256, 512, 1024, UINT32_MAX};
+  print_lookup_buckets("runs walked", kRunEdges, lookup_ns, runs);
+  std::vector<uint32_t> length(c.lookup_count());
+  for (size_t i = 0; i < length.size(); ++i) length[i] = static_cast<uint32_t>(c.lookup(i).size());
+  print_lookup_buckets("chain length in blocks", kLengthEdges, lookup_ns, length);
 }
 
 }  // namespace
@@ -222,7 +234,7 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announ
   r.wall_s = seconds(start, end) - std::chrono::duration<double>(sampling).count();
   r.block_ops = c.header().totals.block_ops();
   r.block_ops_per_s = r.block_ops / r.wall_s;
-  if (chain_index) print_lookup_shapes(lookup_ns, runs_walked);  // before percentiles() reorders
+  if (chain_index) print_lookup_shapes(c, lookup_ns, runs_walked);  // before percentiles() reorders
   r.lookup = percentiles(lookup_ns);
   r.apply = percentiles(apply_ns);
   r.final_stats = index.stats();

@@ -42,6 +42,73 @@ T* room(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// How many leading positions of the run's hashes `h` equal `chain`, up to `limit`. Eight positions
+// (a cache line of hashes) per step with one branch, and the lines ahead prefetched: a long run's
+// compare is bound by how many lines are in flight, not by one branch per position (a
+// 300-position run took most of a microsecond).
+size_t common_prefix(const Word* h, std::span<const SeqHash> chain, size_t limit) {
+  size_t m = 0;
+  while (m + 8 <= limit) {
+    detail::prefetch_line(h + m + 64);
+    uint64_t diff = 0;
+    for (size_t k = 0; k < 8; ++k) diff |= h[m + k].load(std::memory_order_relaxed) ^ chain[m + k];
+    if (diff != 0) break;
+    m += 8;
+  }
+  while (m < limit && h[m].load(std::memory_order_relaxed) == chain[m]) ++m;
+  return m;
+}
+
+// Where the chain leaves run `r` (`matched` positions into it) is known once it is compared: start
+// loading the child slot the walk probes next, so it arrives while the holders are settled. (The
+// early prefetch on entering the run guesses the run's end, but a chain most often leaves a popular
+// run inside it: 240,321 of 240,600 first runs on the default corpus.)
+void prefetch_next_child(const Run& r, size_t matched, std::span<const SeqHash> chain, size_t pos) {
+  if (pos + matched < chain.size())
+    ChildTable::prefetch(r, static_cast<uint32_t>(matched), chain[pos + matched]);
+}
+
+// The run's entries of the holders still in the race (`alive`, indices into `out` in holder
+// order), as hits; returns how many. Three ways, by which side is much the smaller.
+template <class Entry>
+size_t match_alive(const Entry& entry, size_t n, const std::vector<HolderMatch>& out,
+                   const uint32_t* alive, size_t alive_n, Hit* hits) {
+  size_t hits_n = 0;
+  if (alive_n * 8 < n) {
+    // Few holders left: find each by binary search instead of reading the whole table.
+    for (size_t a = 0; a < alive_n; ++a) {
+      const uint32_t k = alive[a];
+      const uint32_t holder = out[k].holder.value();
+      const size_t lo =
+          detail::first_not_before(0, n, [&](size_t i) { return entry(i).holder < holder; });
+      if (lo < n) {
+        const HolderEntry e = entry(lo);
+        if (e.holder == holder) hits[hits_n++] = {k, e};
+      }
+    }
+  } else if (n * 8 < alive_n) {
+    // Few entries (a run below a popular prefix, held by one or two of its holders): find each
+    // among the holders still in the race instead of walking them all.
+    size_t lo_bound = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const HolderEntry e = entry(i);
+      const size_t lo = detail::first_not_before(
+          lo_bound, alive_n, [&](size_t a) { return out[alive[a]].holder.value() < e.holder; });
+      lo_bound = lo;
+      if (lo < alive_n && out[alive[lo]].holder.value() == e.holder)
+        hits[hits_n++] = {alive[lo], e};
+    }
+  } else {
+    size_t j = 0;
+    for (size_t i = 0; i < n && j < alive_n; ++i) {
+      const HolderEntry e = entry(i);
+      while (j < alive_n && out[alive[j]].holder.value() < e.holder) ++j;
+      if (j < alive_n && out[alive[j]].holder.value() == e.holder) hits[hits_n++] = {alive[j], e};
+    }
+  }
+  return hits_n;
+}
+
 }  // namespace
 
 void ChainIndex::lookup(std::span<const SeqHash> chain, std::vector<HolderMatch>& out) const {
@@ -90,88 +157,60 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       const auto entry = [&](size_t i) {
         return HolderEntry::unpack(ent[i].load(std::memory_order_relaxed));
       };
-      hits = room(tl_hits, n);
-      hits_n = 0;
-      // How far any holder still in the race reaches in this run bounds the comparison.
+      const Word* h = hashes ? WordSlab::data(hashes) : nullptr;
+      const size_t reach = std::min(len, chain.size() - pos);
+      // How far any holder still in the race reaches in this run.
       size_t alive_bound = 0;
       if (first) {
+        // The first run is most often a popular prefix with a hundred holders, so it is compared
+        // first and its holders are read once, straight into `out`, clamped to the match. Clamping
+        // to the match unbounded by alive_bound is exact: when alive_bound is the smaller, every
+        // depth is at most alive_bound already, and the chain goes on inside the run, so the walk
+        // ends here and the race (`alive`) is not used.
+        const size_t m = common_prefix(h, chain.subspan(pos), reach);
+        prefetch_next_child(r, m, chain, pos);
+        const uint32_t m32 = static_cast<uint32_t>(m);
+        out.resize(n);
+        HolderMatch* o = out.data();
+        alive = room(tl_alive, n);
+        alive_n = 0;
+        size_t kept = 0;
         for (size_t i = 0; i < n; ++i) {
           const HolderEntry e = entry(i);
-          hits[i] = {0, e};
           alive_bound = std::max<size_t>(alive_bound, e.any);
+          const uint32_t any = std::min<uint32_t>(e.any, m32);
+          o[kept] = {HolderId(e.holder), std::min<uint32_t>(e.device, m32), any};
+          alive[alive_n] = static_cast<uint32_t>(kept);
+          alive_n += any == m32;  // branch-free: most holders of a popular prefix hold all of it
+          kept += any != 0;
         }
-        hits_n = n;
-      } else if (alive_n * 8 < n) {
-        // Few holders left: find each by binary search instead of reading the whole table.
-        for (size_t a = 0; a < alive_n; ++a) {
-          const uint32_t k = alive[a];
-          const uint32_t holder = out[k].holder.value();
-          const size_t lo =
-              detail::first_not_before(0, n, [&](size_t i) { return entry(i).holder < holder; });
-          if (lo < n) {
-            const HolderEntry e = entry(lo);
-            if (e.holder == holder) hits[hits_n++] = {k, e};
-          }
-        }
-      } else if (n * 8 < alive_n) {
-        // Few entries (a run below a popular prefix, held by one or two of its holders): find each
-        // among the holders still in the race instead of walking them all.
-        size_t lo_bound = 0;
-        for (size_t i = 0; i < n; ++i) {
-          const HolderEntry e = entry(i);
-          const size_t lo = detail::first_not_before(
-              lo_bound, alive_n, [&](size_t a) { return out[alive[a]].holder.value() < e.holder; });
-          lo_bound = lo;
-          if (lo < alive_n && out[alive[lo]].holder.value() == e.holder)
-            hits[hits_n++] = {alive[lo], e};
-        }
+        out.resize(kept);
+        matched = static_cast<uint32_t>(std::min(m, alive_bound));
+        continues_inside = alive_bound < reach && m > alive_bound;
       } else {
-        size_t j = 0;
-        for (size_t i = 0; i < n && j < alive_n; ++i) {
-          const HolderEntry e = entry(i);
-          while (j < alive_n && out[alive[j]].holder.value() < e.holder) ++j;
-          if (j < alive_n && out[alive[j]].holder.value() == e.holder)
-            hits[hits_n++] = {alive[j], e};
-        }
-      }
-      if (!first) {
+        hits = room(tl_hits, n);
+        hits_n = match_alive(entry, n, out, alive, alive_n, hits);
         for (size_t i = 0; i < hits_n; ++i)
           alive_bound = std::max<size_t>(alive_bound, hits[i].e.any);
+        // The reach of the holders still in the race bounds the comparison.
+        const size_t limit = std::min(reach, alive_bound);
+        matched = static_cast<uint32_t>(common_prefix(h, chain.subspan(pos), limit));
+        prefetch_next_child(r, matched, chain, pos);
+        continues_inside = matched == limit && limit < len && pos + limit < chain.size() &&
+                           h[limit].load(std::memory_order_relaxed) == chain[pos + limit];
       }
-      const size_t limit = std::min({len, chain.size() - pos, alive_bound});
-      matched = 0;
-      const Word* h = hashes ? WordSlab::data(hashes) : nullptr;
-      // Eight positions (a cache line of hashes) per step with one branch, and the lines ahead
-      // prefetched: a long run's compare is bound by how many lines are in flight, not by one
-      // branch per position (a 300-position run took most of a microsecond).
-      while (matched + 8 <= limit) {
-        detail::prefetch_line(h + matched + 64);
-        uint64_t diff = 0;
-        for (size_t k = 0; k < 8; ++k)
-          diff |= h[matched + k].load(std::memory_order_relaxed) ^ chain[pos + matched + k];
-        if (diff != 0) break;
-        matched += 8;
-      }
-      while (matched < limit && h[matched].load(std::memory_order_relaxed) == chain[pos + matched])
-        ++matched;
-      continues_inside = matched == limit && limit < len && pos + limit < chain.size() &&
-                         h[limit].load(std::memory_order_relaxed) == chain[pos + limit];
       const bool valid_start = len > 0 && h[0].load(std::memory_order_relaxed) == chain[pos];
       std::atomic_thread_fence(std::memory_order_acquire);
       if (r.version.load(std::memory_order_relaxed) != v1) continue;
-      if (!valid_start)
+      if (!valid_start) {
         matched = 0;  // a run being killed, or a recycled slot: the chain ends before it
+        if (first) out.clear();
+      }
       break;
     }
     if (runs_walked) ++*runs_walked;
     if (matched == 0) break;
     const size_t frontier = pos + matched;
-    // Where the chain leaves this run is known now: start loading the child slot the walk probes
-    // next, so it arrives while the holders are settled below. (The early prefetch guessed the
-    // run's end, but a chain most often leaves a popular run inside it: 240,321 of 240,600
-    // first runs on the default corpus.)
-    if (frontier < chain.size())
-      ChildTable::prefetch(r, static_cast<uint32_t>(matched), chain[frontier]);
     // The next run is most often the child this run made last, whose header was prefetched on
     // entering this run and has arrived by now: start loading its blocks while this run's holders
     // are settled, so entering it costs no round trip of its own.
@@ -184,20 +223,12 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
           core_.arena.valid(after))
         prefetch_run(core_.arena.at(after));
     }
-    // The holders that cover everything matched here stay in the race (at most one per hit).
-    alive = room(tl_alive, hits_n);
-    alive_n = 0;
     if (first) {
-      out.reserve(hits_n);
-      for (size_t i = 0; i < hits_n; ++i) {
-        const HolderEntry& e = hits[i].e;
-        const uint32_t any = std::min<uint32_t>(e.any, matched);
-        if (any == 0) continue;
-        if (any == matched) alive[alive_n++] = static_cast<uint32_t>(out.size());
-        out.push_back({HolderId(e.holder), std::min<uint32_t>(e.device, matched), any});
-      }
-      first = false;
+      first = false;  // its holders went into `out` above
     } else {
+      // The holders that cover everything matched here stay in the race (at most one per hit).
+      alive = room(tl_alive, hits_n);
+      alive_n = 0;
       for (size_t i = 0; i < hits_n; ++i) {
         const HolderEntry& e = hits[i].e;
         HolderMatch& m = out[hits[i].k];

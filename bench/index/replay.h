@@ -90,6 +90,22 @@ struct Stalls {
 };
 Stalls measure_stalls(double seconds);
 
+// The single-threaded replay again, each lookup's start and duration recorded, beside a sentinel
+// thread on another core reading the clock in a tight loop and recording its gaps of 1 µs or more.
+// On a VM whose vCPUs are all paused together (this machine: 97% of gaps coincide on its two
+// cores, measured), a lookup that overlaps a sentinel gap most likely met a pause. Splits lookup
+// latency into all lookups and those no gap overlapped: the index's own tail beside the machine's.
+// (A lookup overlapping a gap the other core alone saw is dropped too, so the split errs towards
+// dropping.) Nothing measured without a second hardware thread.
+struct PauseSplit {
+  bool measured = false;
+  double pauses_per_second = 0;  // sentinel gaps of 1 µs or more
+  uint64_t overlapped = 0;       // lookups a gap overlapped
+  double overlapped_fraction = 0;
+  Percentiles all, clean;  // every lookup; those no gap overlapped
+};
+PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity);
+
 uint64_t allocated_bytes_or_zero();
 bool allocator_stats_available();
 

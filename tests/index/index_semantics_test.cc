@@ -299,8 +299,8 @@ TEST_P(IndexSemanticsTest, StatsCountHoldersBlocksAndMemberships) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, IndexSemanticsTest,
-                         ::testing::Values("reference", "positional", "synchronized-reference",
-                                           "synchronized-positional"),
+                         ::testing::Values("reference", "positional", "chain",
+                                           "synchronized-reference", "synchronized-positional"),
                          [](const auto& p) {
                            std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -313,13 +313,10 @@ TEST(IndexerBasics, NamesParseAndFactories) {
   EXPECT_EQ(*parse_index_kind("positional"), IndexKind::kPositional);
   EXPECT_EQ(index_kind_name(IndexKind::kReference), "reference");
   EXPECT_FALSE(parse_index_kind("run").ok());
-  // The chain index lands in its own issue; until then its kind is a clear error.
   auto chain = make_indexer(IndexKind::kChain);
-  if (chain.ok()) {
-    EXPECT_EQ((*chain)->name(), "chain");
-  } else {
-    EXPECT_EQ(chain.status().message(), "the chain index is not built yet");
-  }
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  EXPECT_EQ((*chain)->name(), "chain");
+  EXPECT_TRUE((*chain)->concurrency().lookups_concurrent_with_writes);
   auto ref = make_indexer(IndexKind::kReference);
   ASSERT_TRUE(ref.ok());
   EXPECT_EQ((*ref)->name(), "reference");

@@ -61,8 +61,12 @@ class IndexSemanticsTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { index_ = make(IndexerOptions{}); }
 
-  std::unique_ptr<Indexer> make(const IndexerOptions& options) {
-    const std::string& kind = GetParam();
+  std::unique_ptr<Indexer> make(IndexerOptions options) {
+    std::string kind = GetParam();
+    if (kind == "two-shard-chain") {  // holders split between two chain indexes
+      kind = "chain";
+      options.shards = 2;
+    }
     const bool synchronized = kind.starts_with("synchronized-");
     auto parsed = parse_index_kind(synchronized ? kind.substr(13) : kind);
     EXPECT_TRUE(parsed.ok()) << parsed.status();
@@ -299,7 +303,7 @@ TEST_P(IndexSemanticsTest, StatsCountHoldersBlocksAndMemberships) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, IndexSemanticsTest,
-                         ::testing::Values("reference", "positional", "chain",
+                         ::testing::Values("reference", "positional", "chain", "two-shard-chain",
                                            "synchronized-reference", "synchronized-positional"),
                          [](const auto& p) {
                            std::string n = p.param;

@@ -20,9 +20,10 @@ using detail::WordSlab;
 
 namespace {
 
-// Per-thread scratch for a run's holder entries: lookups copy them out under the seqlock. Filled
-// through raw pointers (grown, never shrunk): the per-entry bookkeeping of push_back on a
-// thread_local vector was a fifth of a lookup's time with a hundred holders per run.
+// Per-thread scratch: a later run's entries matched by the holders still in the race (copied out
+// under the seqlock), and the race itself. Filled through raw pointers (grown, never shrunk): the
+// per-entry bookkeeping of push_back on a thread_local vector was a fifth of a lookup's time with
+// a hundred holders per run.
 struct Hit {
   uint32_t k;  // index into the lookup's output
   HolderEntry e;

@@ -41,8 +41,11 @@ PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool 
     }
   });
   while (!started.load(std::memory_order_acquire)) std::this_thread::yield();
-  std::vector<int64_t> start_ns(c.lookup_count());
-  std::vector<uint32_t> lookup_ns(c.lookup_count());
+  // Each lookup's start and duration, in the order they ran (so in time order).
+  std::vector<int64_t> start_ns;
+  std::vector<uint32_t> lookup_ns;
+  start_ns.reserve(c.lookup_count());
+  lookup_ns.reserve(c.lookup_count());
   std::vector<index::HolderMatch> out;
   out.reserve(1024);
   const int64_t t_begin = now_ns();
@@ -51,8 +54,8 @@ PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool 
       const int64_t t0 = now_ns();
       index.lookup(c.lookup(op.index), out);
       const int64_t t1 = now_ns();
-      start_ns[op.index] = t0;
-      lookup_ns[op.index] = static_cast<uint32_t>(std::min<int64_t>(t1 - t0, UINT32_MAX));
+      start_ns.push_back(t0);
+      lookup_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(t1 - t0, UINT32_MAX)));
     } else {
       const auto& b = c.batches()[op.index];
       index.apply(b.holder, c.events(b));
@@ -61,16 +64,11 @@ PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool 
   const int64_t t_end = now_ns();
   stop.store(true, std::memory_order_relaxed);
   sentinel.join();
-  // Lookups in start order against the pauses (in time order): overlapped when a pause interval
-  // intersects the lookup's.
-  std::vector<uint32_t> order(start_ns.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](uint32_t a, uint32_t b) { return start_ns[a] < start_ns[b]; });
-  std::vector<uint32_t> clean, all(lookup_ns);
+  // Both in time order: a lookup is overlapped when a pause interval intersects its own.
+  std::vector<uint32_t> clean;
   clean.reserve(lookup_ns.size());
   size_t j = 0;
-  for (uint32_t i : order) {
+  for (size_t i = 0; i < lookup_ns.size(); ++i) {
     const int64_t s = start_ns[i], e = s + lookup_ns[i];
     while (j < pauses.size() && pauses[j].second < s) ++j;
     if (j < pauses.size() && pauses[j].first < e) {
@@ -82,7 +80,7 @@ PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool 
   r.measured = true;
   r.pauses_per_second = pauses.size() / ((t_end - t_begin) * 1e-9);
   r.overlapped_fraction = lookup_ns.empty() ? 0 : double(r.overlapped) / lookup_ns.size();
-  r.all = percentiles(all);
+  r.all = percentiles(lookup_ns);  // reorders lookup_ns: last use
   if (!clean.empty()) r.clean = percentiles(clean);
   return r;
 }

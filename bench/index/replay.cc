@@ -138,7 +138,6 @@ uint64_t allocated_bytes_or_zero() {
 
 namespace {
 
-// Lookup latency by how many runs the chain index walked: deep lookups are where its tail is.
 // Prints lookup latency in buckets of `key` (runs walked, chain length): where the tail comes from.
 void print_lookup_buckets(const char* title, std::span<const uint32_t> edges,
                           const std::vector<uint32_t>& lookup_ns,
@@ -164,6 +163,8 @@ void print_lookup_buckets(const char* title, std::span<const uint32_t> edges,
   }
 }
 
+// Lookup latency by how many runs the chain index walked (deep lookups are where its tail is) and
+// by chain length.
 void print_lookup_shapes(const corpus::Corpus& c, const std::vector<uint32_t>& lookup_ns,
                          const std::vector<uint32_t>& runs) {
   static constexpr uint32_t kRunEdges[] = {0, 1, 2, 3, 5, 10, UINT32_MAX};

@@ -6,6 +6,7 @@
 
 #include "index/chain/chain_index.h"
 #include "index/chain/detail/child_table.h"
+#include "index/chain/detail/holder_copy.h"
 #include "index/chain/detail/prefetch.h"
 
 namespace kvgate::index::chain {
@@ -118,9 +119,11 @@ void ChainIndex::lookup(std::span<const SeqHash> chain, std::vector<HolderMatch>
 
 void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<HolderMatch>& out,
                                uint32_t* runs_walked) const {
-  out.clear();
   if (runs_walked) *runs_walked = 0;
-  if (chain.empty()) return;
+  if (chain.empty()) {
+    out.clear();
+    return;
+  }
   // The holders still in the race (their any-tier depth reached the current run's start), as
   // indices into `out` (ascending, so in holder order), and the run's entries they matched.
   uint32_t* alive = nullptr;
@@ -164,28 +167,24 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       size_t alive_bound = 0;
       if (first) {
         // The first run is most often a popular prefix with a hundred holders, so it is compared
-        // first and its holders are read once, straight into `out`, clamped to the match. Clamping
-        // to the match unbounded by alive_bound is exact: when alive_bound is the smaller, every
-        // depth is at most alive_bound already, and the chain goes on inside the run, so the walk
-        // ends here and the race (`alive`) is not used.
+        // first and its holders are copied once, straight into `out`, clamped to the match.
+        // Clamping to the match unbounded by alive_bound is exact: when alive_bound is the
+        // smaller, every depth is at most alive_bound already, and the chain goes on inside the
+        // run, so the walk ends here and the race is not used.
         const size_t m = common_prefix(h, chain.subspan(pos), reach);
         prefetch_next_child(r, m, chain, pos);
-        const uint32_t m32 = static_cast<uint32_t>(m);
+        // `out` keeps the previous answer's size, so growing it to n zero-fills only the
+        // difference, not a hundred holders about to be overwritten.
+        if (out.size() < n) out.resize(n);
+        const detail::ClampedCopy copied =
+            detail::copy_clamped(ent, n, static_cast<uint32_t>(m), out.data());
         out.resize(n);
-        HolderMatch* o = out.data();
-        alive = room(tl_alive, n);
-        alive_n = 0;
-        size_t kept = 0;
-        for (size_t i = 0; i < n; ++i) {
-          const HolderEntry e = entry(i);
-          alive_bound = std::max<size_t>(alive_bound, e.any);
-          const uint32_t any = std::min<uint32_t>(e.any, m32);
-          o[kept] = {HolderId(e.holder), std::min<uint32_t>(e.device, m32), any};
-          alive[alive_n] = static_cast<uint32_t>(kept);
-          alive_n += any == m32;  // branch-free: most holders of a popular prefix hold all of it
-          kept += any != 0;
-        }
-        out.resize(kept);
+        if (copied.zeros != 0)
+          std::erase_if(out, [](const HolderMatch& x) { return x.any_depth == 0; });
+        alive_bound = copied.max_any;
+        // The race is the holders of `out` that reach the match; it is listed only if the walk
+        // goes on to a child (most lookups end in their first run).
+        alive_n = copied.full;
         matched = static_cast<uint32_t>(std::min(m, alive_bound));
         continues_inside = alive_bound < reach && m > alive_bound;
       } else {
@@ -224,8 +223,10 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
           core_.arena.valid(after))
         prefetch_run(core_.arena.at(after));
     }
+    bool race_unlisted = false;
     if (first) {
       first = false;  // its holders went into `out` above
+      race_unlisted = true;
     } else {
       // The holders that cover everything matched here stay in the race (at most one per hit).
       alive = room(tl_alive, hits_n);
@@ -242,7 +243,16 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     if (alive_n == 0 || continues_inside || frontier >= chain.size()) break;
     rid = ChildTable::find(r, matched, chain[frontier]);
     pos = frontier;
+    if (race_unlisted && rid != kNoRun) {
+      alive = room(tl_alive, out.size());
+      alive_n = 0;
+      for (size_t k = 0; k < out.size(); ++k) {
+        alive[alive_n] = static_cast<uint32_t>(k);
+        alive_n += out[k].any_depth == frontier;  // branch-free: most of a popular prefix's do
+      }
+    }
   }
+  if (first) out.clear();  // the chain's first block is in no run
 }
 
 }  // namespace kvgate::index::chain

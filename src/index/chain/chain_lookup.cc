@@ -70,42 +70,68 @@ void prefetch_next_child(const Run& r, size_t matched, std::span<const SeqHash> 
     ChildTable::prefetch(r, static_cast<uint32_t>(matched), chain[pos + matched]);
 }
 
-// The run's entries of the holders still in the race (`alive`, indices into `out` in holder
-// order), as hits; returns how many. Three ways, by which side is much the smaller.
-template <class Entry>
-size_t match_alive(const Entry& entry, size_t n, const std::vector<HolderMatch>& out,
-                   const uint32_t* alive, size_t alive_n, Hit* hits) {
+// The holders still in the race, in holder order, at positions 0..end(), each naming an index
+// into `out`. Listed: the positions are a list's, all in the race. Unlisted: the positions are
+// all of `out`, and those at depth `depth` are in the race (right after the first run, whose race
+// is most of a hundred holders: listing it cost a two-run lookup a tenth of its time, and most
+// lookups end in their first run and never need it).
+struct ListedRace {
+  const std::vector<HolderMatch>& out;
+  const uint32_t* list;
+  size_t n;
+  size_t count() const { return n; }
+  size_t end() const { return n; }
+  uint32_t index(size_t p) const { return list[p]; }
+  uint32_t holder(size_t p) const { return out[list[p]].holder.value(); }
+  bool in(size_t) const { return true; }
+};
+struct UnlistedRace {
+  const std::vector<HolderMatch>& out;
+  size_t depth;
+  size_t n;  // how many are at `depth`
+  size_t count() const { return n; }
+  size_t end() const { return out.size(); }
+  uint32_t index(size_t p) const { return static_cast<uint32_t>(p); }
+  uint32_t holder(size_t p) const { return out[p].holder.value(); }
+  bool in(size_t p) const { return out[p].any_depth == depth; }
+};
+
+// The run's entries of the holders still in the race, as hits; returns how many. Three ways, by
+// which side is much the smaller.
+template <class Entry, class Race>
+size_t match_alive(const Entry& entry, size_t n, const Race& race, Hit* hits) {
   size_t hits_n = 0;
-  if (alive_n * 8 < n) {
+  const size_t end = race.end();
+  if (race.count() * 8 < n) {
     // Few holders left: find each by binary search instead of reading the whole table.
-    for (size_t a = 0; a < alive_n; ++a) {
-      const uint32_t k = alive[a];
-      const uint32_t holder = out[k].holder.value();
+    for (size_t p = 0; p < end; ++p) {
+      if (!race.in(p)) continue;
+      const uint32_t holder = race.holder(p);
       const size_t lo =
           detail::first_not_before(0, n, [&](size_t i) { return entry(i).holder < holder; });
       if (lo < n) {
         const HolderEntry e = entry(lo);
-        if (e.holder == holder) hits[hits_n++] = {k, e};
+        if (e.holder == holder) hits[hits_n++] = {race.index(p), e};
       }
     }
-  } else if (n * 8 < alive_n) {
+  } else if (n * 8 < race.count()) {
     // Few entries (a run below a popular prefix, held by one or two of its holders): find each
     // among the holders still in the race instead of walking them all.
     size_t lo_bound = 0;
     for (size_t i = 0; i < n; ++i) {
       const HolderEntry e = entry(i);
       const size_t lo = detail::first_not_before(
-          lo_bound, alive_n, [&](size_t a) { return out[alive[a]].holder.value() < e.holder; });
+          lo_bound, end, [&](size_t p) { return race.holder(p) < e.holder; });
       lo_bound = lo;
-      if (lo < alive_n && out[alive[lo]].holder.value() == e.holder)
-        hits[hits_n++] = {alive[lo], e};
+      if (lo < end && race.holder(lo) == e.holder && race.in(lo))
+        hits[hits_n++] = {race.index(lo), e};
     }
   } else {
-    size_t j = 0;
-    for (size_t i = 0; i < n && j < alive_n; ++i) {
+    size_t p = 0;
+    for (size_t i = 0; i < n && p < end; ++i) {
       const HolderEntry e = entry(i);
-      while (j < alive_n && out[alive[j]].holder.value() < e.holder) ++j;
-      if (j < alive_n && out[alive[j]].holder.value() == e.holder) hits[hits_n++] = {alive[j], e};
+      while (p < end && race.holder(p) < e.holder) ++p;
+      if (p < end && race.holder(p) == e.holder && race.in(p)) hits[hits_n++] = {race.index(p), e};
     }
   }
   return hits_n;
@@ -124,10 +150,12 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     out.clear();
     return;
   }
-  // The holders still in the race (their any-tier depth reached the current run's start), as
-  // indices into `out` (ascending, so in holder order), and the run's entries they matched.
+  // The holders still in the race (their any-tier depth reached the current run's start): how
+  // many, and, once listed (below the second run), as indices into `out` (ascending, so in holder
+  // order); and the run's entries they matched.
   uint32_t* alive = nullptr;
   size_t alive_n = 0;
+  bool race_listed = false;
   RunId rid = ChildTable::find(core_.arena.at(kRootRun), 0, chain[0]);
   size_t pos = 0;  // chain position of the current run's offset 0
   bool first = true;
@@ -182,14 +210,20 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
         if (copied.zeros != 0)
           std::erase_if(out, [](const HolderMatch& x) { return x.any_depth == 0; });
         alive_bound = copied.max_any;
-        // The race is the holders of `out` that reach the match; it is listed only if the walk
-        // goes on to a child (most lookups end in their first run).
+        // The race is the holders of `out` that reach the match, unlisted.
         alive_n = copied.full;
+        race_listed = false;
         matched = static_cast<uint32_t>(std::min(m, alive_bound));
         continues_inside = alive_bound < reach && m > alive_bound;
       } else {
+        // Both arrays are asked for before either is read: a run that is not its parent's latest
+        // child (the run below a popular prefix, always) was not prefetched, and matching the
+        // race first and comparing after made its two misses one after the other.
+        detail::prefetch_line(h);
+        detail::prefetch_line(ent);
         hits = room(tl_hits, n);
-        hits_n = match_alive(entry, n, out, alive, alive_n, hits);
+        hits_n = race_listed ? match_alive(entry, n, ListedRace{out, alive, alive_n}, hits)
+                             : match_alive(entry, n, UnlistedRace{out, pos, alive_n}, hits);
         for (size_t i = 0; i < hits_n; ++i)
           alive_bound = std::max<size_t>(alive_bound, hits[i].e.any);
         // The reach of the holders still in the race bounds the comparison.
@@ -223,14 +257,13 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
           core_.arena.valid(after))
         prefetch_run(core_.arena.at(after));
     }
-    bool race_unlisted = false;
     if (first) {
       first = false;  // its holders went into `out` above
-      race_unlisted = true;
     } else {
       // The holders that cover everything matched here stay in the race (at most one per hit).
       alive = room(tl_alive, hits_n);
       alive_n = 0;
+      race_listed = true;
       for (size_t i = 0; i < hits_n; ++i) {
         const HolderEntry& e = hits[i].e;
         HolderMatch& m = out[hits[i].k];
@@ -243,14 +276,6 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     if (alive_n == 0 || continues_inside || frontier >= chain.size()) break;
     rid = ChildTable::find(r, matched, chain[frontier]);
     pos = frontier;
-    if (race_unlisted && rid != kNoRun) {
-      alive = room(tl_alive, out.size());
-      alive_n = 0;
-      for (size_t k = 0; k < out.size(); ++k) {
-        alive[alive_n] = static_cast<uint32_t>(k);
-        alive_n += out[k].any_depth == frontier;  // branch-free: most of a popular prefix's do
-      }
-    }
   }
   if (first) out.clear();  // the chain's first block is in no run
 }

@@ -32,6 +32,12 @@ constexpr const char* kOpsMethod =
     "block ops = lookup blocks + stored blocks + removed blocks of the corpus, over the wall time "
     "of the whole replay including the drain; latency is steady_clock around each lookup() / "
     "apply() call";
+constexpr const char* kWarmChains =
+    "chains: each lookup's chain copied into a per-thread buffer before the clock starts, as the "
+    "gateway copies a request's chain before its lookup (--cold-chains: read from the corpus)";
+constexpr const char* kColdChains =
+    "chains: each lookup's chain read straight from the corpus file's memory (--cold-chains), "
+    "cold: the gateway's lookups read a chain it has just hashed and copied";
 constexpr const char* kFloorMethod =
     "the same corpus in the same order with one absl::flat_hash_map insert per stored block and "
     "one erase per removed block, timed per event, and one sequential 64-bit compare per lookup "
@@ -47,6 +53,7 @@ struct Options {
   bool concurrent = true;
   bool chain_detail = false;
   bool capacity_hint = true;
+  bool cold_chains = false;
   std::string json;
 };
 
@@ -96,6 +103,8 @@ int run(const Options& o) {
     return 1;
   }
   const corpus::Corpus& c = *loaded;
+  const ReplaySetup setup{.announce_capacity = o.capacity_hint,
+                          .chains = o.cold_chains ? ChainReads::kCold : ChainReads::kWarm};
   for (const std::string& kind : o.kinds) {
     auto k = index::parse_index_kind(kind);
     if (!k.ok() || !index::make_indexer(*k).ok()) {
@@ -124,11 +133,12 @@ int run(const Options& o) {
   if (o.capacity_hint) {
     std::fprintf(table,
                  "capacity: each holder's KV pool (%u blocks) announced before each replay, as "
-                 "the gateway does from an engine's /server_info\n\n",
+                 "the gateway does from an engine's /server_info\n",
                  c.header().params.pool_blocks);
   } else {
-    std::fprintf(table, "capacity: not announced (--no-capacity-hint)\n\n");
+    std::fprintf(table, "capacity: not announced (--no-capacity-hint)\n");
   }
+  std::fprintf(table, "%s\n\n", o.cold_chains ? kColdChains : kWarmChains);
 
   std::vector<Floors> floors;
   std::vector<IndexRun> runs;
@@ -147,7 +157,7 @@ int run(const Options& o) {
       ir.run = r;
       {
         auto index = make(kind);
-        ir.single = run_single(c, *index, o.capacity_hint, o.chain_detail);
+        ir.single = run_single(c, *index, setup, o.chain_detail);
       }
       const SingleRun& s = ir.single;
       std::fprintf(table,
@@ -170,7 +180,7 @@ int run(const Options& o) {
             "ns/block, removed %.1f; its record maps alone: stored %.1f, removed %.1f\n",
             r, ir.apply_by_kind->stored_ns_per_block, ir.apply_by_kind->removed_ns_per_block,
             ir.record_maps_alone->stored_ns_per_block, ir.record_maps_alone->removed_ns_per_block);
-        if (const PauseSplit ps = run_pause_split(c, *make(kind), o.capacity_hint); ps.measured) {
+        if (const PauseSplit ps = run_pause_split(c, *make(kind), setup); ps.measured) {
           ir.pause_split = ps;
           std::fprintf(table,
                        "run %u chain      lookups beside a pause sentinel on the other core "
@@ -185,8 +195,7 @@ int run(const Options& o) {
       if (o.concurrent) {
         for (double rate : o.rates) {
           auto index = index::make_synchronized(make(kind));
-          ir.concurrent.push_back(
-              run_concurrent(c, *index, o.capacity_hint, o.lanes, o.readers, rate));
+          ir.concurrent.push_back(run_concurrent(c, *index, setup, o.lanes, o.readers, rate));
           const ConcurrentRun& cr = ir.concurrent.back();
           std::fprintf(table,
                        "run %u %-10s %u lanes + %u readers, offered %s: achieved %.2f M block "
@@ -309,6 +318,7 @@ int run(const Options& o) {
     w.member("block_ops", kOpsMethod).member("floors", kFloorMethod);
     w.member("memory", allocator_stats_available() ? kMemoryMethod : "unavailable (no jemalloc)");
     w.end_object();
+    w.member("chain_reads", o.cold_chains ? "cold" : "warm");
     w.member("capacity_hint_blocks",
              o.capacity_hint ? uint64_t{c.header().params.pool_blocks} : uint64_t{0});
     w.member("hardware_threads", std::thread::hardware_concurrency());
@@ -422,6 +432,10 @@ int main(int argc, char** argv) {
       "!--no-capacity-hint", o.capacity_hint,
       "do not tell the indexers each holder's KV pool (the corpus's pool blocks) before a "
       "replay, as the gateway does when an engine reports it: they grow as the pools fill");
+  app.add_flag("--cold-chains", o.cold_chains,
+               "hand each lookup its chain straight from the corpus file's memory (cold), instead "
+               "of copied into a per-thread buffer first as the gateway copies a request's chain "
+               "(the method of every series before session 14)");
   app.add_flag("--chain-detail", o.chain_detail,
                "chain index: print where its bytes are at the end of the single-threaded replay, "
                "its lookup latency by runs walked and by chain length, and its apply cost by event "

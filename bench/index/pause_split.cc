@@ -21,10 +21,12 @@ int64_t now_ns() {
 
 }  // namespace
 
-PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool announce) {
+PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index,
+                           const ReplaySetup& setup) {
   PauseSplit r;
   if (std::thread::hardware_concurrency() < 2) return r;  // no core for the sentinel
-  if (announce) announce_capacity(c, index);
+  if (setup.announce_capacity) announce_capacity(c, index);
+  ChainFeed feed(setup.chains);
   // Gaps of at least kPauseNs in the sentinel's clock loop, as [last read before, first after].
   constexpr int64_t kPauseNs = 1000;
   std::vector<std::pair<int64_t, int64_t>> pauses;
@@ -51,8 +53,9 @@ PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool 
   const int64_t t_begin = now_ns();
   for (const corpus::Corpus::Op& op : c.ops()) {
     if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
+      const auto chain = feed(c.lookup(op.index));
       const int64_t t0 = now_ns();
-      index.lookup(c.lookup(op.index), out);
+      index.lookup(chain, out);
       const int64_t t1 = now_ns();
       start_ns.push_back(t0);
       lookup_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(t1 - t0, UINT32_MAX)));

@@ -177,7 +177,7 @@ void print_lookup_shapes(const corpus::Corpus& c, const std::vector<uint32_t>& l
 
 }  // namespace
 
-SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announce,
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, const ReplaySetup& setup,
                      bool chain_detail) {
   SingleRun r;
   constexpr size_t kSampleEvery = 4096;  // batches between memory samples
@@ -190,7 +190,8 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announ
   std::vector<uint32_t> runs_walked(chain_index ? c.lookup_count() : 0);
   r.memory.available = allocator_stats_available();
   const uint64_t baseline = allocated_bytes_or_zero();
-  if (announce) announce_capacity(c, index);
+  if (setup.announce_capacity) announce_capacity(c, index);
+  ChainFeed feed(setup.chains);
   const auto& ops = c.ops();
   Clock::duration sampling{0};
   size_t batches = 0;
@@ -210,7 +211,7 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announ
   const auto start = Clock::now();
   for (const corpus::Corpus::Op& op : ops) {
     if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
-      const auto chain = c.lookup(op.index);
+      const auto chain = feed(c.lookup(op.index));
       const auto t0 = Clock::now();
       if (chain_index) {
         chain_index->lookup_traced(chain, out, &runs_walked[op.index]);
@@ -257,9 +258,10 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announ
   return r;
 }
 
-ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, bool announce,
-                             uint32_t lanes, uint32_t readers, double offered) {
-  if (announce) announce_capacity(c, index);
+ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index,
+                             const ReplaySetup& setup, uint32_t lanes, uint32_t readers,
+                             double offered) {
+  if (setup.announce_capacity) announce_capacity(c, index);
   ConcurrentRun r;
   r.lanes = std::max<uint32_t>(1, lanes);
   r.readers = std::max<uint32_t>(1, readers);
@@ -289,6 +291,7 @@ ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, boo
   auto worker = [&](const std::vector<uint32_t>& mine, size_t slot) {
     std::vector<index::HolderMatch> out;
     out.reserve(1024);
+    ChainFeed feed(setup.chains);
     ready.fetch_add(1);
     while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
     for (uint32_t k : mine) {
@@ -297,9 +300,12 @@ ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, boo
                                std::chrono::duration<double>(due_s[k])));
       }
       const corpus::Corpus::Op& op = ops[k];
+      const std::span<const SeqHash> chain = op.kind == corpus::Corpus::Op::Kind::kLookup
+                                                 ? feed(c.lookup(op.index))
+                                                 : std::span<const SeqHash>();
       const auto t0 = Clock::now();
       if (op.kind == corpus::Corpus::Op::Kind::kLookup) {
-        index.lookup(c.lookup(op.index), out);
+        index.lookup(chain, out);
         lookup_ns[op.index] = ns_since(t0, Clock::now());
       } else {
         const auto& b = c.batches()[op.index];

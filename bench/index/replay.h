@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,39 @@
 #include "kvgate/index/indexer.h"
 
 namespace kvgate::bench {
+
+// Where a lookup's chain is read from. The gateway hashes a request's chain and copies it just
+// before its lookup (app/proxy.cc), so the index reads a chain that is in the core's cache. The
+// corpus holds 23 M chain blocks (184 MB); handing the index the corpus's memory charges each
+// lookup with cold reads of its own input that the gateway never pays. kWarm copies each chain into
+// a reused buffer of the replaying thread before the clock starts, as the gateway copies it; kCold
+// hands over the corpus's memory (every series before session 14 read chains cold).
+enum class ChainReads { kWarm, kCold };
+
+// How a replay feeds the index. `announce_capacity`: first tell it every holder's KV pool (the
+// corpus's pool blocks), as the gateway does when an engine reports it at discovery
+// (Indexer::expect_capacity).
+struct ReplaySetup {
+  bool announce_capacity = true;
+  ChainReads chains = ChainReads::kWarm;
+};
+
+// A replaying thread's view of lookup chains under ChainReads (one per thread).
+class ChainFeed {
+ public:
+  explicit ChainFeed(ChainReads reads) : warm_(reads == ChainReads::kWarm) {
+    buffer_.reserve(4096);
+  }
+  std::span<const SeqHash> operator()(std::span<const SeqHash> chain) {
+    if (!warm_) return chain;
+    buffer_.assign(chain.begin(), chain.end());
+    return buffer_;
+  }
+
+ private:
+  bool warm_;
+  std::vector<SeqHash> buffer_;
+};
 
 struct Percentiles {
   double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0, mean_us = 0;
@@ -104,7 +138,8 @@ struct PauseSplit {
   double overlapped_fraction = 0;
   Percentiles all, clean;  // every lookup; those no gap overlapped
 };
-PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity);
+PauseSplit run_pause_split(const corpus::Corpus& c, index::Indexer& index,
+                           const ReplaySetup& setup);
 
 uint64_t allocated_bytes_or_zero();
 bool allocator_stats_available();
@@ -112,15 +147,15 @@ bool allocator_stats_available();
 // Tells `index` every holder's KV pool (the corpus's pool blocks, Indexer::expect_capacity).
 void announce_capacity(const corpus::Corpus& c, index::Indexer& index);
 
-// `announce_capacity`: first tell `index` every holder's KV pool (the corpus's pool blocks), as the
-// gateway does when an engine reports it at discovery (Indexer::expect_capacity); after the
-// memory baseline, so what the index sizes up front is counted. `chain_detail`: for a chain index,
+// The capacity announcement comes after the memory baseline, so what the index sizes up front is
+// counted. `chain_detail`: for a chain index,
 // also print (stderr) its memory breakdown at the end and its lookup latency by the number of
 // runs each lookup walked.
-SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity,
+SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, const ReplaySetup& setup,
                      bool chain_detail = false);
-ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index, bool announce_capacity,
-                             uint32_t lanes, uint32_t readers, double offered_block_ops_per_s);
+ConcurrentRun run_concurrent(const corpus::Corpus& c, index::Indexer& index,
+                             const ReplaySetup& setup, uint32_t lanes, uint32_t readers,
+                             double offered_block_ops_per_s);
 Floors run_floors(const corpus::Corpus& c);
 
 // The corpus's events alone (no lookups), one event per apply() call into a fresh `index`, timed

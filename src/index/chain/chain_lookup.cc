@@ -38,6 +38,15 @@ void prefetch_run(const Run& r) {
   detail::prefetch_line(reinterpret_cast<const char*>(&r) + offsetof(Run, latest_child));
 }
 
+// Whether a chain leaving `r` most likely goes on in the child `r` made last: a run with a few
+// children (a conversation's turn, its next turn) yes; a popular prefix with thousands (each
+// conversation that starts with it) no, and loading its latest child's lines only cost the
+// lookup. Judged by the child table's slot count (a hint, read without the seqlock): 16 slots hold
+// at most 5 children.
+bool latest_child_likely(const Run& r) {
+  return r.children_slots.load(std::memory_order_relaxed) <= 16;
+}
+
 template <class T>
 T* room(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(std::max<size_t>(n, 2 * v.size()));
@@ -169,7 +178,9 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       ChildTable::prefetch(r, static_cast<uint32_t>(end - pos), chain[end]);
     // And the header of the child made last, most often the next run of a conversation's chain:
     // it then arrives with this run's blocks instead of after them.
-    if (const RunId next = r.latest_child.load(std::memory_order_relaxed); core_.arena.valid(next))
+    const bool guess_latest = latest_child_likely(r);
+    if (const RunId next = r.latest_child.load(std::memory_order_relaxed);
+        guess_latest && core_.arena.valid(next))
       prefetch_run(core_.arena.at(next));
     uint32_t matched = 0;
     bool continues_inside = false;
@@ -249,7 +260,7 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     // entering this run and has arrived by now: start loading its blocks while this run's holders
     // are settled, so entering it costs no round trip of its own.
     if (const RunId next = r.latest_child.load(std::memory_order_relaxed);
-        frontier < chain.size() && core_.arena.valid(next)) {
+        guess_latest && frontier < chain.size() && core_.arena.valid(next)) {
       const Run& n = core_.arena.at(next);
       detail::prefetch_line(n.hashes.load(std::memory_order_relaxed));
       detail::prefetch_line(n.entries.load(std::memory_order_relaxed));

@@ -82,8 +82,8 @@ void prefetch_next_child(const Run& r, size_t matched, std::span<const SeqHash> 
 // The holders still in the race, in holder order, at positions 0..end(), each naming an index
 // into `out`. Listed: the positions are a list's, all in the race. Unlisted: the positions are
 // all of `out`, and those at depth `depth` are in the race (right after the first run, whose race
-// is most of a hundred holders: listing it cost a two-run lookup a tenth of its time, and most
-// lookups end in their first run and never need it).
+// is most of a hundred holders: listing it is a pass over them that most lookups, ending in their
+// first run, never use).
 struct ListedRace {
   const std::vector<HolderMatch>& out;
   const uint32_t* list;

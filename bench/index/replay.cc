@@ -185,13 +185,13 @@ SingleRun run_single(const corpus::Corpus& c, index::Indexer& index, const Repla
   std::vector<uint32_t> apply_ns(c.batches().size());
   std::vector<index::HolderMatch> out;
   out.reserve(1024);
+  ChainFeed feed(setup.chains);  // before the memory baseline: its buffer is not the index's
   const auto* chain_index =
       chain_detail ? dynamic_cast<const index::chain::ChainIndex*>(&index) : nullptr;
   std::vector<uint32_t> runs_walked(chain_index ? c.lookup_count() : 0);
   r.memory.available = allocator_stats_available();
   const uint64_t baseline = allocated_bytes_or_zero();
   if (setup.announce_capacity) announce_capacity(c, index);
-  ChainFeed feed(setup.chains);
   const auto& ops = c.ops();
   Clock::duration sampling{0};
   size_t batches = 0;

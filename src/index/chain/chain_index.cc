@@ -20,7 +20,7 @@ ChainIndex::ChainIndex(const IndexerOptions& options, int numa_node)
     : hasher_(options.hash_seed), core_(numa_node) {
   const RunId root = core_.arena.allocate();
   Run& r = core_.arena.at(root);
-  RunGuard g(r);
+  RunGuard g(core_.arena, root);
   r.live = true;
   r.parent = kNoRun;
 }
@@ -97,7 +97,7 @@ uint64_t ChainIndex::live_positions() const {
 void ChainIndex::collect_resident(absl::flat_hash_set<SeqHash>& out) const {
   for (RunId id = 1; core_.arena.valid(id); ++id) {
     Run& r = core_.arena.at(id);
-    RunGuard g(r);
+    RunGuard g(core_.arena, id);
     if (!r.live) continue;
     const Word* h = r.hashes.load(std::memory_order_relaxed);
     const uint32_t len = r.length.load(std::memory_order_relaxed);

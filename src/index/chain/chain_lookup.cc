@@ -185,7 +185,7 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     uint32_t matched = 0;
     bool continues_inside = false;
     for (;;) {
-      const uint64_t v1 = r.version.load(std::memory_order_acquire);
+      const uint32_t v1 = r.version.load(std::memory_order_acquire);
       if (v1 & 1) {
         detail::cpu_pause();
         continue;

@@ -202,7 +202,7 @@ void ChainIndex::clear_holder(HolderState& hs, uint32_t holder) {
     Run& rr = core_.arena.at(run);
     bool dead = false;
     {
-      RunGuard g(rr);
+      RunGuard g(core_.arena, run);
       Word* entries = rr.entries.load(std::memory_order_relaxed);
       const uint32_t n = rr.entry_count.load(std::memory_order_relaxed);
       for (uint32_t i = 0; i < n; ++i) {

@@ -9,7 +9,7 @@ namespace kvgate::index::chain::detail {
 SeqHash IndexCore::seq_at(RunId run, uint32_t offset) const {
   const Run& r = arena.at(run);
   for (;;) {
-    const uint64_t v1 = r.version.load(std::memory_order_acquire);
+    const uint32_t v1 = r.version.load(std::memory_order_acquire);
     if (v1 & 1) {
       cpu_pause();
       continue;
@@ -32,7 +32,7 @@ RunId IndexCore::new_run(RunId parent, uint32_t offset, SeqHash seq, size_t capa
   WordSlab::data(hashes)[0].store(seq, std::memory_order_relaxed);
   for (size_t i = 0; i < WordSlab::capacity(counts); ++i)
     WordSlab::data(counts)[i].store(0, std::memory_order_relaxed);
-  RunGuard g(r);
+  RunGuard g(arena, id);
   r.begin_write();
   r.hashes.store(hashes, std::memory_order_relaxed);
   r.entries.store(nullptr, std::memory_order_relaxed);
@@ -71,7 +71,7 @@ void IndexCore::kill(RunId rid) {
     uint32_t offset;
     SeqHash first;
     {
-      RunGuard g(r);
+      RunGuard g(arena, rid);
       if (!dead_candidate_locked(rid, r)) return;
       r.live = false;
       parent = r.parent;
@@ -86,7 +86,7 @@ void IndexCore::kill(RunId rid) {
     RunId next = kNoRun;
     {
       Run& p = arena.at(parent);
-      RunGuard g(p);
+      RunGuard g(arena, parent);
       ChildTable::erase(slab, p, offset, first);
       --p.child_count;
       // A hint only, but a stale one would send lookups to load an unrelated run.
@@ -96,7 +96,7 @@ void IndexCore::kill(RunId rid) {
       if (dead_candidate_locked(parent, p)) next = parent;
     }
     {
-      RunGuard g(r);
+      RunGuard g(arena, rid);
       Word* hashes = r.hashes.exchange(nullptr, std::memory_order_relaxed);
       Word* entries = r.entries.exchange(nullptr, std::memory_order_relaxed);
       ChildTable::release(slab, r);

@@ -2,12 +2,12 @@
 
 namespace kvgate::index::chain::detail {
 
-RunArena::RunArena() : chunks_(new std::atomic<Run*>[kMaxChunks]) {
+RunArena::RunArena() : chunks_(new std::atomic<Chunk*>[kMaxChunks]) {
   for (uint32_t i = 0; i < kMaxChunks; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
 }
 
 RunArena::~RunArena() {
-  for (uint32_t i = 0; i < kMaxChunks; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < kMaxChunks; ++i) delete chunks_[i].load(std::memory_order_relaxed);
 }
 
 // Treiber stack of free ids; the link lives in the slot's atomic free_next, the head carries a
@@ -29,7 +29,7 @@ RunId RunArena::allocate() {
   const uint32_t chunk = id >> kChunkShift;
   if (chunk >= kMaxChunks) return kNoRun;
   if (chunks_[chunk].load(std::memory_order_relaxed) == nullptr) {
-    chunks_[chunk].store(new Run[kChunkRuns], std::memory_order_release);
+    chunks_[chunk].store(new Chunk, std::memory_order_release);
     chunk_count_.fetch_add(1, std::memory_order_relaxed);
   }
   high_water_.store(id + 1, std::memory_order_release);

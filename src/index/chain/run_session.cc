@@ -10,9 +10,9 @@ namespace kvgate::index::chain::detail {
 bool RunSession::open(RunId rid) {
   close();
   Run& r = core_.arena.at(rid);
-  r.acquire();
+  core_.arena.lock(rid);
   if (!r.live) {
-    r.release();
+    core_.arena.unlock(rid);
     return false;
   }
   run_ = rid;
@@ -254,7 +254,7 @@ RunId RunSession::close() {
   if (tail_released_) core_.truncate_locked(r);
   const bool dead = core_.dead_candidate_locked(run_, r);
   const RunId rid = run_;
-  r.release();
+  core_.arena.unlock(run_);
   run_ = kNoRun;
   r_ = nullptr;
   return dead ? rid : kNoRun;

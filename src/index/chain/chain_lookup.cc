@@ -41,10 +41,9 @@ void prefetch_run(const Run& r) {
 // Whether a chain leaving `r` most likely goes on in the child `r` made last: a run with a few
 // children (a conversation's turn, its next turn) yes; a popular prefix with thousands (each
 // conversation that starts with it) no, and loading its latest child's lines only cost the
-// lookup. Judged by the child table's slot count (a hint, read without the seqlock): 16 slots hold
-// at most 5 children.
+// lookup. Judged by the child table's slot count (a hint, read without the seqlock).
 bool latest_child_likely(const Run& r) {
-  return r.children_slots.load(std::memory_order_relaxed) <= 16;
+  return r.children_slots.load(std::memory_order_relaxed) <= detail::kLatestChildMaxSlots;
 }
 
 template <class T>

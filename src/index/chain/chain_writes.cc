@@ -226,7 +226,8 @@ void ChainIndex::clear_holder(HolderState& hs, uint32_t holder) {
       }
       rr.memberships -= static_cast<uint32_t>(offsets.size());
       core_.memberships.fetch_sub(offsets.size(), std::memory_order_relaxed);
-      if (rr.memberships > 0 || rr.child_count > 0) core_.truncate_locked(rr);
+      if (rr.memberships > 0 || rr.children.load(std::memory_order_relaxed) != nullptr)
+        core_.truncate_locked(rr);
       dead = core_.dead_candidate_locked(run, rr);
     }
     if (dead) core_.kill(run);

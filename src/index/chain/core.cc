@@ -42,7 +42,6 @@ RunId IndexCore::new_run(RunId parent, uint32_t offset, SeqHash seq, size_t capa
   r.live = true;
   r.parent = parent;
   r.parent_offset = static_cast<uint16_t>(offset);
-  r.child_count = 0;
   r.memberships = 0;
   r.holder_counts = counts;
   r.latest_child.store(kNoRun, std::memory_order_relaxed);  // a recycled slot's hint is not ours
@@ -55,7 +54,7 @@ void IndexCore::truncate_locked(Run& r) {
   uint32_t end = len;
   while (end > 0 && count_at(r.holder_counts, end - 1) == 0) --end;
   if (end == len) return;
-  const int64_t max_child = r.child_count > 0 ? ChildTable::max_offset(r) : -1;
+  const int64_t max_child = ChildTable::max_offset(r);  // -1 without children
   end = std::max<uint32_t>(end, static_cast<uint32_t>(std::max<int64_t>(max_child, 0)));
   if (end >= len || end == 0) return;  // a run emptied entirely dies instead
   r.begin_write();
@@ -88,7 +87,6 @@ void IndexCore::kill(RunId rid) {
       Run& p = arena.at(parent);
       RunGuard g(arena, parent);
       ChildTable::erase(slab, p, offset, first);
-      --p.child_count;
       // A hint only, but a stale one would send lookups to load an unrelated run.
       if (p.latest_child.load(std::memory_order_relaxed) == rid)
         p.latest_child.store(kNoRun, std::memory_order_relaxed);

@@ -105,7 +105,8 @@ bool RunSession::release_held(uint32_t offset, bool device) {
 }
 
 bool RunSession::has_child(uint32_t offset, SeqHash seq) const {
-  return r_->child_count > 0 && ChildTable::find(*r_, offset, seq) != kNoRun;
+  return r_->children.load(std::memory_order_relaxed) != nullptr &&
+         ChildTable::find(*r_, offset, seq) != kNoRun;
 }
 
 RunId RunSession::child(uint32_t offset, SeqHash seq, size_t capacity) {
@@ -113,8 +114,10 @@ RunId RunSession::child(uint32_t offset, SeqHash seq, size_t capacity) {
   if (c != kNoRun) return c;
   c = core_.new_run(run_, offset, seq, capacity);
   ChildTable::insert(core_.slab, *r_, offset, seq, c);
-  r_->latest_child.store(c, std::memory_order_relaxed);
-  ++r_->child_count;
+  // Lookups guess a run's latest child only below runs with a few children; a popular prefix's
+  // hint is left alone, so that making a child under it does not dirty the line lookups read.
+  if (r_->children_slots.load(std::memory_order_relaxed) <= kLatestChildMaxSlots)
+    r_->latest_child.store(c, std::memory_order_relaxed);
   return c;
 }
 

@@ -76,7 +76,8 @@ struct IndexCore {
   // positions they hang after.
   void truncate_locked(Run& r);
   bool dead_candidate_locked(RunId rid, const Run& r) const {
-    return rid != kRootRun && r.live && r.memberships == 0 && r.child_count == 0;
+    return rid != kRootRun && r.live && r.memberships == 0 &&
+           r.children.load(std::memory_order_relaxed) == nullptr;
   }
   // Frees a run nobody holds and nothing hangs from, unlinks it from its parent, and walks up
   // while the parent became the same. No lock held by the caller.

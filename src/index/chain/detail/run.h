@@ -31,6 +31,10 @@ using RunId = uint32_t;
 inline constexpr RunId kNoRun = UINT32_MAX;
 inline constexpr RunId kRootRun = 0;              // a length-0 run whose children start chains
 inline constexpr uint32_t kMaxRunLength = 65535;  // offsets fit 16 bits
+// Lookups guess that a chain goes on in a run's latest child only when the run's child table has
+// at most this many slots (at most 5 children): below a popular prefix with thousands, the latest
+// child is some other conversation's.
+inline constexpr uint32_t kLatestChildMaxSlots = 16;
 
 // One holder's entry in a run's holder table: holder id, leading positions held on any tier and
 // on the device tier, packed in one word so a reader copies it atomically.
@@ -71,7 +75,6 @@ struct Run {
   bool live = false;
   uint16_t parent_offset = 0;
   RunId parent = kNoRun;
-  uint32_t child_count = 0;
   uint32_t extras = 0;            // positions held beyond some holder's gap (blocks truncation)
   uint32_t memberships = 0;       // (holder, position) pairs held on any tier
   Word* holder_counts = nullptr;  // slab block: holders holding each position (u32, two per word)

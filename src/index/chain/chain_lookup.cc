@@ -211,18 +211,16 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
         // run, so the walk ends here and the race is not used.
         const size_t m = common_prefix(h, chain.subspan(pos), reach);
         prefetch_next_child(r, m, chain, pos);
-        // `out` keeps the previous answer's size, so growing it to n zero-fills only the
+        // `out` keeps the previous answer's size, so resizing it to n zero-fills only the
         // difference, not a hundred holders about to be overwritten.
-        if (out.size() < n) out.resize(n);
+        out.resize(n);
         const detail::ClampedCopy copied =
             detail::copy_clamped(ent, n, static_cast<uint32_t>(m), out.data());
-        out.resize(n);
         if (copied.zeros != 0)
           std::erase_if(out, [](const HolderMatch& x) { return x.any_depth == 0; });
         alive_bound = copied.max_any;
         // The race is the holders of `out` that reach the match, unlisted.
         alive_n = copied.full;
-        race_listed = false;
         matched = static_cast<uint32_t>(std::min(m, alive_bound));
         continues_inside = alive_bound < reach && m > alive_bound;
       } else {
@@ -246,10 +244,8 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
       const bool valid_start = len > 0 && h[0].load(std::memory_order_relaxed) == chain[pos];
       std::atomic_thread_fence(std::memory_order_acquire);
       if (r.version.load(std::memory_order_relaxed) != v1) continue;
-      if (!valid_start) {
+      if (!valid_start)
         matched = 0;  // a run being killed, or a recycled slot: the chain ends before it
-        if (first) out.clear();
-      }
       break;
     }
     if (runs_walked) ++*runs_walked;
@@ -287,7 +283,8 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
     rid = ChildTable::find(r, matched, chain[frontier]);
     pos = frontier;
   }
-  if (first) out.clear();  // the chain's first block is in no run
+  // No first run finished (the chain's first block is in none, or it was being killed): no holder.
+  if (first) out.clear();
 }
 
 }  // namespace kvgate::index::chain

@@ -54,16 +54,16 @@ struct HolderEntry {
 // stores start in one) takes its lock without changing it, and a lock word on the line lookups
 // read would cost each lookup a transfer of that line from the writer's core.
 struct Run {
-  // --- reader-visible, under the seqlock (a 32-bit version: a reader would have to sleep
-  // through 2^32 write sections of one run to be fooled) ---
+  // --- reader-visible. Under the seqlock: version (32 bits: a reader would have to sleep through
+  // 2^32 write sections of one run to be fooled), length, entry_count, hashes, entries. The child
+  // table (children, children_gen) is validated by pointer and generation instead; children_gen
+  // sits here only to pack the pointers. ---
   std::atomic<uint32_t> version{0};
   std::atomic<uint32_t> length{0};
   std::atomic<uint32_t> entry_count{0};
-  // --- child table, validated by pointer and generation ---
   std::atomic<uint32_t> children_gen{0};
-  std::atomic<Word*> hashes{nullptr};  // slab block: sequence hash per position (seqlock)
-  std::atomic<Word*> entries{
-      nullptr};  // slab block: packed HolderEntry, sorted by holder (seqlock)
+  std::atomic<Word*> hashes{nullptr};   // slab block: sequence hash per position
+  std::atomic<Word*> entries{nullptr};  // slab block: packed HolderEntry, sorted by holder
   std::atomic<Word*> children{nullptr};
   std::atomic<uint32_t> children_slots{0};  // the table's slot count, for prefetching (a hint)
   // The child created last (a hint for lookups to start loading the next run early: a chain of

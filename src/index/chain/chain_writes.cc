@@ -72,7 +72,7 @@ int64_t advance(detail::IndexCore& core, RunSession& s, RunId qrun, int64_t qoff
         s.close();
       }
     }
-    if (!s.open(qrun)) return -1;
+    if (!s.open(qrun, next)) return -1;
   }
 }
 
@@ -84,6 +84,7 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
   int64_t qoff = -1;
   SeqHash prev = 0;
   if (e.has_parent) hs.records.prefetch(e.parent);
+  detail::prefetch_array(e.local_hashes, detail::PrefetchWindow::kArrayLines);
   const detail::PrefetchWindow window(hs.records, e.engine_hashes);
   if (e.has_parent) {
     const Record* parent = hs.records.find(e.parent);
@@ -159,7 +160,7 @@ void ChainIndex::store(HolderState& hs, uint32_t holder, const Event& e, ApplyRe
   }
   if (RunId dead = s.close(); dead != kNoRun) core_.kill(dead);
   for (const auto& [run, offset, d_device] : moved_from) {
-    if (!s.open(run)) continue;
+    if (!s.open(run, offset)) continue;
     s.adjust(offset, -1, d_device);
     if (RunId dead = s.close(); dead != kNoRun) core_.kill(dead);
   }
@@ -178,7 +179,8 @@ void ChainIndex::remove(HolderState& hs, uint32_t holder, const Event& e, ApplyR
     }
     if (!s.is_open() || s.run() != rec->run) {
       if (RunId dead = s.close(); dead != kNoRun) core_.kill(dead);
-      if (!s.open(rec->run)) continue;  // cannot happen: the record holds a membership there
+      if (!s.open(rec->run, rec->offset))
+        continue;  // cannot happen: the record holds a membership there
     }
     hs.drop_copy(*rec, tier);
     const bool any_left = rec->copies.any();

@@ -7,14 +7,19 @@
 
 namespace kvgate::index::chain::detail {
 
-bool RunSession::open(RunId rid) {
+bool RunSession::open(RunId rid, uint32_t first_offset) {
   close();
   Run& r = core_.arena.at(rid);
+  // The run's lines are asked for before the lock is taken: the lock's exchange holds back every
+  // load after it until its own line arrives.
+  prefetch_line(&r);
+  prefetch_line(reinterpret_cast<const char*>(&r + 1) - 1);
   core_.arena.lock(rid);
   if (!r.live) {
     core_.arena.unlock(rid);
     return false;
   }
+  if (r.holder_counts != nullptr) prefetch_line(WordSlab::data(r.holder_counts) + first_offset / 4);
   run_ = rid;
   r_ = &r;
   len_ = published_len_ = r.length.load(std::memory_order_relaxed);
@@ -98,6 +103,9 @@ bool RunSession::release_held(uint32_t offset, bool device) {
       !prefix_only()) {
     return false;
   }
+  // Removals walk back through the run: ask for the count line before this one a while ahead.
+  if ((offset & 15) == 0 && offset >= 32)
+    prefetch_line(WordSlab::data(r_->holder_counts) + (offset - 32) / 4);
   count_holder(offset, -1);
   entry_.any = static_cast<uint16_t>(offset);
   if (device) entry_.device = static_cast<uint16_t>(offset);

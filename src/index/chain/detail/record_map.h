@@ -120,10 +120,14 @@ class RecordMap {
     for (const Record& r : b.slots) n += r.run == kNoRun;
     return n;
   }
+  // The free slot of the emptier of a key's two buckets; null when both are full.
+  Record* emptier_slot(const Places& p);
   // Places `r`, moving residents along their other buckets when both of its own are full, and
   // returns where it went. Null when the walk gave up: `r` then holds the record left without a
   // slot.
   Record* place(Record& r);
+  // place() once both of the key's buckets (`p`) are full.
+  Record* place_crowded(Record& r, const Places& p);
   void grow(size_t min_records);
 
   // Two tables, as in the original cuckoo hashing: a key's first bucket is in the left one, its
@@ -150,9 +154,12 @@ class PrefetchWindow {
   // Far enough ahead for a miss (~150 ns on the development machine) to land before the walk
   // arrives (a block's work is tens of ns); 8 to 32 measured alike.
   static constexpr size_t kDistance = 16;
+  // The event's own hash arrays are asked for up to this many lines (128 blocks) at the start.
+  static constexpr size_t kArrayLines = 16;
 
   PrefetchWindow(const RecordMap& map, std::span<const uint64_t> engines)
       : map_(map), engines_(engines) {
+    prefetch_array(engines, kArrayLines);
     for (size_t i = 0; i < std::min(engines.size(), kDistance); ++i) map.prefetch(engines[i]);
   }
   // Call on reaching block `i`.

@@ -29,7 +29,9 @@ class RunSession {
   RunId run() const { return run_; }
 
   // Locks `rid` and loads the holder's entry. False (and nothing locked) when the run is not live.
-  bool open(RunId rid);
+  // `first_offset`: the position the session will edit first, whose count line is asked for while
+  // the entry is searched (two misses overlapped instead of one after the other).
+  bool open(RunId rid, uint32_t first_offset = 0);
   // Publishes the buffered changes, drops a tail nobody holds any more, unlocks. Returns the run
   // when it is left with neither holders nor children (the caller kills it), else kNoRun.
   RunId close();

@@ -39,13 +39,13 @@ size_t allocation_bytes(size_t bytes, bool down) {
 Record* RecordMap::find(uint64_t engine) {
   if (size_ == 0) return nullptr;
   const Places p = places(engine);
-  for (Record& r : left_[p.left].slots) {
-    if (r.engine == engine && r.run != kNoRun) return &r;
-  }
-  for (Record& r : right_[p.right].slots) {
-    if (r.engine == engine && r.run != kNoRun) return &r;
-  }
-  return nullptr;
+  Bucket& left = left_[p.left];
+  Bucket& right = right_[p.right];
+  const unsigned in_left = match_mask(left, engine), in_right = match_mask(right, engine);
+  if ((in_left | in_right) == 0) return nullptr;  // (a key is never live in both)
+  // Which bucket holds it is random: chosen by index, not by a branch that would mispredict.
+  Bucket* const own[2] = {&left, &right};
+  return &own[in_left != 0 ? 0 : 1]->slots[__builtin_ctz(in_left | in_right)];
 }
 
 Record* RecordMap::emptier_slot(const Places& p) {
@@ -53,9 +53,13 @@ Record* RecordMap::emptier_slot(const Places& p) {
   // buckets from being full, which is what costs (the moves in place_crowded() touch cold buckets).
   Bucket& left = left_[p.left];
   Bucket& right = right_[p.right];
-  const int free_left = free_count(left), free_right = free_count(right);
-  if (free_left + free_right == 0) return nullptr;
-  return free_slot(free_left >= free_right ? left : right);
+  const unsigned free_left = free_mask(left), free_right = free_mask(right);
+  if ((free_left | free_right) == 0) return nullptr;
+  // Which is emptier is random: chosen by index, as in find().
+  Bucket* const own[2] = {&left, &right};
+  const unsigned free[2] = {free_left, free_right};
+  const int side = slots_in(free_left) >= slots_in(free_right) ? 0 : 1;
+  return &own[side]->slots[__builtin_ctz(free[side])];
 }
 
 Record* RecordMap::place(Record& r) {

@@ -109,16 +109,27 @@ class RecordMap {
     const uint64_t h = mix(engine);
     return {range(h, left_count_), range(h * 0x9e3779b97f4a7c15ULL, right_count_)};
   }
-  static Record* free_slot(Bucket& b) {
-    for (Record& r : b.slots) {
-      if (r.run == kNoRun) return &r;
-    }
-    return nullptr;
+  // Bucket scans are branch-free masks (bit k for slot k): which slot is free or holds a key is
+  // random, so a branch per slot was a misprediction on most finds and inserts.
+  static unsigned free_mask(const Bucket& b) {
+    unsigned m = 0;
+#pragma GCC unroll 4
+    for (int k = 0; k < kSlots; ++k) m |= unsigned{b.slots[k].run == kNoRun} << k;
+    return m;
   }
-  static int free_count(const Bucket& b) {
-    int n = 0;
-    for (const Record& r : b.slots) n += r.run == kNoRun;
-    return n;
+  static unsigned match_mask(const Bucket& b, uint64_t engine) {
+    unsigned m = 0;
+#pragma GCC unroll 4
+    for (int k = 0; k < kSlots; ++k)
+      m |= static_cast<unsigned>((b.slots[k].engine == engine) & (b.slots[k].run != kNoRun)) << k;
+    return m;
+  }
+  static int slots_in(unsigned mask) {  // a 4-bit popcount without the POPCNT instruction
+    return static_cast<int>((0x4332322132212110ULL >> (4 * mask)) & 0xf);
+  }
+  static Record* free_slot(Bucket& b) {
+    const unsigned m = free_mask(b);
+    return m == 0 ? nullptr : &b.slots[__builtin_ctz(m)];
   }
   // The free slot of the emptier of a key's two buckets; null when both are full.
   Record* emptier_slot(const Places& p);

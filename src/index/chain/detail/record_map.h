@@ -110,7 +110,7 @@ class RecordMap {
     return {range(h, left_count_), range(h * 0x9e3779b97f4a7c15ULL, right_count_)};
   }
   // Bucket scans are branch-free masks (bit k for slot k): which slot is free or holds a key is
-  // random, so a branch per slot was a misprediction on most finds and inserts.
+  // random, so a branch per slot mispredicted on most inserts and on the finds of removals.
   static unsigned free_mask(const Bucket& b) {
     unsigned m = 0;
 #pragma GCC unroll 4

@@ -1,5 +1,6 @@
 // Micro benches of the indexers' two hot calls, on a synthetic fleet: `holders` holders sharing
-// a prefix of half the chain, each with its own tail; and the machine's memory round trip.
+// a prefix of half the chain, each with its own tail; the chain index's per-holder record map; and
+// the machine's memory round trip.
 // Run: build/release/bin/kvgate-bench-index-micro --benchmark_repetitions=5
 //        --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -9,13 +10,14 @@
 #include <random>
 #include <vector>
 
+#include "index/chain/detail/record_map.h"
 #include "kvgate/core/block_hash.h"
 #include "kvgate/index/indexer.h"
 
 namespace kvgate::index {
 namespace {
 
-constexpr IndexKind kKinds[] = {IndexKind::kReference, IndexKind::kPositional};
+constexpr IndexKind kKinds[] = {IndexKind::kReference, IndexKind::kPositional, IndexKind::kChain};
 
 struct Fleet {
   std::unique_ptr<Indexer> index;
@@ -70,12 +72,16 @@ void BM_Lookup(benchmark::State& state) {
 }
 BENCHMARK(BM_Lookup)
     ->ArgNames({"kind", "holders", "depth"})
-    ->ArgsProduct({{0, 1}, {4, 128}, {16, 96}});
+    ->ArgsProduct({{0, 1, 2}, {4, 128}, {16, 96}});
 
-// One holder stores a 32-block chain under a held parent and removes it again: 64 block ops.
+// One holder stores a 32-block chain under a held parent and removes it again: 64 block ops. The
+// removal lists the blocks head first (`tail_first` 0) or tail first (1), as engines evict a
+// sequence; the chain index removes a holder's last block in one step and takes its general path
+// (positions held past a gap, in the holder's writer-side state) for the others.
 void BM_StoreRemove(benchmark::State& state) {
   const IndexKind kind = kKinds[state.range(0)];
   const uint32_t holders = static_cast<uint32_t>(state.range(1));
+  const bool tail_first = state.range(2) != 0;
   Fleet f = build(kind, holders, 64, 4096);
   constexpr uint32_t kBlocks = 32;
   std::vector<EngineHash> engine(kBlocks);
@@ -90,8 +96,10 @@ void BM_StoreRemove(benchmark::State& state) {
   events[0].parent = 1000 * 31 + 7;  // the first shared block's engine hash
   events[0].engine_hashes = engine;
   events[0].local_hashes = local;
+  std::vector<EngineHash> removed(engine);
+  if (tail_first) std::reverse(removed.begin(), removed.end());
   events[1].kind = EventKind::kRemoved;
-  events[1].engine_hashes = engine;
+  events[1].engine_hashes = removed;
   uint32_t h = 0;
   for (auto _ : state) {
     const ApplyResult r = f.index->apply(HolderId(h++ % holders), events);
@@ -101,7 +109,44 @@ void BM_StoreRemove(benchmark::State& state) {
   state.counters["blocks/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 2 * kBlocks, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_StoreRemove)->ArgNames({"kind", "holders"})->ArgsProduct({{0, 1}, {4, 128}});
+BENCHMARK(BM_StoreRemove)
+    ->ArgNames({"kind", "holders", "tail_first"})
+    ->ArgsProduct({{0, 1, 2}, {4, 128}, {0, 1}});
+
+// The chain index's record map as a full KV pool churns it: `maps` maps each sized for and holding
+// 16,384 records (the corpus's pool; 73% load), each iteration erasing one held key and inserting a
+// new one in the next map, then finding a held key there. One map stays in the core's cache, so
+// the figure is the map's own work (its bucket scans); 128 maps (46 MB) add a miss per operation,
+// the corpus replay's case without its writers' prefetching.
+void BM_RecordMapChurn(benchmark::State& state) {
+  using chain::detail::RecordMap;
+  constexpr size_t kPool = 16384;
+  const auto maps = static_cast<size_t>(state.range(0));
+  std::mt19937_64 rng(42);
+  std::vector<std::unique_ptr<RecordMap>> map(maps);
+  std::vector<std::vector<uint64_t>> held(maps);
+  for (size_t m = 0; m < maps; ++m) {
+    map[m] = std::make_unique<RecordMap>();
+    map[m]->reserve(kPool);
+    for (size_t i = 0; i < kPool; ++i) {
+      held[m].push_back(rng());
+      map[m]->insert(held[m].back(), 1, static_cast<uint16_t>(i), {});
+    }
+  }
+  size_t m = 0;
+  for (auto _ : state) {
+    m = m + 1 == maps ? 0 : m + 1;
+    uint64_t& key = held[m][rng() % kPool];
+    map[m]->erase(map[m]->find(key));
+    key = rng();
+    map[m]->insert(key, 1, 0, {});
+    benchmark::DoNotOptimize(map[m]->find(held[m][rng() % kPool]));
+  }
+  state.counters["ns/op"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 4,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_RecordMapChurn)->ArgNames({"maps"})->Arg(1)->Arg(128);
 
 // The machine's memory round trip: dependent loads chasing random cycles through `MiB` of cache
 // lines, `chains` cycles at once (one load of each per iteration). With one chain, an iteration is

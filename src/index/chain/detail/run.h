@@ -77,7 +77,7 @@ struct Run {
   RunId parent = kNoRun;
   uint32_t extras = 0;            // positions held beyond some holder's gap (blocks truncation)
   uint32_t memberships = 0;       // (holder, position) pairs held on any tier
-  Word* holder_counts = nullptr;  // slab block: holders holding each position (u32, two per word)
+  Word* holder_counts = nullptr;  // slab block: holders holding each position (u16, four per word)
 
   // Seqlock write section around changes of reader-visible fields (lock held).
   void begin_write() {

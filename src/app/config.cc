@@ -246,13 +246,25 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   };
   secs("--connect-timeout-secs", c.connect_timeout, "Connecting to a worker", "Upstream");
   secs("--request-timeout-secs", c.request_timeout,
-       "A whole non-streamed request, or a stream's first byte", "Upstream");
+       "A whole non-streamed answer (8k tokens at 15 tokens/s take 9 minutes)", "Upstream");
+  secs("--first-byte-timeout-secs", c.first_byte_timeout,
+       "A stream's first token: queueing plus prefill (a 128k-token prompt at 5k tokens/s is 26 s)",
+       "Upstream");
   secs("--stream-idle-timeout-secs", c.stream_idle_timeout,
-       "Silence allowed between two pieces of a stream", "Upstream");
+       "Silence allowed between two pieces of a running stream", "Upstream");
   app.add_option(
          "--max-retries", c.max_retries,
          "Retries on another worker after a connection error, 408, 429 or 5xx, before the first "
          "byte reached the client")
+      ->capture_default_str()
+      ->group("Upstream");
+  secs("--upstream-idle-timeout-secs", c.upstream_idle_timeout,
+       "Pooled keep-alive connections to workers idle longer than this are closed, not reused; "
+       "keep it below the engines' keep-alive timeout (uvicorn's default, used by vLLM and "
+       "SGLang, is 5 s)",
+       "Upstream");
+  app.add_option("--upstream-idle-connections", c.idle_connections_per_worker,
+                 "Idle keep-alive connections kept per worker and executor thread")
       ->capture_default_str()
       ->group("Upstream");
   secs("--retry-initial-backoff-secs", c.retry_initial_backoff,
@@ -289,6 +301,27 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "Cool-down before an open breaker lets one trial request through (doubles while it fails)")
       ->default_str("5")
       ->group("Workers");
+  app.add_option_function<double>(
+         "--worker-wedge-secs",
+         [&c](double s) {
+           positive_seconds(s, "--worker-wedge-secs");
+           c.liveness.wedge = seconds(s);
+         },
+         "A worker holding streamed requests none of which produced a token for this long is "
+         "vetoed as wedged: its waiting requests go elsewhere, its stuck streams end with an "
+         "error event, routing avoids it until it generates again (0: off)")
+      ->default_str("3")
+      ->group("Workers");
+  app.add_option_function<double>(
+         "--worker-stall-secs",
+         [&c](double s) {
+           positive_seconds(s, "--worker-stall-secs");
+           c.liveness.stall = seconds(s);
+         },
+         "A worker whose connections fail and that stays silent (no response, KV event or load "
+         "report) this long is vetoed as unreachable until it answers again (0: off)")
+      ->default_str("2")
+      ->group("Workers");
   secs("--load-poll-interval-secs", c.load_poll_interval,
        "How often each worker's load report is polled (GET /load, else its /metrics; 0: off)",
        "Workers");
@@ -311,6 +344,8 @@ Status finish_config(GatewayConfig& c) {
   if (c.cache_aware.balance_rel_threshold < 1.0) {
     return absl::InvalidArgumentError("--balance-rel-threshold must be >= 1");
   }
+  if (c.upstream_idle_timeout.count() <= 0)
+    return absl::InvalidArgumentError("--upstream-idle-timeout-secs must be above 0");
   if (c.max_payload_bytes < 1024)
     return absl::InvalidArgumentError("--max-payload-size must be at least 1024");
   return absl::OkStatus();

@@ -54,7 +54,8 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
     : config_(std::move(config)),
       clock_(clock),
       io_(default_threads(config_.threads)),
-      workers_({.health = config_.health, .breaker = config_.breaker}, clock),
+      workers_({.health = config_.health, .breaker = config_.breaker, .liveness = config_.liveness},
+               clock),
       hasher_(config_.hash_seed) {}
 
 Status GatewayImpl::init() {
@@ -75,11 +76,11 @@ Status GatewayImpl::init() {
   if (!pol.ok()) return pol.status();
   policy_ = std::move(*pol);
   upstream_ = std::make_unique<UpstreamPool>(
-      io_,
-      http::ClientOptions{.connect_timeout = config_.connect_timeout,
-                          .request_timeout = config_.request_timeout,
-                          .idle_timeout = config_.stream_idle_timeout},
-      config_.idle_connections_per_worker);
+      io_, UpstreamPoolOptions{.client = {.connect_timeout = config_.connect_timeout,
+                                          .request_timeout = config_.request_timeout,
+                                          .idle_timeout = config_.stream_idle_timeout},
+                               .idle_per_worker = config_.idle_connections_per_worker,
+                               .idle_timeout = config_.upstream_idle_timeout});
   control_ = std::make_unique<WorkerControl>(WorkerControlDeps{.config = &config_,
                                                                .registry = &workers_,
                                                                .holders = &holders_,
@@ -109,6 +110,7 @@ Status GatewayImpl::init() {
 Status GatewayImpl::start() {
   io_.start();
   if (config_.pin_threads) pin_threads(io_);
+  upstream_->start();
   if (Status s = server_->start(); !s.ok()) {
     io_.stop();
     return s;
@@ -131,6 +133,7 @@ void GatewayImpl::stop(std::chrono::milliseconds grace) {
   started_ = false;
   server_->stop(grace);
   control_->stop();
+  upstream_->stop();
   if (ingest_) ingest_->stop();
   io_.stop();
 }

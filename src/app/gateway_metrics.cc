@@ -26,6 +26,8 @@ const char* error_reason_name(ErrorReason r) {
       return "upstream_mid_stream";
     case ErrorReason::kClientAbort:
       return "client_abort";
+    case ErrorReason::kWorkerVetoed:
+      return "worker_vetoed";
     case ErrorReason::kCount:
       break;
   }
@@ -71,6 +73,26 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
       &metrics::counter_family(reg, "kvgate_upstream_retries_total",
                                "Requests sent again to another worker after a retryable failure.")
            .Add({});
+  stale_retries_ =
+      &metrics::counter_family(
+           reg, "kvgate_upstream_stale_retries_total",
+           "Requests sent again on a fresh connection because the worker had closed the pooled one "
+           "just as they went out (not counted against the worker).")
+           .Add({});
+  vetoed_attempts_ =
+      &metrics::counter_family(
+           reg, "kvgate_upstream_vetoed_attempts_total",
+           "Requests taken off a worker the liveness tracker vetoed before anything reached their "
+           "client, and sent to another worker at once.")
+           .Add({});
+  auto& upstream = metrics::counter_family(
+      reg, "kvgate_upstream_connections_total",
+      "Upstream connections by event: connect (opened), reuse (taken from the pool), expired "
+      "(idle past --upstream-idle-timeout-secs, closed), closed_by_peer (found closed by the "
+      "worker before reuse).");
+  static constexpr const char* kEvents[] = {"connect", "reuse", "expired", "closed_by_peer"};
+  for (size_t i = 0; i < upstream_.size(); ++i)
+    upstream_[i] = &upstream.Add({{"event", kEvents[i]}});
   lookups_ =
       &metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({});
   lookup_seconds_ =
@@ -95,6 +117,13 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   worker_breaker_ =
       &metrics::gauge_family(reg, "kvgate_worker_circuit_breaker_state",
                              "Circuit breaker per worker: 0 closed, 1 open, 2 half-open.");
+  worker_liveness_ = &metrics::gauge_family(
+      reg, "kvgate_worker_liveness_state",
+      "Liveness per worker: 0 live, 1 unreachable (connections fail, silent), 2 wedged (streams "
+      "without a token). A vetoed worker is avoided while others can serve.");
+  liveness_transitions_ =
+      &metrics::counter_family(reg, "kvgate_worker_liveness_transitions_total",
+                               "Liveness changes of any worker, by the state entered and why.");
   worker_kv_usage_ = &metrics::gauge_family(reg, "kvgate_worker_kv_usage_ratio",
                                             "The worker's reported KV cache usage.");
   worker_waiting_ =
@@ -127,6 +156,7 @@ void GatewayMetrics::add_worker(const std::string& url) {
     s->in_flight = &worker_in_flight_->Add(l);
     s->healthy = &worker_healthy_->Add(l);
     s->breaker_state = &worker_breaker_->Add(l);
+    s->liveness = &worker_liveness_->Add(l);
     s->kv_usage = &worker_kv_usage_->Add(l);
     s->waiting = &worker_waiting_->Add(l);
     s->requests = &worker_requests_->Add(l);
@@ -142,6 +172,7 @@ void GatewayMetrics::remove_worker(const std::string& url) {
   worker_in_flight_->Remove(s.in_flight);
   worker_healthy_->Remove(s.healthy);
   worker_breaker_->Remove(s.breaker_state);
+  worker_liveness_->Remove(s.liveness);
   worker_kv_usage_->Remove(s.kv_usage);
   worker_waiting_->Remove(s.waiting);
   worker_requests_->Remove(s.requests);
@@ -158,6 +189,7 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   s.in_flight->Set(w.in_flight());
   s.healthy->Set(w.health().state() == workers::Health::kHealthy ? 1 : 0);
   s.breaker_state->Set(static_cast<double>(w.breaker().state()));
+  s.liveness->Set(static_cast<double>(w.liveness().state()));
   s.kv_usage->Set(load.kv_usage);
   s.waiting->Set(load.waiting);
   const uint64_t req = w.dispatched(), ret = w.retryable_failures();
@@ -165,6 +197,24 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   if (ret > s.retries_seen) s.retries->Increment(static_cast<double>(ret - s.retries_seen));
   s.requests_seen = req;
   s.retries_seen = ret;
+}
+
+void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {
+  liveness_transitions_
+      ->Add({{"to", workers::liveness_name(t.to)},
+             {"reason", workers::liveness_reason_name(t.reason)}})
+      .Increment();
+}
+
+void GatewayMetrics::sync_upstream(const UpstreamPoolStats& s) {
+  MutexLock lock(&mu_);
+  const uint64_t now[] = {s.connects, s.reuses, s.expired, s.closed_by_peer};
+  const uint64_t seen[] = {upstream_seen_.connects, upstream_seen_.reuses, upstream_seen_.expired,
+                           upstream_seen_.closed_by_peer};
+  for (size_t i = 0; i < upstream_.size(); ++i) {
+    if (now[i] > seen[i]) upstream_[i]->Increment(static_cast<double>(now[i] - seen[i]));
+  }
+  upstream_seen_ = s;
 }
 
 void GatewayMetrics::set_index(uint64_t holders, uint64_t blocks, uint64_t memberships,

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "app/request_model.h"
+#include "app/upstream_pool.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/metrics/metrics.h"
 #include "kvgate/policy/policy.h"
@@ -33,6 +34,7 @@ enum class ErrorReason : uint8_t {
   kUpstreamTimeout,    // a worker did not answer in time (504)
   kUpstreamMidStream,  // a worker failed after the stream started
   kClientAbort,        // the client went away
+  kWorkerVetoed,       // a stream underway on a worker the liveness tracker vetoed as wedged
   kCount,
 };
 const char* error_reason_name(ErrorReason r);
@@ -41,6 +43,7 @@ struct WorkerSeries {
   metrics::Gauge* in_flight = nullptr;
   metrics::Gauge* healthy = nullptr;
   metrics::Gauge* breaker_state = nullptr;
+  metrics::Gauge* liveness = nullptr;
   metrics::Gauge* kv_usage = nullptr;
   metrics::Gauge* waiting = nullptr;
   metrics::Counter* requests = nullptr;
@@ -58,6 +61,12 @@ class GatewayMetrics {
   void ttft(double seconds) { ttft_->Observe(seconds); }
   void decision(policy::Branch b, double seconds);
   void retry() { retries_->Increment(); }
+  void stale_connection_retry() { stale_retries_->Increment(); }
+  void vetoed_attempt() { vetoed_attempts_->Increment(); }
+  // A worker's liveness changed (control path).
+  void liveness_transition(const workers::LivenessTransition& t);
+  // At scrape time: the upstream pool's totals.
+  void sync_upstream(const UpstreamPoolStats& s);
 
   void add_worker(const std::string& url);
   void remove_worker(const std::string& url);
@@ -79,6 +88,9 @@ class GatewayMetrics {
   metrics::Histogram* decision_seconds_ = nullptr;
   metrics::Histogram* ttft_ = nullptr;
   metrics::Counter* retries_ = nullptr;
+  metrics::Counter* stale_retries_ = nullptr;
+  metrics::Counter* vetoed_attempts_ = nullptr;
+  std::array<metrics::Counter*, 4> upstream_{};  // connect, reuse, expired, closed_by_peer
   metrics::Counter* lookups_ = nullptr;
   metrics::Histogram* lookup_seconds_ = nullptr;
   metrics::Gauge* index_holders_ = nullptr;
@@ -88,12 +100,15 @@ class GatewayMetrics {
   metrics::Family<metrics::Gauge>* worker_in_flight_;
   metrics::Family<metrics::Gauge>* worker_healthy_;
   metrics::Family<metrics::Gauge>* worker_breaker_;
+  metrics::Family<metrics::Gauge>* worker_liveness_;
+  metrics::Family<metrics::Counter>* liveness_transitions_;
   metrics::Family<metrics::Gauge>* worker_kv_usage_;
   metrics::Family<metrics::Gauge>* worker_waiting_;
   metrics::Family<metrics::Counter>* worker_requests_;
   metrics::Family<metrics::Counter>* worker_retries_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
+  UpstreamPoolStats upstream_seen_ KVGATE_GUARDED_BY(mu_);  // the pool's totals at the last scrape
 };
 
 }  // namespace kvgate::app

@@ -29,17 +29,21 @@ std::shared_ptr<spdlog::logger> logger() {
 
 bool retryable_status(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
-// The request's end reaches the worker's load counter, its breaker and the policy exactly once,
-// whichever way the attempt ends (the default, if nobody says otherwise, is a cancellation).
+// The request's end reaches the worker's load counter, its breaker, its liveness pile and the
+// policy exactly once, whichever way the attempt ends (the default, if nobody says otherwise, is a
+// cancellation).
 class Dispatch {
  public:
-  Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr) : w_(w), p_(p) {
+  Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed)
+      : w_(w), p_(p), streamed_(streamed) {
     w_.begin_request();
     w_.count_dispatch();
+    if (streamed_) w_.liveness().note_stream_started();
     p_.on_dispatch(w_, rr);
   }
   ~Dispatch() {
     w_.end_request();
+    if (streamed_) w_.liveness().note_stream_ended();
     w_.breaker().record(outcome_);
     p_.on_request_end(w_, outcome_);
   }
@@ -50,7 +54,57 @@ class Dispatch {
  private:
   workers::Worker& w_;
   policy::Policy& p_;
+  const bool streamed_;
   Outcome outcome_ = Outcome::kCancelled;
+};
+
+// One attempt's place in its worker's in-flight list, so a veto of the worker reaches it. The
+// veto arrives on the control thread and is handed to the attempt's executor, where the upstream
+// connection is closed, which wakes the attempt's pending read with an error: an attempt that
+// has sent nothing to its client then goes to another worker at once, and a stream underway on
+// a wedged worker ends with an error event. A stream underway on a worker vetoed for another
+// reason (unreachable, unhealthy) is left alone: it either makes progress or fails by itself.
+class VetoWatch {
+ public:
+  VetoWatch(workers::Worker& w, net::any_io_executor executor)
+      : worker_(w),
+        state_(std::make_shared<State>(std::move(executor))),
+        entry_(&VetoWatch::on_veto, this) {
+    worker_.inflight().add(&entry_);
+  }
+  ~VetoWatch() { worker_.inflight().remove(&entry_); }
+  VetoWatch(const VetoWatch&) = delete;
+  VetoWatch& operator=(const VetoWatch&) = delete;
+
+  // The connection a veto closes (null: none). On the attempt's executor.
+  void watch(http::Connection* conn) { state_->conn = conn; }
+  // Bytes reached the client: from now on only a wedge veto cuts the stream.
+  void client_started() { state_->client_started = true; }
+  // The veto that cut this attempt short, if one did.
+  std::optional<workers::VetoKind> fired() const { return state_->fired; }
+
+ private:
+  struct State {
+    explicit State(net::any_io_executor e) : executor(std::move(e)) {}
+    net::any_io_executor executor;
+    http::Connection* conn = nullptr;
+    bool client_started = false;
+    std::optional<workers::VetoKind> fired;
+  };
+  // Under the in-flight list's lock, on the control thread: only hands the news over.
+  static void on_veto(void* context, workers::VetoKind kind) {
+    std::shared_ptr<State> state = static_cast<VetoWatch*>(context)->state_;
+    net::post(state->executor, [state, kind] {
+      if (state->fired) return;
+      if (state->client_started && kind != workers::VetoKind::kWedged) return;
+      state->fired = kind;
+      if (state->conn != nullptr) state->conn->close();
+    });
+  }
+
+  workers::Worker& worker_;
+  std::shared_ptr<State> state_;
+  workers::InflightRequests::Entry entry_;
 };
 
 // How one attempt on one worker ended.
@@ -59,6 +113,7 @@ struct Attempt {
   std::optional<http::Response> answer;  // a retryable error answer, forwarded if retries run out
   Status failure;                        // a transport failure (no answer)
   bool retry = false;
+  bool vetoed = false;  // cut short by a veto of the worker: retry elsewhere without backoff
 };
 
 Outcome outcome_of_status(unsigned status) {
@@ -68,6 +123,18 @@ Outcome outcome_of_status(unsigned status) {
 
 Outcome outcome_of_failure(const Status& s) {
   return absl::IsDeadlineExceeded(s) ? Outcome::kTimeout : Outcome::kConnectFailed;
+}
+
+std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
+  switch (kind) {
+    case workers::VetoKind::kWedged:
+      return "worker " + w.url() + " stopped producing tokens (wedged); the stream was ended";
+    case workers::VetoKind::kUnreachable:
+      return "worker " + w.url() + " became unreachable";
+    case workers::VetoKind::kUnhealthy:
+      return "worker " + w.url() + " failed its health checks";
+  }
+  return "worker " + w.url() + " was taken out of routing";
 }
 
 http::ClientRequest upstream_request(const http::Request& req) {
@@ -222,17 +289,37 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     }
     Attempt a;
     {
-      Dispatch dispatch(*worker, *policy_, rr);
-      constexpr int kStaleConnectionTries = 3;
-      for (int tries = 1; tries <= kStaleConnectionTries; ++tries) {
-        auto lease = co_await upstream_->acquire(worker->id(), worker->host(), worker->port());
+      Dispatch dispatch(*worker, *policy_, rr, p.stream);
+      const net::any_io_executor executor = co_await net::this_coro::executor;
+      VetoWatch veto(*worker, executor);
+      workers::LivenessTracker& liveness = worker->liveness();
+      // A breaker's trial goes out on a fresh connection: a pooled one the worker closed while
+      // idle would fail the trial for the pool's sake, not the worker's.
+      UpstreamPool::Source source = worker->breaker().state() == workers::BreakerState::kClosed
+                                        ? UpstreamPool::Source::kPooled
+                                        : UpstreamPool::Source::kFresh;
+      const auto vetoed = [&] {
+        dispatch.set(Outcome::kCancelled);  // the liveness tracker already judged the worker
+        metrics_->vetoed_attempt();
+        a.vetoed = a.retry = true;
+        a.failure = absl::UnavailableError(veto_message(*worker, *veto.fired()));
+      };
+      for (;;) {
+        auto lease =
+            co_await upstream_->acquire(worker->id(), worker->host(), worker->port(), source);
+        if (veto.fired()) {
+          vetoed();
+          break;
+        }
         if (!lease.ok()) {
+          liveness.note_connect_failed();
           a.failure = lease.status();
           a.retry = true;
           dispatch.set(Outcome::kConnectFailed);
           break;
         }
         http::Connection& conn = *lease->conn;
+        veto.watch(&conn);
         // A client that goes away while the worker works closes the upstream connection, so the
         // engine aborts the request instead of computing an answer nobody reads (a released
         // connection is no longer the lease's and is left alone).
@@ -248,7 +335,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         // A whole answer (non-streamed), or the head of a stream.
         Result<http::ClientResponse> head = absl::UnknownError("not sent");
         if (p.stream) {
-          head = co_await conn.start_streaming(upstream_req);
+          head = co_await conn.start_streaming(upstream_req, config_.first_byte_timeout);
         } else {
           head = co_await conn.send(upstream_req);
         }
@@ -256,23 +343,34 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           client_abort();
           break;
         }
+        if (veto.fired()) {
+          vetoed();
+          break;
+        }
         if (!head.ok()) {
-          // A pooled keep-alive connection the worker closed: try a fresher one. When the last
-          // try fails too the worker is likely gone, a connection failure (retried elsewhere),
-          // never a timeout.
-          if (lease->reused && conn.failed_before_response() && tries < kStaleConnectionTries)
+          // The worker closed a pooled connection just as the request went out (its keep-alive
+          // timer won the race with the pool's): nothing ran, so send it again at once on a fresh
+          // connection to the same worker. This is the pool's miss, not the worker's failure, and
+          // the breaker never hears of it. A fresh connection fails for real.
+          if (lease->reused && conn.closed_by_peer()) {
+            metrics_->stale_connection_retry();
+            source = UpstreamPool::Source::kFresh;
             continue;
+          }
           a.failure = head.status();
           a.retry = !absl::IsDeadlineExceeded(head.status());
           dispatch.set(outcome_of_failure(head.status()));
           break;
         }
+        liveness.note_contact();
         if (!p.stream || head->status != 200) {
           // An answer to forward whole: a non-streamed one, or a worker refusing a stream.
           std::string body = std::move(head->body);
           if (p.stream) body = co_await read_error_body(conn);
+          if (!p.stream && head->status == 200) liveness.note_progress();
           dispatch.set(outcome_of_status(head->status));
           http::Response answer = forwarded(head->status, *head, std::move(body), worker->url());
+          veto.watch(nullptr);
           upstream_->release(worker->id(), std::move(lease->conn));
           if (retryable_status(answer.status)) {
             a.answer = std::move(answer);
@@ -283,8 +381,28 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           a.done = true;
           break;
         }
+        // The stream's first piece, before anything reaches the client: engines send a stream's
+        // head at once and its first token after queueing and prefill, so until that token the
+        // request can still go elsewhere (a veto, or a worker that dies mid-prefill).
+        auto piece = co_await conn.next_piece(config_.first_byte_timeout);
+        if (watch.fired()) {
+          client_abort();
+          break;
+        }
+        if (veto.fired()) {
+          vetoed();
+          break;
+        }
+        if (!piece.ok()) {
+          a.failure = piece.status();
+          a.retry = !absl::IsDeadlineExceeded(piece.status());
+          dispatch.set(outcome_of_failure(piece.status()));
+          break;
+        }
         // From here on bytes reach the client: no more retries.
         a.done = true;
+        veto.client_started();
+        liveness.note_progress();
         const std::string_view ct = head->header("content-type");
         // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.)
         const std::vector<http::Header> stream_headers = {
@@ -297,21 +415,20 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           break;
         }
         final_status = 200;
-        bool first = true;
+        metrics_->ttft(to_seconds(clock_.now() - t0));
         for (;;) {
-          auto piece = co_await conn.next_piece();
-          if (watch.fired()) {
-            client_abort();
-            break;
-          }
           if (!piece.ok()) {
-            // The worker failed mid-stream: end the client's stream with an error event.
-            dispatch.set(outcome_of_failure(piece.status()));
-            metrics_->error(ErrorReason::kUpstreamMidStream);
-            logger()->warn("worker {} failed mid-stream: {}", worker->url(),
-                           message_of(piece.status()));
-            const std::string event = sse_error(
-                "the worker failed mid-stream: " + std::string(message_of(piece.status())), 502);
+            // The worker failed mid-stream, or a veto cut it: end the client's stream with an
+            // error event.
+            const std::string why = veto.fired() ? veto_message(*worker, *veto.fired())
+                                                 : "the worker failed mid-stream: " +
+                                                       std::string(message_of(piece.status()));
+            dispatch.set(veto.fired() ? Outcome::kCancelled : outcome_of_failure(piece.status()));
+            metrics_->error(veto.fired() ? ErrorReason::kWorkerVetoed
+                                         : ErrorReason::kUpstreamMidStream);
+            KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 1000, "stream from {} ended: {}",
+                                worker->url(), why);
+            const std::string event = sse_error(why, 502);
             (void)co_await res.write_sse(event);
             (void)co_await res.finish();
             final_status = 502;
@@ -320,12 +437,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           if (piece->empty()) {
             dispatch.set(Outcome::kSuccess);
             (void)co_await res.finish();
+            veto.watch(nullptr);
             upstream_->release(worker->id(), std::move(lease->conn));
             break;
-          }
-          if (first) {
-            metrics_->ttft(to_seconds(clock_.now() - t0));
-            first = false;
           }
           if (!(co_await res.write(*piece)).ok()) {
             // The client went away: drop the upstream connection so the engine aborts the request.
@@ -333,6 +447,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             client_abort();
             break;
           }
+          piece = co_await conn.next_piece();
+          if (watch.fired()) {
+            client_abort();
+            break;
+          }
+          if (piece.ok()) liveness.note_progress();
         }
         break;
       }
@@ -348,7 +468,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       }
       break;
     }
-    worker->count_retryable_failure();
+    if (!a.vetoed) worker->count_retryable_failure();
     tried.push_back(worker->id());
     if (a.answer) last_answer = std::move(a.answer);
     if (!a.failure.ok()) last_failure = a.failure;
@@ -367,6 +487,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       break;
     }
     metrics_->retry();
+    if (a.vetoed) continue;  // the worker was taken out of routing: the next one at once
     // Exponential backoff with jitter before the next worker.
     const double base = static_cast<double>(config_.retry_initial_backoff.count()) *
                         double(1u << std::min(attempt - 1, 16u));

@@ -5,16 +5,26 @@
 // release touch only the calling thread's lists, without locks. A worker's idle connections are
 // dropped on every thread when it leaves the fleet.
 //
-// Threading: acquire()/release() on pool threads (the calling coroutine's executor); forget()
-// from anywhere (it posts to every context).
+// Engines close keep-alive connections they find idle (uvicorn, which vLLM and SGLang serve with,
+// after 5 s), and a request written into such a connection fails. So an idle connection is never
+// handed out once it has rested longer than `idle_timeout` (set below the engines' own), nor when
+// a non-blocking check finds the peer has closed it; a sweep on every thread closes the expired
+// ones so their descriptors do not linger. What slips through (the engine closing it just as the
+// request arrives) fails with Connection::closed_by_peer(), and the caller sends again on a
+// connection acquire(..., kFresh) opens.
+//
+// Threading: acquire()/release() on pool threads (the calling coroutine's executor); forget(),
+// start() and stop() from anywhere (they post to every context); stats from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "boost/asio/awaitable.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "kvgate/core/ids.h"
 #include "kvgate/core/result.h"
 #include "kvgate/http/client.h"
@@ -22,33 +32,62 @@
 
 namespace kvgate::app {
 
+struct UpstreamPoolOptions {
+  http::ClientOptions client;
+  size_t idle_per_worker = 64;  // idle connections kept per worker and executor thread
+  // An idle connection older than this is closed, never reused (below the engines' keep-alive).
+  std::chrono::milliseconds idle_timeout{4'000};
+};
+
 struct Lease {
   std::unique_ptr<http::Connection> conn;
-  bool reused = false;  // from the idle list (may have been closed by the worker meanwhile)
+  bool reused = false;  // from the idle list (the worker may still close it under the request)
+};
+
+// Why idle connections were closed instead of reused.
+struct UpstreamPoolStats {
+  uint64_t connects = 0;
+  uint64_t reuses = 0;
+  uint64_t expired = 0;         // rested longer than idle_timeout
+  uint64_t closed_by_peer = 0;  // the worker had closed it (found before reuse)
 };
 
 class UpstreamPool {
  public:
-  UpstreamPool(http::IoPool& io, http::ClientOptions options, size_t idle_per_worker);
+  enum class Source { kPooled, kFresh };
 
-  // An idle connection to the worker, or a new one.
+  UpstreamPool(http::IoPool& io, UpstreamPoolOptions options);
+  ~UpstreamPool();
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
+
+  // Starts the per-thread sweep of expired idle connections. Until then (and after stop())
+  // released connections are closed, not kept.
+  void start();
+  // Stops the sweep and closes every idle connection.
+  void stop();
+
+  // A live idle connection to the worker, or a new one (always new with kFresh).
   boost::asio::awaitable<Result<Lease>> acquire(WorkerId worker, const std::string& host,
-                                                uint16_t port);
+                                                uint16_t port, Source source = Source::kPooled);
   // Returns a connection after a complete exchange; kept only if it is reusable.
   void release(WorkerId worker, std::unique_ptr<http::Connection> conn);
   // Closes the worker's idle connections on every thread.
   void forget(WorkerId worker);
 
-  uint64_t connects() const { return connects_.load(std::memory_order_relaxed); }
-  uint64_t reuses() const { return reuses_.load(std::memory_order_relaxed); }
+  UpstreamPoolStats stats() const;
+  std::chrono::milliseconds idle_timeout() const { return options_.idle_timeout; }
 
  private:
+  struct Shared;  // the running flag and the counters, shared with the sweep timers
+  static void arm_sweep(std::shared_ptr<boost::asio::steady_timer> timer,
+                        std::shared_ptr<Shared> shared, uint64_t serial,
+                        std::chrono::milliseconds timeout);
+
   http::IoPool& io_;
-  const http::ClientOptions options_;
-  const size_t idle_per_worker_;
+  const UpstreamPoolOptions options_;
   const uint64_t serial_;  // distinguishes pools in the per-thread table
-  std::atomic<uint64_t> connects_{0};
-  std::atomic<uint64_t> reuses_{0};
+  const std::shared_ptr<Shared> shared_;
 };
 
 }  // namespace kvgate::app

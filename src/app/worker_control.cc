@@ -11,6 +11,7 @@
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
 #include "kvgate/index/indexer.h"
 
@@ -162,9 +163,16 @@ struct WorkerControl::Entry {
   LoadSource load_source = LoadSource::kUnknown;
   std::vector<HolderKey> subscribed;  // under WorkerControl::mu_
   bool warned_no_events = false;
+  bool probing_wedged = false;  // control thread only
 };
 
+namespace {
+constexpr std::chrono::milliseconds kLivenessTick{100};
+}  // namespace
+
 WorkerControl::WorkerControl(WorkerControlDeps deps) : deps_(deps) {
+  liveness_timer_ = std::make_unique<net::steady_timer>(ctx_);
+  net::co_spawn(ctx_, watch_liveness(), net::detached);
   thread_ = std::thread([this] {
     auto guard = net::make_work_guard(ctx_);
     ctx_.run();
@@ -180,6 +188,7 @@ WorkerControl::~WorkerControl() {
 void WorkerControl::stop() {
   MutexLock lock(&mu_);
   stopped_ = true;
+  net::post(ctx_, [this] { liveness_timer_->cancel(); });
   for (auto& entry : entries_) {
     // (Not a structured binding: clang 14 cannot capture one in a lambda.)
     auto& e = entry.second;
@@ -289,24 +298,32 @@ namespace {
 // One GET over the entry's control connection (reconnecting as needed).
 // (No temporaries inside co_await expressions anywhere in kvgate: g++ 12 destroys some of them
 // twice; docs/architecture.md, "Build".)
+// One GET over the entry's control connection (reconnecting as needed). What it learns of the
+// worker's liveness goes to `liveness`: an answer is contact, a refused connection a failure.
 net::awaitable<Result<http::ClientResponse>> control_get(std::unique_ptr<http::Connection>& conn,
                                                          const std::string& host, uint16_t port,
                                                          const http::ClientOptions& options,
-                                                         const char* target) {
+                                                         const char* target,
+                                                         workers::LivenessTracker& liveness) {
   http::ClientRequest request;
   request.method = http::Verb::get;
   request.target = target;
   request.content_type = "";
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const bool reused = conn != nullptr;
-    if (!conn) {
+    const bool reused = conn != nullptr && conn->idle_and_open();
+    if (!reused) {
+      conn.reset();
       auto c = co_await http::Connection::connect(host, port, options);
-      if (!c.ok()) co_return c.status();
+      if (!c.ok()) {
+        liveness.note_connect_failed();
+        co_return c.status();
+      }
       conn = std::move(*c);
     }
     auto res = co_await conn->send(request);
+    if (res.ok()) liveness.note_contact();
     if (!res.ok() || !conn->reusable()) {
-      const bool retry = reused && !res.ok() && conn->failed_before_response();
+      const bool retry = reused && !res.ok() && conn->closed_by_peer();
       conn.reset();
       if (retry) continue;  // the worker closed an idle control connection
     }
@@ -322,7 +339,8 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   const http::ClientOptions opts{.connect_timeout = c.connect_timeout,
                                  .request_timeout = c.health_check_timeout,
                                  .idle_timeout = c.health_check_timeout};
-  auto models = co_await control_get(e.conn, e.host, e.port, opts, "/v1/models");
+  auto models =
+      co_await control_get(e.conn, e.host, e.port, opts, "/v1/models", e.worker->liveness());
   if (!models.ok() || models->status != 200) co_return;  // not up yet: retried later
   workers::WorkerInfo info = *e.worker->info();
   info.models.clear();
@@ -346,7 +364,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   }
   ServerInfo si;
   for (const char* target : {"/server_info", "/get_server_info"}) {
-    auto res = co_await control_get(e.conn, e.host, e.port, opts, target);
+    auto res = co_await control_get(e.conn, e.host, e.port, opts, target, e.worker->liveness());
     if (res.ok() && res->status == 200) {
       si = parse_server_info(res->body, e.host);
       break;
@@ -437,7 +455,7 @@ net::awaitable<void> WorkerControl::probe(Entry& e) {
       .connect_timeout = std::min(c.connect_timeout, c.health_check_timeout),
       .request_timeout = c.health_check_timeout,
       .idle_timeout = c.health_check_timeout};
-  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/health");
+  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/health", e.worker->liveness());
   const bool ok = res.ok() && res->status == 200;
   if (e.worker->health().record(ok)) {
     const auto h = e.worker->health().state();
@@ -445,9 +463,12 @@ net::awaitable<void> WorkerControl::probe(Entry& e) {
       e.worker->breaker().reset();  // a returned worker starts with a closed breaker
       logger()->info("worker {} is healthy", e.worker->url());
     } else {
-      logger()->warn("worker {} is unhealthy: {}", e.worker->url(),
+      // Requests waiting there for a first token go elsewhere now, not at their timeouts.
+      const size_t moved = e.worker->inflight().veto_all(workers::VetoKind::kUnhealthy);
+      logger()->warn("worker {} is unhealthy: {} ({} requests in flight told)", e.worker->url(),
                      res.ok() ? "status " + std::to_string(res->status)
-                              : std::string(message_of(res.status())));
+                              : std::string(message_of(res.status())),
+                     moved);
     }
   }
 }
@@ -458,7 +479,7 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
                                  .request_timeout = c.health_check_timeout,
                                  .idle_timeout = c.health_check_timeout};
   if (e.load_source == LoadSource::kUnknown || e.load_source == LoadSource::kLoadEndpoint) {
-    auto res = co_await control_get(e.conn, e.host, e.port, opts, "/load");
+    auto res = co_await control_get(e.conn, e.host, e.port, opts, "/load", e.worker->liveness());
     if (!res.ok()) co_return;
     if (res->status == 200) {
       simdjson::dom::parser parser;
@@ -481,7 +502,7 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
     }
     e.load_source = LoadSource::kMetrics;
   }
-  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/metrics");
+  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/metrics", e.worker->liveness());
   if (!res.ok() || res->status != 200) co_return;
   bool found = false;
   const auto l = parse_vllm_metrics(res->body, &found);
@@ -492,6 +513,86 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
     co_return;
   }
   e.worker->set_engine_load(l, deps_.clock->now());
+}
+
+net::awaitable<void> WorkerControl::watch_liveness() {
+  for (;;) {
+    liveness_timer_->expires_after(kLivenessTick);
+    boost::system::error_code ec;
+    co_await liveness_timer_->async_wait(net::redirect_error(net::use_awaitable, ec));
+    std::vector<std::shared_ptr<Entry>> entries;
+    {
+      MutexLock lock(&mu_);
+      if (stopped_) co_return;
+      entries.reserve(entries_.size());
+      for (const auto& entry : entries_) entries.push_back(entry.second);
+    }
+    for (const auto& e : entries) {
+      if (auto t = e->worker->liveness().evaluate()) on_liveness(*e, *t);
+      if (e->worker->liveness().state() == workers::Liveness::kWedged && !e->probing_wedged &&
+          !e->stop) {
+        e->probing_wedged = true;
+        net::co_spawn(ctx_, probe_wedged(e), net::detached);
+      }
+    }
+  }
+}
+
+void WorkerControl::on_liveness(Entry& e, const workers::LivenessTransition& t) {
+  deps_.metrics->liveness_transition(t);
+  const char* to = workers::liveness_name(t.to);
+  const char* why = workers::liveness_reason_name(t.reason);
+  if (t.to == workers::Liveness::kLive) {
+    logger()->info("worker {} is live again ({}): routed to as before", e.worker->url(), why);
+    return;
+  }
+  const workers::VetoKind kind = t.to == workers::Liveness::kWedged
+                                     ? workers::VetoKind::kWedged
+                                     : workers::VetoKind::kUnreachable;
+  const size_t told = e.worker->inflight().veto_all(kind);
+  logger()->warn(
+      "worker {} vetoed as {} ({}): routing avoids it while others can serve; {} requests in "
+      "flight there told",
+      e.worker->url(), to, why, told);
+}
+
+net::awaitable<void> WorkerControl::probe_wedged(std::shared_ptr<Entry> e) {
+  const GatewayConfig& c = *deps_.config;
+  workers::LivenessTracker& liveness = e->worker->liveness();
+  const auto wait = std::max<std::chrono::milliseconds>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(liveness.config().wedge),
+      std::chrono::milliseconds(200));
+  const http::ClientOptions opts{
+      .connect_timeout = c.connect_timeout, .request_timeout = wait, .idle_timeout = wait};
+  net::steady_timer pause(ctx_);
+  while (!e->stop && liveness.state() == workers::Liveness::kWedged) {
+    const auto info = e->worker->info();
+    http::ClientRequest req;
+    req.method = http::Verb::post;
+    req.target = "/v1/completions";
+    std::string body;
+    JsonWriter w(&body);
+    w.begin_object();
+    if (!info->models.empty()) w.member("model", info->models.front());
+    w.member("prompt", "ping").member("max_tokens", 1).member("stream", true).end_object();
+    req.body = std::move(body);
+    auto conn = co_await http::Connection::connect(e->host, e->port, opts);
+    if (conn.ok()) {
+      auto head = co_await (*conn)->start_streaming(req);
+      if (head.ok() && head->status == 200) {
+        auto piece = co_await (*conn)->next_piece();
+        if (piece.ok()) liveness.note_progress();  // a token: the engine generates again
+      }
+      (*conn)->close();
+    } else {
+      liveness.note_connect_failed();
+    }
+    if (liveness.state() != workers::Liveness::kWedged) break;
+    pause.expires_after(wait / 2);
+    boost::system::error_code ec;
+    co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  e->probing_wedged = false;
 }
 
 }  // namespace kvgate::app

@@ -1,5 +1,10 @@
 // WorkerControl: the fleet's control path.
 //
+// Liveness: a timer on the control thread applies each worker's liveness rules (workers/
+// liveness.h) every 100 ms; a veto (wedged, unreachable, or a health check turning the worker
+// unhealthy) reaches the requests in flight there (workers/inflight.h), and a wedged worker gets a
+// one-token probe generation now and then so that it can prove it generates again.
+//
 // Adding a worker registers it (not yet routable), then a per-worker loop on the control thread
 // discovers it (GET /v1/models for its models and LoRA adapters; GET /server_info, else SGLang's
 // /get_server_info, for its KV event endpoints per dp rank and its block size; explicit endpoints
@@ -22,6 +27,7 @@
 #include "app/gateway_metrics.h"
 #include "app/upstream_pool.h"
 #include "boost/asio/io_context.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "kvgate/app/config.h"
 #include "kvgate/core/holder_ids.h"
 #include "kvgate/core/thread_annotations.h"
@@ -61,6 +67,12 @@ class WorkerControl {
   boost::asio::awaitable<void> discover(Entry& e);
   boost::asio::awaitable<void> probe(Entry& e);
   boost::asio::awaitable<void> poll_load(Entry& e);
+  // Every kLivenessTick: applies the liveness rules to every worker and acts on each change.
+  boost::asio::awaitable<void> watch_liveness();
+  void on_liveness(Entry& e, const workers::LivenessTransition& t);
+  // While the worker is wedged: a one-token streamed generation now and then, whose token is the
+  // progress that ends the veto once the engine generates again.
+  boost::asio::awaitable<void> probe_wedged(std::shared_ptr<Entry> e);
   // `kv_blocks`: the engine's KV pool per rank (0: unknown), passed on as the index's size hint.
   void subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints, uint64_t kv_blocks)
       KVGATE_REQUIRES(mu_);
@@ -68,6 +80,7 @@ class WorkerControl {
 
   WorkerControlDeps deps_;
   boost::asio::io_context ctx_;
+  std::unique_ptr<boost::asio::steady_timer> liveness_timer_;  // control thread only
   std::thread thread_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> entries_ KVGATE_GUARDED_BY(mu_);

@@ -1,5 +1,9 @@
 #include "kvgate/http/client.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <limits>
 #include <utility>
 
 #include "boost/asio/co_spawn.hpp"
@@ -51,7 +55,26 @@ net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::str
                                          options);
 }
 
+namespace {
+// The errors a read or write meets when the server has closed or reset the connection.
+bool is_peer_close(const boost::system::error_code& ec) {
+  return ec == beast_http::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == net::error::connection_aborted || ec == beast_http::error::partial_message;
+}
+}  // namespace
+
+bool Connection::idle_and_open() {
+  if (!reusable_ || !stream_.socket().is_open() || buffer_.size() > 0) return false;
+  char byte;
+  const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // quiet: still usable
+  reusable_ = false;  // EOF (n == 0), unsolicited bytes (n > 0) or an error
+  return false;
+}
+
 Status Connection::failure(const char* what, const boost::system::error_code& ec) {
+  closed_by_peer_ = failed_before_response_ && is_peer_close(ec);
   reusable_ = false;
   boost::system::error_code ignored;
   stream_.socket().close(ignored);
@@ -67,9 +90,11 @@ void Connection::close() {
   stream_.close();
 }
 
-net::awaitable<Status> Connection::write_request(const ClientRequest& request) {
+net::awaitable<Status> Connection::write_request(const ClientRequest& request,
+                                                 std::chrono::milliseconds timeout) {
   ++exchanges_;
   failed_before_response_ = false;
+  closed_by_peer_ = false;
   if (!reusable_) co_return absl::FailedPreconditionError("connection is not reusable");
   beast_http::request<beast_http::string_body> req{request.method, request.target, 11};
   req.set(beast_http::field::host, host_header_);
@@ -81,7 +106,7 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request) {
   for (const auto& [k, v] : request.headers) req.set(k, v);  // may ask for Connection: close
   req.body() = request.body;
   req.prepare_payload();
-  stream_.expires_after(options_.request_timeout);
+  stream_.expires_after(timeout.count() > 0 ? timeout : options_.request_timeout);
   boost::system::error_code ec;
   co_await beast_http::async_write(stream_, req, net::redirect_error(net::use_awaitable, ec));
   if (ec) {
@@ -92,7 +117,7 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request) {
 }
 
 net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& request) {
-  if (Status s = co_await write_request(request); !s.ok()) co_return s;
+  if (Status s = co_await write_request(request, {}); !s.ok()) co_return s;
   beast_http::response_parser<beast_http::string_body> parser;
   parser.body_limit(options_.body_limit);
   boost::system::error_code ec;
@@ -117,10 +142,14 @@ namespace {
 constexpr size_t kPieceBytes = 16 << 10;
 }  // namespace
 
-net::awaitable<Result<ClientResponse>> Connection::start_streaming(const ClientRequest& request) {
-  if (Status s = co_await write_request(request); !s.ok()) co_return s;
+net::awaitable<Result<ClientResponse>> Connection::start_streaming(
+    const ClientRequest& request, std::chrono::milliseconds timeout) {
+  if (Status s = co_await write_request(request, timeout); !s.ok()) co_return s;
   stream_parser_.emplace();
-  stream_parser_->body_limit(boost::none);
+  // No limit, said as the largest one: Beast 1.74 compares a Content-Length against an empty
+  // optional limit as "greater", so body_limit(boost::none) fails every answer with a length (an
+  // engine's 400 to a streamed request) with "body limit exceeded".
+  stream_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
   boost::system::error_code ec;
   co_await beast_http::async_read_header(stream_, buffer_, *stream_parser_,
                                          net::redirect_error(net::use_awaitable, ec));
@@ -135,7 +164,7 @@ net::awaitable<Result<ClientResponse>> Connection::start_streaming(const ClientR
   co_return out;
 }
 
-net::awaitable<Result<std::string_view>> Connection::next_piece() {
+net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::milliseconds timeout) {
   if (!stream_parser_) co_return absl::FailedPreconditionError("no streaming exchange in progress");
   if (!piece_) piece_ = std::make_unique<char[]>(kPieceBytes);
   auto& parser = *stream_parser_;
@@ -143,7 +172,7 @@ net::awaitable<Result<std::string_view>> Connection::next_piece() {
   while (!parser.is_done()) {
     parser.get().body().data = piece_.get();
     parser.get().body().size = kPieceBytes;
-    stream_.expires_after(options_.idle_timeout);
+    stream_.expires_after(timeout.count() > 0 ? timeout : options_.idle_timeout);
     // read_some: hand each piece over as soon as it is parsed, not when the buffer is full.
     co_await beast_http::async_read_some(stream_, buffer_, parser,
                                          net::redirect_error(net::use_awaitable, ec));
@@ -192,7 +221,7 @@ void SyncClient::close() {
 
 Result<ClientResponse> SyncClient::run(const ClientRequest& request, const BodyCallback* on_body) {
   for (int attempt = 0;; ++attempt) {
-    bool reused = conn_ != nullptr && conn_->reusable();
+    const bool reused = conn_ != nullptr && conn_->idle_and_open();
     if (!reused) {
       conn_.reset();
       auto fut = net::co_spawn(ctx_, Connection::connect(host_, port_, options_), net::use_future);
@@ -212,7 +241,7 @@ Result<ClientResponse> SyncClient::run(const ClientRequest& request, const BodyC
     ctx_.restart();
     ctx_.run();
     auto res = fut.get();
-    if (!res.ok() && reused && attempt == 0 && conn_->failed_before_response()) continue;
+    if (!res.ok() && reused && attempt == 0 && conn_->closed_by_peer()) continue;
     return res;
   }
 }

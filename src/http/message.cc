@@ -51,6 +51,7 @@ Response Response::text(unsigned status, std::string body, std::string content_t
 }
 
 Response Response::error(unsigned status, std::string_view message, std::string_view type) {
+  if (type.empty()) type = error_type_for(status);
   Response r;
   r.status = status;
   JsonWriter w(&r.body);
@@ -66,7 +67,9 @@ std::string_view error_type_for(unsigned status) {
   switch (status) {
     case 400:
     case 413:
+    case 414:
     case 422:
+    case 431:
       return "invalid_request_error";
     case 401:
       return "authentication_error";
@@ -76,8 +79,9 @@ std::string_view error_type_for(unsigned status) {
       return "method_not_allowed";
     case 429:
       return "rate_limit_error";
-    case 503:
-      return "service_unavailable";
+    case 502:
+    case 504:
+      return "upstream_error";  // a worker failed or did not answer
     default:
       return status >= 500 ? "server_error" : "invalid_request_error";
   }

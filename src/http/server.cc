@@ -126,7 +126,15 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     beast_http::request_parser<beast_http::string_body> parser;
     parser.body_limit(st->options.body_limit);
     parser.header_limit(st->options.header_limit);
-    s->stream.expires_after(st->options.idle_timeout);
+    // The keep-alive wait: until the next request's first byte (or what the last read buffered).
+    if (buffer.size() == 0) {
+      s->stream.expires_after(st->options.idle_timeout);
+      const size_t n = co_await s->stream.async_read_some(
+          buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+      buffer.commit(n);
+    }
+    s->stream.expires_after(st->options.read_timeout);
     co_await beast_http::async_read_header(s->stream, buffer, parser,
                                            net::redirect_error(net::use_awaitable, ec));
     if (!ec && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {

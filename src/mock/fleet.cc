@@ -127,6 +127,7 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.http.address = o.bind_address;
     wo.http.port = o.http_ports.empty() ? layout_port(o.http_port, i) : o.http_ports[i];
     wo.http.body_limit = o.body_limit;
+    wo.http.idle_timeout = o.keep_alive_timeout;
     wo.http.pin_context = i % o.threads;
     WorkerPorts wp;
     wp.worker = i;

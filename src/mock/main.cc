@@ -140,6 +140,16 @@ int run(int argc, char** argv) {
                  "Request records kept per worker for /admin/requests")
       ->group(proc);
   app.add_option("--max-body-bytes", o.body_limit, "Largest request body (413 above)")->group(proc);
+  app.add_option_function<double>(
+         "--keep-alive-timeout-secs",
+         [&o](double s) {
+           o.keep_alive_timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+         },
+         "Close a keep-alive connection idle this long (uvicorn's default, as vLLM and SGLang "
+         "serve, is 5)")
+      ->default_str("5")
+      ->check(CLI::PositiveNumber)
+      ->group(proc);
   app.add_option("--seed", o.seed, "Seed of the fault hooks' randomness")->group(proc);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->group(proc);
   app.add_option("--log-format", log_format, "text or json")

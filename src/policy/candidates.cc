@@ -9,12 +9,14 @@ double effective_load(const workers::Worker& w) {
   return std::max<double>(w.in_flight(), static_cast<double>(engine.running) + engine.waiting);
 }
 
-size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
-                          Scratch& scratch) {
+namespace {
+
+size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& scratch,
+               bool vetoed) {
   scratch.candidates.clear();
   for (size_t i = 0; i < fleet.workers.size(); ++i) {
     const workers::Worker& w = *fleet.workers[i];
-    if (!w.routable()) continue;
+    if (!w.routable() || w.vetoed() != vetoed) continue;
     if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) continue;
     if (!req.model.empty()) {
       const auto& info = fleet.infos[i];
@@ -29,6 +31,15 @@ size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot&
     scratch.candidates.push_back(c);
   }
   return scratch.candidates.size();
+}
+
+}  // namespace
+
+size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                          Scratch& scratch) {
+  if (size_t n = collect(req, fleet, scratch, /*vetoed=*/false); n > 0) return n;
+  // Every candidate is vetoed (wedged or unreachable): a veto steers, never refuses.
+  return collect(req, fleet, scratch, /*vetoed=*/true);
 }
 
 double expected_wait_us(const Candidate& c, const workers::Worker& w, const RouteRequest& req,

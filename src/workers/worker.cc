@@ -11,7 +11,8 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
       url_(std::move(url)),
       info_(std::make_shared<const WorkerInfo>()),
       health_(options.health),
-      breaker_(options.breaker, clock) {
+      breaker_(options.breaker, clock),
+      liveness_(options.liveness, clock) {
   std::string_view rest(url_);
   if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
   const auto colon = rest.rfind(':');

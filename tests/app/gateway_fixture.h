@@ -30,13 +30,21 @@ class GatewayTest : public ::testing::Test {
 
   // Starts a one-worker mock fleet; returns its URL.
   std::string start_worker(double speedup = 20, uint32_t num_blocks = 26'000) {
+    return start_worker_with([&](mock::FleetOptions& o) {
+      o.engine.timing.speedup = speedup;
+      o.engine.num_blocks = num_blocks;
+    });
+  }
+  // The same, with `tweak` applied to the fleet's options (ports and size stay the fixture's).
+  std::string start_worker_with(const std::function<void(mock::FleetOptions&)>& tweak) {
     mock::FleetOptions o;
+    o.engine.timing.speedup = 20;
+    o.engine.num_blocks = 26'000;
+    tweak(o);
     o.workers = 1;
     o.http_port = 0;
     o.kv_port = 0;
     o.threads = 1;
-    o.engine.timing.speedup = speedup;
-    o.engine.num_blocks = num_blocks;
     auto f = mock::Fleet::start(o);
     EXPECT_TRUE(f.ok()) << f.status();
     fleets_.push_back(std::move(*f));

@@ -134,11 +134,14 @@ class Runner::Run {
                                     .idle_timeout = r_.options_.idle_timeout};
     for (int attempt = 0; attempt < 2; ++attempt) {
       std::unique_ptr<http::Connection> conn;
-      const bool reused = !idle_[ctx].empty();
-      if (reused) {
+      // Servers close keep-alive connections idle past their timeout: skip those.
+      while (!conn && !idle_[ctx].empty()) {
         conn = std::move(idle_[ctx].back());
         idle_[ctx].pop_back();
-      } else {
+        if (!conn->idle_and_open()) conn.reset();
+      }
+      const bool reused = conn != nullptr;
+      if (!reused) {
         auto c = co_await http::Connection::connect(target_.host, target_.port, copts);
         if (!c.ok()) {
           rec.error_kind = "connect";
@@ -150,7 +153,7 @@ class Runner::Run {
       auto head = co_await conn->start_streaming(req);
       if (!head.ok()) {
         // A pooled connection the server closed while idle: once more on a fresh one.
-        if (reused && conn->failed_before_response()) continue;
+        if (reused && conn->closed_by_peer()) continue;
         rec.error_kind = error_kind_of(head.status());
         rec.error = std::string(message_of(head.status()));
         co_return;

@@ -50,19 +50,31 @@ struct GatewayConfig {
   size_t event_lanes = 2;
 
   // Upstream
+  // The timeouts are backstops: the liveness tracker takes a frozen or wedged worker out within
+  // seconds and moves its waiting requests elsewhere. They bound what it cannot see (a fleet of
+  // one, a worker slow but not stopped). A non-streamed answer is whole only at its end: 8k
+  // tokens at 15 tokens/s take 9 minutes. A stream's first token waits for the queue and the
+  // prefill: a 128k-token prompt at 5k tokens/s is 26 s, 120 s leaves room for a queue. Between
+  // two tokens of a running stream engines take milliseconds; a minute of silence is a fault.
   std::chrono::milliseconds connect_timeout{5'000};
-  std::chrono::milliseconds request_timeout{1'800'000};
-  std::chrono::milliseconds stream_idle_timeout{300'000};
+  std::chrono::milliseconds request_timeout{600'000};     // a whole non-streamed answer
+  std::chrono::milliseconds first_byte_timeout{120'000};  // a stream's head and first token
+  std::chrono::milliseconds stream_idle_timeout{60'000};  // between two pieces of a stream
   uint32_t max_retries = 3;
   std::chrono::milliseconds retry_initial_backoff{50};
   std::chrono::milliseconds retry_max_backoff{2'000};
   size_t idle_connections_per_worker = 64;  // per executor thread
+  // Pooled connections idle longer than this are closed, never reused: below the engines' own
+  // keep-alive timeout (uvicorn's, which vLLM and SGLang use, is 5 s), so the gateway never sends
+  // a request into a connection the engine is closing.
+  std::chrono::milliseconds upstream_idle_timeout{4'000};
 
   // Worker state
   std::chrono::milliseconds health_check_interval{2'000};  // 0: off (workers healthy at once)
   std::chrono::milliseconds health_check_timeout{2'000};
   workers::HealthConfig health;
   workers::BreakerConfig breaker;
+  workers::LivenessConfig liveness;
   std::chrono::milliseconds load_poll_interval{500};  // 0: off
   std::chrono::milliseconds discovery_retry{1'000};
 

@@ -92,20 +92,33 @@ class Connection {
   // The same exchange with the body pulled piece by piece, so the caller can await its own writes
   // between pieces (a proxy's backpressure): start_streaming() returns the response head, then
   // next_piece() returns each body piece (valid until the next call) and an empty view at the end.
-  boost::asio::awaitable<Result<ClientResponse>> start_streaming(const ClientRequest& request);
-  boost::asio::awaitable<Result<std::string_view>> next_piece();
+  // A non-zero `timeout` replaces the options' request_timeout (for the head) or idle_timeout (for
+  // one piece): a proxy waits longer for a stream's first token than between two tokens.
+  boost::asio::awaitable<Result<ClientResponse>> start_streaming(
+      const ClientRequest& request, std::chrono::milliseconds timeout = {});
+  boost::asio::awaitable<Result<std::string_view>> next_piece(
+      std::chrono::milliseconds timeout = {});
 
   bool reusable() const { return reusable_; }
-  // Whether the last exchange failed before any byte of its response arrived (on a reused
-  // connection this usually means the server had closed it while idle: safe to retry).
+  // Whether the last exchange failed before any byte of its response arrived.
   bool failed_before_response() const { return failed_before_response_; }
+  // Whether the last exchange failed because the server had closed the connection: no response
+  // byte arrived and the failure was the peer's close or reset, not a timeout. On a reused
+  // keep-alive connection this means the server dropped it while idle (uvicorn does after 5 s),
+  // so the request can be sent again on a fresh connection without running twice.
+  bool closed_by_peer() const { return closed_by_peer_; }
+  // For a connection at rest between exchanges: true if it can carry another request, checked
+  // without blocking. False once the server has closed or reset it, or sent bytes nobody asked
+  // for (a connection in that state would answer the next request with stale bytes or an EOF).
+  bool idle_and_open();
   uint64_t exchanges() const { return exchanges_; }
   void close();
 
   Connection(boost::beast::tcp_stream stream, std::string host_header, ClientOptions options);
 
  private:
-  boost::asio::awaitable<Status> write_request(const ClientRequest& request);
+  boost::asio::awaitable<Status> write_request(const ClientRequest& request,
+                                               std::chrono::milliseconds timeout);
   Status failure(const char* what, const boost::system::error_code& ec);
 
   boost::beast::tcp_stream stream_;
@@ -116,11 +129,13 @@ class Connection {
   ClientOptions options_;
   bool reusable_ = true;
   bool failed_before_response_ = false;
+  bool closed_by_peer_ = false;
   uint64_t exchanges_ = 0;
 };
 
 // A blocking client over one reusable connection, for tests and tools. Reconnects when the
-// connection is not reusable, and retries once when a reused connection turns out to be closed.
+// connection is not reusable or the server has closed it, and sends again once when the server
+// closes a reused connection under the request.
 class SyncClient {
  public:
   SyncClient(std::string host, uint16_t port, ClientOptions options = {});

@@ -49,11 +49,13 @@ struct Response {
   static Response json(unsigned status, std::string body);
   static Response text(unsigned status, std::string body, std::string content_type = "text/plain");
   // OpenAI's error shape: {"error":{"message":...,"type":...,"param":null,"code":<status>}}.
-  static Response error(unsigned status, std::string_view message,
-                        std::string_view type = "invalid_request_error");
+  // The type defaults to error_type_for(status).
+  static Response error(unsigned status, std::string_view message, std::string_view type = {});
 };
 
-// The reason phrase's error type for a status, as OpenAI-style APIs name them.
+// The error type for a status, as OpenAI-style APIs name them: a client's mistake is an
+// invalid_request_error (or a narrower type), a failure on the server's side a server_error, and a
+// worker that failed or did not answer (502, 504) an upstream_error.
 std::string_view error_type_for(unsigned status);
 
 }  // namespace kvgate::http

@@ -55,9 +55,11 @@ struct ServerOptions {
   uint16_t port = 0;                  // 0 picks a free port; port() reports it
   size_t body_limit = 16 << 20;       // bytes; larger bodies get 413
   uint32_t header_limit = 64 << 10;   // bytes; larger header blocks get 431
-  // A kept-alive connection with no request for this long is closed; also bounds reading one
-  // request once its first byte arrived.
+  // A kept-alive connection with no request for this long is closed (and a new connection that
+  // sends nothing): the keep-alive timeout.
   std::chrono::milliseconds idle_timeout{60'000};
+  // Reading one request, from its first byte to the end of its body.
+  std::chrono::milliseconds read_timeout{60'000};
   // Each write (a whole response, or one chunk) must complete within this.
   std::chrono::milliseconds write_timeout{60'000};
   std::optional<size_t> pin_context;  // run everything on this context of the pool

@@ -12,6 +12,7 @@
 // after start().
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -49,7 +50,10 @@ struct FleetOptions {
   size_t threads = 2;                // io_contexts (threads) shared by the workers
   size_t request_records = 100'000;  // per worker, for /admin/requests
   size_t body_limit = 64 << 20;      // request bodies, bytes
-  uint64_t seed = 1;                 // fault-hook randomness
+  // An idle keep-alive connection is closed after this, as uvicorn (vLLM's and SGLang's server)
+  // does after 5 s by default: a gateway must expect its pooled connections to vanish.
+  std::chrono::milliseconds keep_alive_timeout{5'000};
+  uint64_t seed = 1;  // fault-hook randomness
 };
 
 struct RankPorts {

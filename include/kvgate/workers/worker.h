@@ -18,6 +18,8 @@
 #include "kvgate/core/ids.h"
 #include "kvgate/workers/circuit_breaker.h"
 #include "kvgate/workers/health.h"
+#include "kvgate/workers/inflight.h"
+#include "kvgate/workers/liveness.h"
 #include "kvgate/workers/load.h"
 #include "kvgate/workers/shared_cell.h"
 
@@ -44,6 +46,7 @@ struct WorkerInfo {
 struct WorkerOptions {
   HealthConfig health;
   BreakerConfig breaker;
+  LivenessConfig liveness;
 };
 
 class Worker {
@@ -84,9 +87,16 @@ class Worker {
   const HealthTracker& health() const { return health_; }
   CircuitBreaker& breaker() { return breaker_; }
   const CircuitBreaker& breaker() const { return breaker_; }
+  LivenessTracker& liveness() { return liveness_; }
+  const LivenessTracker& liveness() const { return liveness_; }
+  // The requests in flight here, for a veto to reach them.
+  InflightRequests& inflight() { return inflight_; }
+
   // Healthy (a passing probe since it was added, or health checks off) and the breaker lets
-  // traffic through.
+  // traffic through. A liveness veto does not make a worker unroutable: routing prefers workers
+  // without one (vetoed()) but falls back to them rather than refuse.
   bool routable() const { return health_.state() == Health::kHealthy && breaker_.allows(); }
+  bool vetoed() const { return liveness_.vetoed(); }
 
  private:
   const WorkerId id_;
@@ -104,6 +114,8 @@ class Worker {
   std::atomic<int64_t> load_at_ns_{0};
   HealthTracker health_;
   CircuitBreaker breaker_;
+  LivenessTracker liveness_;
+  InflightRequests inflight_;
 };
 
 }  // namespace kvgate::workers

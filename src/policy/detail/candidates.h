@@ -13,7 +13,8 @@ namespace kvgate::policy::detail {
 double effective_load(const workers::Worker& w);
 
 // Fills scratch.candidates with the routable workers that serve req.model (load filled in,
-// matched_blocks 0). Returns the number of candidates.
+// matched_blocks 0), leaving out those the liveness tracker vetoed unless every one is vetoed.
+// Returns the number of candidates.
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                           Scratch& scratch);
 

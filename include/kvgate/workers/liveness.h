@@ -1,0 +1,100 @@
+// LivenessTracker: notices a worker that is alive on paper and useless in fact.
+//
+// Health checks and the circuit breaker see a worker that refuses connections or answers errors.
+// They do not see an engine frozen by SIGSTOP or paused while its port still accepts connections:
+// requests sent there wait for tokens that never come. The tracker vetoes such a worker from what
+// the request path reports, without waiting for a probe to time out:
+//
+// - wedged: the worker holds streamed generations (its pile) and none of them produced a byte for
+//   `wedge` (measured from the later of the worker's last progress and the moment the pile
+//   formed). Only streamed generations form the pile, since only they report progress as it
+//   happens; a non-streamed request never wedges a worker, though its answer counts as progress.
+//   The veto ends when the worker makes progress again: a byte of any generation, including the
+//   one-token probe the gateway sends a wedged worker (WorkerControl), or its restart (a refused
+//   connection makes it unreachable instead).
+// - unreachable: connection attempts to the worker failed and it stayed silent (no response
+//   bytes, no KV event, no load record, no probe answer) for `stall` since. The veto ends on first
+//   contact.
+//
+// A veto steers and never refuses: routing prefers workers without one, and when every candidate
+// is vetoed it still picks among them (policy/candidates.cc). Health stays the health checker's:
+// contact ends an unreachable veto but never makes an unhealthy worker healthy.
+//
+// Threading: the note*() calls from any thread (relaxed atomics; a report may be a moment late);
+// evaluate() from one thread at a time (the control path's liveness timer); state() from any
+// thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+
+#include "kvgate/core/clock.h"
+
+namespace kvgate::workers {
+
+struct LivenessConfig {
+  Duration wedge = std::chrono::seconds(3);  // 0 disables the wedge rule
+  Duration stall = std::chrono::seconds(2);  // 0 disables the stall rule
+};
+
+enum class Liveness : uint8_t { kLive = 0, kUnreachable = 1, kWedged = 2 };
+const char* liveness_name(Liveness l);
+
+// Why a veto began or ended (kvgate_worker_liveness_transitions_total{to, reason}).
+enum class LivenessReason : uint8_t {
+  kNoProgress,     // -> wedged
+  kStalled,        // -> unreachable
+  kProgress,       // wedged -> live
+  kContact,        // unreachable -> live
+  kConnectFailed,  // wedged -> unreachable (the engine went away for good)
+  kCount,
+};
+const char* liveness_reason_name(LivenessReason r);
+
+struct LivenessTransition {
+  Liveness from = Liveness::kLive;
+  Liveness to = Liveness::kLive;
+  LivenessReason reason = LivenessReason::kProgress;
+};
+
+class LivenessTracker {
+ public:
+  LivenessTracker(LivenessConfig config, const Clock& clock) : config_(config), clock_(clock) {}
+
+  // --- Reports from the request path and the control path ----------------------------------
+  // A streamed generation was sent to the worker: it joins the pile.
+  void note_stream_started();
+  // A streamed generation left the pile (any way it ended).
+  void note_stream_ended();
+  // Bytes of a generation's answer arrived (a streamed piece, or a non-streamed answer whole).
+  void note_progress();
+  // Any sign of life: a response of any route, a KV event batch, a load record.
+  void note_contact();
+  // A connection attempt to the worker failed (refused, reset, timed out).
+  void note_connect_failed();
+
+  // --- The evaluator ---------------------------------------------------------------------
+  // Applies the rules at the current time; returns the transition when the state changed.
+  std::optional<LivenessTransition> evaluate();
+
+  Liveness state() const { return static_cast<Liveness>(state_.load(std::memory_order_acquire)); }
+  bool vetoed() const { return state() != Liveness::kLive; }
+  int32_t pile() const { return pile_.load(std::memory_order_relaxed); }
+  const LivenessConfig& config() const { return config_; }
+
+ private:
+  int64_t now_ns() const { return clock_.now().time_since_epoch().count(); }
+
+  const LivenessConfig config_;
+  const Clock& clock_;
+  std::atomic<uint8_t> state_{0};
+  std::atomic<int32_t> pile_{0};
+  std::atomic<int64_t> pile_since_ns_{0};         // when the pile last went from empty to not
+  std::atomic<int64_t> last_progress_ns_{0};      // 0: never
+  std::atomic<int64_t> last_contact_ns_{0};       // 0: never
+  std::atomic<int64_t> last_connect_fail_ns_{0};  // 0: never
+  int64_t vetoed_at_ns_ = 0;                      // evaluator only
+};
+
+}  // namespace kvgate::workers

@@ -117,6 +117,8 @@ void GatewayImpl::add_admin_routes() {
           w.member("routable", wk->routable());
           w.member("health", workers::health_name(wk->health().state()));
           w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));
+          w.member("liveness", workers::liveness_name(wk->liveness().state()));
+          w.member("requests", wk->dispatched());
           w.member("in_flight", wk->in_flight()).member("running", load.running);
           w.member("waiting", load.waiting).member("kv_usage", load.kv_usage);
           w.member("discovered", info->discovered).member("block_size", info->block_size);

@@ -34,6 +34,7 @@ struct Families {
   Family<Counter>& restarts;
   Family<Counter>& resyncs;
   Family<Counter>& bad_frames;
+  Family<Counter>& lane_waits;
   Family<Gauge>& degraded;
   Family<Gauge>& degraded_ranks;
   Family<Gauge>& block_size;
@@ -63,6 +64,10 @@ struct Families {
             "Holders cleared and rebuilt after a gap that could not be replayed, by reason.")),
         bad_frames(metrics::counter_family(r, "kvgate_events_bad_frames_total",
                                            "ZMQ messages that were not [topic, seq, payload].")),
+        lane_waits(metrics::counter_family(
+            r, "kvgate_events_lane_waits_total",
+            "Admitted batches that waited for a busy lane (held in order, not lost): a replay "
+            "arriving faster than the lanes apply, or lanes too few for the fleet.")),
         degraded(metrics::gauge_family(r, "kvgate_events_rank_degraded",
                                        "1 while a holder's index content is known incomplete "
                                        "(since a resync, until the engine clears or restarts).")),
@@ -109,6 +114,7 @@ struct HolderSeries {
   Counter* replays = nullptr;
   Counter* restarts = nullptr;
   Counter* bad_frames = nullptr;
+  Counter* lane_waits = nullptr;
   Gauge* degraded = nullptr;
   Gauge* block_size = nullptr;
   std::array<Counter*, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
@@ -116,11 +122,12 @@ struct HolderSeries {
   CursorStats seen;
   std::array<uint64_t, kDropReasonCount> seen_dropped{};
   uint64_t seen_bad_frames = 0;
+  uint64_t seen_backlogged = 0;
+  uint64_t seen_lost = 0;
   HashCheckCounts seen_hash;
   NormalizerStats seen_notes;
   bool was_degraded = false;
-  // Written by the event thread (lane drops) and lanes (applied).
-  std::atomic<uint64_t> lane_dropped{0};
+  // Written by the lanes.
   std::atomic<uint64_t> applied{0};
 };
 
@@ -242,6 +249,8 @@ class EventThread {
     const uint64_t bad_before = s.seen_bad_frames;
     bump(s.bad_frames, bad, s.seen_bad_frames);
     if (bad > bad_before) s.batches[3]->Increment(static_cast<double>(bad - bad_before));
+    bump(s.lane_waits, sub.backlogged(), s.seen_backlogged);
+    bump(s.batches[3], sub.lost(), s.seen_lost);
     s.block_size->Set(sub.block_size());
     const NormalizerStats& ns = sub.normalizer_stats();
     bump(s.notes[0], ns.block_size_changes, s.seen_notes.block_size_changes);
@@ -326,12 +335,14 @@ class EventIngest::Impl {
       Holder h;
       h.sub = std::make_unique<Subscription>(
           ctx_, spec, options_.subscription,
-          [this, s, lane_key](std::unique_ptr<NormalizedBatch> b) {
+          [this, s, lane_key](std::unique_ptr<NormalizedBatch>& b) {
+            // A full lane queue refuses the batch; the subscription keeps it and offers it again
+            // (a replay waits for the lanes instead of losing batches).
+            // (This event thread is the key's only producer: room now is room at the submit.)
+            if (!lanes_.has_room(lane_key)) return false;
             std::shared_ptr<NormalizedBatch> batch(std::move(b));
-            if (lanes_.submit(lane_key, [this, s, batch] { apply(*batch, *s); })) return true;
-            s->lane_dropped.fetch_add(1, std::memory_order_relaxed);
-            s->batches[3]->Increment();
-            return false;
+            lanes_.submit_always(lane_key, [this, s, batch] { apply(*batch, *s); });
+            return true;
           },
           clock_);
       status = h.sub->start();
@@ -407,8 +418,9 @@ class EventIngest::Impl {
       st.block_size = s.block_size();
       st.hash = s.hash_counts();
       st.dropped_events = s.dropped_events();
+      st.backlogged = s.backlogged();
+      st.backlog = s.backlog();
     });
-    st.lane_dropped = it->second.series->lane_dropped.load();
     st.applied_batches = it->second.series->applied.load();
     return st;
   }
@@ -454,6 +466,7 @@ class EventIngest::Impl {
     s->replays = &families_.replays.Add(base);
     s->restarts = &families_.restarts.Add(base);
     s->bad_frames = &families_.bad_frames.Add(base);
+    s->lane_waits = &families_.lane_waits.Add(base);
     s->degraded = &families_.degraded.Add(base);
     s->notes[0] = &families_.normalizer_notes.Add(with("note", "block_size_change"));
     s->notes[1] = &families_.normalizer_notes.Add(with("note", "unknown_medium"));
@@ -489,6 +502,7 @@ class EventIngest::Impl {
     families_.replays.Remove(s.replays);
     families_.restarts.Remove(s.restarts);
     families_.bad_frames.Remove(s.bad_frames);
+    families_.lane_waits.Remove(s.lane_waits);
     families_.degraded.Remove(s.degraded);
     for (auto* c : s.notes) families_.normalizer_notes.Remove(c);
     families_.block_size.Remove(s.block_size);

@@ -1,5 +1,6 @@
 #include "kvgate/events/subscription.h"
 
+#include <algorithm>
 #include <iterator>
 #include <utility>
 
@@ -24,6 +25,11 @@ const std::shared_ptr<spdlog::logger>& logger() {
 
 void common_options(zmq::socket_t& s, const SubscriptionOptions& o) {
   s.set(zmq::sockopt::linger, 0);
+  // ZMQ drops what a full pipe cannot take: a PUB for a slow subscriber, a ROUTER sending a
+  // replay of thousands of batches at once. An unbounded receive queue lets our I/O thread drain
+  // the connection as fast as it arrives, whatever the event thread is doing; what we hold is
+  // bounded by what the engine retains.
+  s.set(zmq::sockopt::rcvhwm, 0);
   s.set(zmq::sockopt::reconnect_ivl, 100);
   s.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(o.reconnect_max.count()));
   s.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(o.heartbeat.count()));
@@ -57,6 +63,15 @@ Status Subscription::start() {
     return absl::InvalidArgumentError("cannot connect KV-event sockets (" + spec_.endpoint + ", " +
                                       spec_.replay_endpoint + "): " + e.what());
   }
+  // Everything the engine retains, now: a gateway (re)started on a running fleet is not blind
+  // until each engine happens to publish.
+  cursor_.on_start(&actions_);
+  MessageReport r;
+  run_actions(&r);
+  if (!r.verdict.empty()) {
+    r.verdict = "start: " + r.verdict;
+    report(r);
+  }
   return absl::OkStatus();
 }
 
@@ -75,6 +90,7 @@ void Subscription::poll_items(std::vector<zmq_pollitem_t>* items) {
 }
 
 void Subscription::handle(const zmq_pollitem_t* items) {
+  drain_backlog();
   try {
     if (items[0].revents & ZMQ_POLLIN) {
       for (int i = 0; i < kMaxMessagesPerHandle; ++i) {
@@ -104,6 +120,7 @@ void Subscription::handle(const zmq_pollitem_t* items) {
 }
 
 void Subscription::tick() {
+  drain_backlog();
   if (cursor_.awaiting_replay() && clock_.now() >= replay_deadline_) {
     KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
                         "KV-event replay from {} timed out; resyncing {} rank {}",
@@ -131,13 +148,17 @@ std::unique_ptr<NormalizedBatch> Subscription::prepare(const zmq::message_t& pay
                         drop_reason_name(*decoded_.rejected));
   }
   report->batch = &decoded_;
-  // Batches already admitted (replay overlap, duplicates) are not checked twice.
-  if (!report->seq || !cursor_.cursor() || *report->seq > *cursor_.cursor()) {
+  // A batch seen twice (live and replayed, or a duplicate) is checked and counted once.
+  const bool first_sight = !report->seq || !checked_through_ || *report->seq > *checked_through_;
+  if (first_sight) {
     checker_.check(decoded_);
+    if (report->seq) checked_through_ = report->seq;
   }
   normalizer_.normalize(decoded_, batch.get());
   if (decoded_.rejected) ++batch->dropped[static_cast<size_t>(*decoded_.rejected)];
-  for (size_t i = 0; i < kDropReasonCount; ++i) dropped_[i] += batch->dropped[i];
+  if (first_sight) {
+    for (size_t i = 0; i < kDropReasonCount; ++i) dropped_[i] += batch->dropped[i];
+  }
   report->dropped = batch->dropped;
   if (decoded_.dropped_total() > 0 || decoded_.rejected) {
     KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
@@ -223,7 +244,12 @@ void Subscription::run_actions(MessageReport* r) {
           batch->clear_first = std::exchange(clear_next, false);
           note(a.replayed ? "replayed " + std::to_string(a.seq)
                           : "applied " + std::to_string(a.seq));
-          if (!sink_(std::move(batch))) cursor_.on_lost_downstream();
+          // An engine's AllBlocksCleared, applied in order: the holder is exact from here.
+          const bool engine_cleared = std::any_of(
+              batch->events.begin(), batch->events.end(),
+              [](const index::Event& e) { return e.kind == index::EventKind::kCleared; });
+          deliver(std::move(batch));
+          if (engine_cleared) cursor_.on_engine_cleared();
           break;
         }
         case Cursor::Action::Kind::kClear: {
@@ -251,7 +277,7 @@ void Subscription::run_actions(MessageReport* r) {
           clear->holder = spec_.holder;
           clear->clear_first = true;
           clear->clear_only = true;
-          if (!sink_(std::move(clear))) cursor_.on_lost_downstream();
+          deliver(std::move(clear));
           break;
         }
         case Cursor::Action::Kind::kRequestReplay: {
@@ -289,6 +315,28 @@ void Subscription::run_actions(MessageReport* r) {
           break;
       }
     }
+  }
+}
+
+void Subscription::deliver(std::unique_ptr<NormalizedBatch> batch) {
+  // Order: while older batches wait, a newer one waits behind them.
+  if (backlog_.empty() && sink_(batch)) return;
+  if (!batch) return;  // the sink took it after all
+  if (backlog_.size() >= options_.max_backlog) {
+    // The lanes have fallen this far behind: a real loss, the holder resyncs.
+    lost_ += backlog_.size() + 1;
+    backlog_.clear();
+    cursor_.on_lost_downstream();
+    return;
+  }
+  backlog_.push_back(std::move(batch));
+  ++backlogged_;
+}
+
+void Subscription::drain_backlog() {
+  while (!backlog_.empty()) {
+    if (!sink_(backlog_.front())) return;
+    backlog_.pop_front();
   }
 }
 

@@ -59,6 +59,11 @@ struct Harness {
     cursor.on_replay_failed(ResyncReason::kReplayTimeout, &out);
     return render(out);
   }
+  std::string start() {
+    Cursor::Actions out;
+    cursor.on_start(&out);
+    return render(out);
+  }
 };
 
 Cursor::Options no_replay() {
@@ -74,6 +79,75 @@ TEST(Admission, InOrderApplies) {
   EXPECT_EQ(h.live(2), "A2");
   EXPECT_EQ(h.cursor.cursor(), 2u);
   EXPECT_EQ(h.cursor.stats().applied, 3u);
+  EXPECT_FALSE(h.cursor.degraded());
+}
+
+// A subscriber that comes up on a running engine asks for everything retained at once.
+TEST(Admission, StartAsksForEverythingRetainedAndHoldsLiveBatchesMeanwhile) {
+  Harness h;
+  EXPECT_EQ(h.start(), "Q0");
+  EXPECT_EQ(h.live(3), "");  // held until the replay ends
+  EXPECT_EQ(h.replay(0), "R0");
+  EXPECT_EQ(h.replay(1), "R1");
+  EXPECT_EQ(h.replay(2), "R2");
+  EXPECT_EQ(h.end(), "A3");
+  EXPECT_EQ(h.live(4), "A4");
+  EXPECT_FALSE(h.cursor.degraded());
+  EXPECT_EQ(h.cursor.stats().replays, 1u);
+}
+
+TEST(Admission, StartOnAnIdleEngineGetsAnEmptyReplay) {
+  Harness h;
+  EXPECT_EQ(h.start(), "Q0");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.live(0), "A0");
+  EXPECT_FALSE(h.cursor.degraded());
+}
+
+TEST(Admission, StartReplayThatFailsBeforeAnythingArrivedLosesNothing) {
+  // The engine is not up yet: nothing is known, nothing is lost, no resync.
+  Harness h;
+  EXPECT_EQ(h.start(), "Q0");
+  EXPECT_EQ(h.fail(), "");
+  EXPECT_FALSE(h.cursor.degraded());
+  EXPECT_EQ(h.live(0), "A0");  // the engine starts publishing from its seq 0
+  EXPECT_FALSE(h.cursor.degraded());
+  // A later engine that comes up mid-stream is a gap as usual.
+  Harness late;
+  late.start();
+  late.fail();
+  EXPECT_EQ(late.live(5), "Q0");
+}
+
+TEST(Admission, StartReplayThatFailsTreatsWhatArrivedMeanwhileAsLive) {
+  Harness h;
+  EXPECT_EQ(h.start(), "Q0");
+  EXPECT_EQ(h.live(0), "");
+  EXPECT_EQ(h.live(1), "");
+  EXPECT_EQ(h.fail(), "A0 A1");  // complete from seq 0: nothing lost
+  EXPECT_FALSE(h.cursor.degraded());
+  // Batches from mid-stream: a gap, asked for again (held while that replay runs).
+  Harness mid;
+  mid.start();
+  mid.live(7);
+  mid.live(8);
+  EXPECT_EQ(mid.fail(), "Q0");
+  EXPECT_EQ(mid.cursor.buffered(), 2u);
+  EXPECT_EQ(mid.fail(), "C:replay_timeout A7 A8");  // a real failure this time
+  EXPECT_TRUE(mid.cursor.degraded());
+}
+
+TEST(Admission, StartBeyondTheReplayWindowRebuildsFromTheOldestRetainedBatch) {
+  // The engine retains only 40.. of its history: the holder is rebuilt from 40 and marked
+  // degraded (partial: a subset of the engine's cache), then follows the live stream.
+  Harness h;
+  EXPECT_EQ(h.start(), "Q0");
+  EXPECT_EQ(h.replay(40), "C:replay_window R40");
+  EXPECT_EQ(h.replay(41), "R41");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_EQ(h.live(42), "A42");
+  EXPECT_TRUE(h.cursor.degraded());
+  h.cursor.on_engine_cleared();  // exact again once the engine empties its cache
   EXPECT_FALSE(h.cursor.degraded());
 }
 

@@ -61,7 +61,11 @@ int watch(SubscriptionSpec spec, uint64_t hash_seed, int64_t count, double secon
   options.hash_seed = hash_seed;
   uint64_t printed = 0;
   Subscription sub(
-      ctx, spec, options, [](std::unique_ptr<NormalizedBatch>) { return true; },
+      ctx, spec, options,
+      [](std::unique_ptr<NormalizedBatch>& b) {
+        b.reset();
+        return true;
+      },
       kvgate::Clock::real());
   sub.set_observer([&](const MessageReport& r) {
     std::string line;

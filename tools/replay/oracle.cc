@@ -92,7 +92,7 @@ class EventOracle::Impl {
       s.applied_batches += st->applied_batches;
       s.gaps += st->cursor.gaps;
       for (uint64_t r : st->cursor.resyncs) s.resyncs += r;
-      s.lane_dropped += st->lane_dropped;
+      s.backlogged += st->backlogged;
       s.degraded_holders += st->degraded ? 1 : 0;
     }
     s.resident_blocks = index_->stats().resident_blocks;

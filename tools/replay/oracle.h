@@ -44,7 +44,7 @@ struct OracleStats {
   uint64_t applied_batches = 0;
   uint64_t gaps = 0;
   uint64_t resyncs = 0;
-  uint64_t lane_dropped = 0;
+  uint64_t backlogged = 0;
   size_t degraded_holders = 0;
   uint64_t resident_blocks = 0;
 };

@@ -217,7 +217,7 @@ std::string summary_json(const Summary& s) {
     const OracleStats& o = *s.oracle_stats;
     w.key("event_streams").begin_object().member("holders", o.holders);
     w.member("applied_batches", o.applied_batches).member("gaps", o.gaps);
-    w.member("resyncs", o.resyncs).member("lane_dropped", o.lane_dropped);
+    w.member("resyncs", o.resyncs).member("backlogged", o.backlogged);
     w.member("degraded_holders", o.degraded_holders);
     w.member("resident_blocks", o.resident_blocks).end_object();
   }

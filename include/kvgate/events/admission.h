@@ -22,6 +22,17 @@
 //                             admission (lane queue full).
 //   A restart whose first delivered live seq is above the old process's newest is invisible to
 //   any seq rule (it reads as a gap, and the replay fills it from the new process).
+//   start (on_start): a subscriber that comes up on a running engine asks at once for everything
+//                             the replay socket retains (from seq 0), instead of waiting for a live
+//                             batch to show a gap: a restarted gateway rebuilds the holder in one
+//                             pass. If that replay fails before delivering anything, nothing is
+//                             lost by it: live batches that arrived meanwhile go through the
+//                             rules above (a gap asks the replay again), no resync.
+//   beyond the window: the replay's first batch is later than asked for; the holder is cleared
+//                             and rebuilt from it (kReplayWindow). It then holds a subset of the
+//                             engine's cache (what was stored since), routes on that and refills
+//                             from live traffic; it stays marked degraded (partial) until the
+//                             engine clears or restarts.
 //   degraded ends when the engine clears its cache (AllBlocksCleared) or restarts from seq 0: the
 //   holder is exact again from there.
 //
@@ -81,6 +92,13 @@ class AdmissionCursor {
 
   explicit AdmissionCursor(Options options = {}) : options_(options) {}
 
+  // The subscription is up: with a replay socket, ask for everything the engine retains.
+  void on_start(Actions* out) {
+    if (!options_.replay || last_ || awaiting_) return;
+    request_replay(0, out);
+    speculative_ = true;
+  }
+
   // A batch from the live (SUB) socket.
   void on_live(uint64_t seq, T payload, Actions* out) {
     // One publisher's live stream only moves forward (ZMQ neither reorders nor redelivers), so
@@ -111,6 +129,7 @@ class AdmissionCursor {
       ++stats_.stray_replays;
       return;
     }
+    speculative_ = false;
     if (!last_) {
       if (seq != requested_) resync(ResyncReason::kReplayWindow, out);
       admit(seq, std::move(payload), true, out);
@@ -129,6 +148,7 @@ class AdmissionCursor {
   void on_replay_end(Actions* out) {
     if (!awaiting_) return;
     awaiting_ = false;
+    speculative_ = false;
     flush(ResyncReason::kReplayIncomplete, out);
   }
 
@@ -136,6 +156,20 @@ class AdmissionCursor {
   void on_replay_failed(ResyncReason reason, Actions* out) {
     if (!awaiting_) return;
     awaiting_ = false;
+    if (std::exchange(speculative_, false) && !last_) {
+      // The start's replay, and nothing of it arrived: nothing is lost by that. What the live
+      // socket delivered meanwhile goes through the usual rules (a gap asks again).
+      std::deque<std::pair<uint64_t, T>> pending;
+      pending.swap(buffer_);
+      for (auto& [seq, payload] : pending) {
+        if (awaiting_) {
+          buffer_.emplace_back(seq, std::move(payload));
+        } else {
+          live(seq, std::move(payload), out, default_no_replay());
+        }
+      }
+      return;
+    }
     resync_and_flush(reason, out);
   }
 
@@ -217,6 +251,7 @@ class AdmissionCursor {
 
   void cancel_replay(Actions* out) {
     awaiting_ = false;
+    speculative_ = false;
     Action a;
     a.kind = Action::Kind::kCancelReplay;
     out->push_back(std::move(a));
@@ -272,7 +307,8 @@ class AdmissionCursor {
   std::optional<uint64_t> last_;       // the last admitted seq
   std::optional<uint64_t> last_live_;  // the newest seq seen on the live socket
   bool awaiting_ = false;
-  uint64_t requested_ = 0;  // first seq of the replay in flight
+  bool speculative_ = false;  // the replay in flight is on_start's, and nothing arrived yet
+  uint64_t requested_ = 0;    // first seq of the replay in flight
   bool degraded_ = false;
   std::optional<ResyncReason> pending_clear_;
   std::deque<std::pair<uint64_t, T>> buffer_;

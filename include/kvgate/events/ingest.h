@@ -6,8 +6,9 @@
 //   lanes (IngestOptions::lanes): an index::LanePool applies batches to the index. A worker (all
 //     its ranks) is scheduled onto one lane at a time, so its batches apply in order, and a busy
 //     worker does not hold a lane while others wait. A worker's queue holds at most
-//     lane_queue_batches; beyond that a batch is dropped (counted) and the holder resyncs: its
-//     next batch clears it first.
+//     lane_queue_batches; beyond that its subscriptions keep admitted batches back (in order)
+//     and offer them again as the lane drains, so a replay of thousands of batches waits for the
+//     lanes instead of losing any (SubscriptionOptions::max_backlog bounds that).
 //
 // Removal leaves nothing behind: remove() returns after the subscription's sockets are closed,
 // every queued batch of the holder has been applied or discarded, the holder has been removed
@@ -53,7 +54,8 @@ struct HolderState {
   uint32_t block_size = 0;
   HashCheckCounts hash;
   std::array<uint64_t, kDropReasonCount> dropped_events{};
-  uint64_t lane_dropped = 0;     // batches lost to a full lane queue
+  uint64_t backlogged = 0;       // admitted batches that waited for a busy lane (none lost)
+  size_t backlog = 0;            // batches waiting for the lane now
   uint64_t applied_batches = 0;  // admitted batches the lane applied to the index
 };
 

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -48,6 +49,9 @@ struct SubscriptionOptions {
   uint64_t hash_seed = kDefaultHashSeed;
   DecodeLimits limits;
   size_t max_buffered = 4096;  // live batches held while a replay is in flight
+  // Admitted batches held while the lanes are busy (a replay arrives faster than it applies);
+  // beyond this the holder resyncs. Above any engine's replay window (vLLM's is 10,000).
+  size_t max_backlog = 65536;
   // A replay that sends nothing for this long has failed (measured from the request or the last
   // replay message).
   std::chrono::milliseconds replay_timeout{2000};
@@ -70,9 +74,11 @@ struct MessageReport {
 class Subscription {
  public:
   // Receives admitted batches in order (clear_first set where the holder must be cleared first;
-  // a batch with no events may carry only a clear). Returns false when it could not take the
-  // batch (a full lane queue): the holder resyncs, its next batch starting with a clear.
-  using Sink = std::function<bool(std::unique_ptr<NormalizedBatch>)>;
+  // a batch with no events may carry only a clear).
+  // The sink takes the batch (moving it out of `batch`) or leaves it and returns false; the
+  // subscription then keeps it, in order with later ones, and offers it again on the next
+  // handle() or tick(): a busy lane slows a replay down, it never loses a batch.
+  using Sink = std::function<bool(std::unique_ptr<NormalizedBatch>& batch)>;
   using Observer = std::function<void(const MessageReport&)>;
 
   Subscription(zmq::context_t& ctx, SubscriptionSpec spec, SubscriptionOptions options, Sink sink,
@@ -104,6 +110,11 @@ class Subscription {
   // Decode and normalization drops since start, per reason.
   const std::array<uint64_t, kDropReasonCount>& dropped_events() const { return dropped_; }
   uint64_t bad_frames() const { return bad_frames_; }
+  // Admitted batches that waited for a busy lane (never lost), and those waiting now.
+  uint64_t backlogged() const { return backlogged_; }
+  size_t backlog() const { return backlog_.size(); }
+  // Admitted batches lost because the backlog overflowed (the holder resynced).
+  uint64_t lost() const { return lost_; }
   uint64_t rejected_payloads() const { return rejected_payloads_; }
 
  private:
@@ -115,6 +126,8 @@ class Subscription {
   // Decodes and normalizes a payload; nullptr never (a rejected payload yields an empty batch).
   std::unique_ptr<NormalizedBatch> prepare(const zmq::message_t& payload, MessageReport* report);
   void run_actions(MessageReport* report);
+  void deliver(std::unique_ptr<NormalizedBatch> batch);
+  void drain_backlog();
   void report(MessageReport& r);
 
   zmq::context_t& ctx_;
@@ -136,6 +149,10 @@ class Subscription {
   uint64_t bad_frames_ = 0;
   uint64_t rejected_payloads_ = 0;
   std::vector<zmq::message_t> frames_;
+  std::deque<std::unique_ptr<NormalizedBatch>> backlog_;
+  std::optional<uint64_t> checked_through_;  // the highest seq the hash checker saw
+  uint64_t backlogged_ = 0;
+  uint64_t lost_ = 0;
 };
 
 }  // namespace kvgate::events

@@ -52,6 +52,9 @@ class LanePool {
   bool submit(uint64_t key, Task task);
   // Queues `task` for `key` whatever the bound (for work that must not be lost, like a removal).
   void submit_always(uint64_t key, Task task);
+  // Whether the key's queue is below the bound. With one producer per key the answer holds until
+  // that producer submits (lanes only shrink the queue), so it can check before building a task.
+  bool has_room(uint64_t key) const;
   // Waits until every task submitted for `key` before this call has run.
   void flush(uint64_t key);
   // Waits until the pool is idle: nothing queued, nothing running.

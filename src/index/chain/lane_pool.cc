@@ -25,6 +25,12 @@ void LanePool::submit_always(uint64_t key, Task task) {
   enqueue(key, std::move(task), /*bounded=*/false);
 }
 
+bool LanePool::has_room(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = keys_.find(key);
+  return it == keys_.end() || it->second->tasks.size() < options_.max_queued_per_key;
+}
+
 bool LanePool::enqueue(uint64_t key, Task task, bool bounded) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -167,8 +167,10 @@ void GatewayImpl::add_admin_routes() {
                      }
                    }
                    const Status s = control_->add(url, std::move(eps));
-                   if (absl::IsAlreadyExists(s))
+                   if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))
                      return http::Response::error(409, message_of(s), "conflict_error");
+                   if (absl::IsFailedPrecondition(s))
+                     return http::Response::error(503, message_of(s));
                    if (!s.ok()) return http::Response::error(400, message_of(s));
                    std::string body;
                    JsonWriter(&body)

@@ -104,7 +104,14 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->group("Listening");
 
-  app.add_option("--worker-urls", c.worker_urls, "Engine workers to route to, as http://HOST:PORT")
+  app.add_option("--worker-urls", c.worker_urls,
+                 "Engine workers to route to, as http://HOST:PORT (http://USER:PASSWORD@HOST:PORT "
+                 "sends those credentials to that worker; they are never shown)")
+      ->group("Fleet");
+  app.add_option("--max-workers", c.max_workers,
+                 "Workers the fleet may hold; POST /workers beyond is refused (409)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20))
       ->group("Fleet");
   app.add_option_function<std::vector<std::string>>(
          "--kv-events-endpoint",
@@ -336,10 +343,8 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
 }
 
 Status finish_config(GatewayConfig& c) {
-  for (auto& url : c.worker_urls) {
-    auto n = workers::WorkerRegistry::normalize_url(url);
-    if (!n.ok()) return n.status();
-    url = *n;
+  for (const auto& url : c.worker_urls) {
+    if (auto a = workers::parse_worker_url(url); !a.ok()) return a.status();
   }
   if (c.cache_aware.balance_rel_threshold < 1.0) {
     return absl::InvalidArgumentError("--balance-rel-threshold must be >= 1");

@@ -5,6 +5,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <thread>
 
 #include "app/gateway_impl.h"
@@ -48,11 +50,21 @@ size_t default_threads(size_t configured) {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 2 : n;
 }
+
+std::string random_instance_id() {
+  std::random_device rd;
+  const uint64_t v = (uint64_t{rd()} << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 }  // namespace
 
 GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
     : config_(std::move(config)),
       clock_(clock),
+      instance_id_(random_instance_id()),
       io_(default_threads(config_.threads)),
       workers_({.health = config_.health, .breaker = config_.breaker, .liveness = config_.liveness},
                clock),
@@ -116,13 +128,15 @@ Status GatewayImpl::start() {
     return s;
   }
   started_ = true;
+  control_->set_listen_address(config_.host, server_->port());
   for (const auto& url : config_.worker_urls) {
+    const std::string normalized = workers::WorkerRegistry::normalize_url(url).value_or(url);
     std::vector<workers::KvEndpoint> eps;
     for (const auto& e : config_.kv_endpoints) {
-      if (e.worker_url == url) eps.push_back(e.endpoint);
+      if (e.worker_url == normalized) eps.push_back(e.endpoint);
     }
     if (Status s = control_->add(url, std::move(eps)); !s.ok()) {
-      log::get("gateway")->warn("worker {} not added: {}", url, message_of(s));
+      log::get("gateway")->warn("worker {} not added: {}", workers::redact_url(url), message_of(s));
     }
   }
   return absl::OkStatus();

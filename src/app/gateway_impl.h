@@ -38,6 +38,7 @@ class GatewayImpl {
 
   GatewayConfig config_;
   const Clock& clock_;
+  const std::string instance_id_;  // this process, in the hop header of forwarded requests
   http::IoPool io_;
   metrics::Registry registry_;
   std::unique_ptr<GatewayMetrics> metrics_;

@@ -28,6 +28,8 @@ const char* error_reason_name(ErrorReason r) {
       return "client_abort";
     case ErrorReason::kWorkerVetoed:
       return "worker_vetoed";
+    case ErrorReason::kLoop:
+      return "loop";
     case ErrorReason::kCount:
       break;
   }

@@ -35,6 +35,7 @@ enum class ErrorReason : uint8_t {
   kUpstreamMidStream,  // a worker failed after the stream started
   kClientAbort,        // the client went away
   kWorkerVetoed,       // a stream underway on a worker the liveness tracker vetoed as wedged
+  kLoop,               // the request had passed this gateway already (508)
   kCount,
 };
 const char* error_reason_name(ErrorReason r);

@@ -18,6 +18,26 @@ using workers::Outcome;
 namespace {
 
 constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+// Every gateway a request passed names itself here; a gateway that finds its own name (a worker
+// URL that leads back to it, two gateways pointed at each other) refuses the request instead of
+// sending it round until the file handles run out.
+constexpr std::string_view kHopsHeader = "x-kvgate-hops";
+constexpr size_t kMaxHops = 8;
+
+// Whether `hops` (a comma-separated list of gateway ids) names `self` or is already too long.
+bool is_loop(std::string_view hops, std::string_view self) {
+  if (hops.empty()) return false;
+  size_t n = 0;
+  for (size_t start = 0; start <= hops.size(); ++n) {
+    size_t comma = hops.find(',', start);
+    if (comma == std::string_view::npos) comma = hops.size();
+    std::string_view id = hops.substr(start, comma - start);
+    while (!id.empty() && id.front() == ' ') id.remove_prefix(1);
+    if (id == self) return true;
+    start = comma + 1;
+  }
+  return n >= kMaxHops;
+}
 
 thread_local policy::Scratch tl_scratch;
 thread_local std::vector<SeqHash> tl_chain;
@@ -137,18 +157,31 @@ std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
   return "worker " + w.url() + " was taken out of routing";
 }
 
-http::ClientRequest upstream_request(const http::Request& req) {
+// The request as the worker gets it. Its body is the client's own bytes (not copied: `req`
+// outlives every attempt). Header 0 is the authorization slot (set_authorization).
+http::ClientRequest upstream_request(const http::Request& req, std::string_view self) {
   http::ClientRequest c;
   c.method = http::Verb::post;
   c.target = std::string(req.target());
-  c.body = req.body();
+  c.body_view = req.body();
   const std::string_view ct = req.header("content-type");
   c.content_type = ct.empty() ? "application/json" : std::string(ct);
-  for (std::string_view h : {"authorization", "x-request-id", "traceparent"}) {
+  c.headers.emplace_back("authorization", std::string(req.header("authorization")));
+  for (std::string_view h : {"x-request-id", "traceparent"}) {
     const std::string_view v = req.header(h);
     if (!v.empty()) c.headers.emplace_back(std::string(h), std::string(v));
   }
+  const std::string_view hops = req.header(kHopsHeader);
+  c.headers.emplace_back(
+      std::string(kHopsHeader),
+      hops.empty() ? std::string(self) : std::string(hops) + "," + std::string(self));
   return c;
+}
+
+// A worker with credentials of its own gets them instead of the client's authorization.
+void set_authorization(http::ClientRequest& c, const http::Request& req, const workers::Worker& w) {
+  c.headers[0].second =
+      w.authorization().empty() ? std::string(req.header("authorization")) : w.authorization();
 }
 
 http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
@@ -209,6 +242,17 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     return r;
   };
 
+  if (is_loop(req.header(kHopsHeader), instance_id_)) {
+    {
+      http::Response err =
+          error_answer(ErrorReason::kLoop, 508,
+                       "request loop: this gateway already forwarded this request (a worker URL "
+                       "leads back to a gateway)");
+      co_await reply(std::move(err));
+    }
+    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    co_return;
+  }
   ParsedRequest p;
   if (Status s = parse_request(route, req.body(), tokenizer_, &p); !s.ok()) {
     {
@@ -247,7 +291,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                           .block_size = block_size,
                           .routing_key = req.header(config_.routing_key_header),
                           .model = p.model};
-  const http::ClientRequest upstream_req = upstream_request(req);
+  http::ClientRequest upstream_req = upstream_request(req, instance_id_);
   std::optional<http::Response> last_answer;
   Status last_failure;
   std::mt19937_64 jitter(std::hash<const void*>{}(&req) ^
@@ -288,6 +332,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       continue;
     }
     Attempt a;
+    set_authorization(upstream_req, req, *worker);
     {
       Dispatch dispatch(*worker, *policy_, rr, p.stream);
       const net::any_io_executor executor = co_await net::this_coro::executor;

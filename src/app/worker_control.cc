@@ -1,5 +1,8 @@
 #include "app/worker_control.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -156,6 +159,7 @@ struct WorkerControl::Entry {
   std::shared_ptr<workers::Worker> worker;
   std::string host;
   uint16_t port = 0;
+  std::vector<std::string> ips;  // what host resolved to when added, sorted
   std::vector<workers::KvEndpoint> explicit_endpoints;
   std::atomic<bool> stop{false};
   std::unique_ptr<net::steady_timer> timer;
@@ -168,6 +172,7 @@ struct WorkerControl::Entry {
 
 namespace {
 constexpr std::chrono::milliseconds kLivenessTick{100};
+constexpr std::chrono::seconds kIdleLoadPoll{5};
 }  // namespace
 
 WorkerControl::WorkerControl(WorkerControlDeps deps) : deps_(deps) {
@@ -199,29 +204,114 @@ void WorkerControl::stop() {
   }
 }
 
+namespace {
+
+// The numeric addresses `host` resolves to (empty when it does not resolve now).
+std::vector<std::string> resolve_host(const std::string& host) {
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::vector<std::string> out;
+  if (getaddrinfo(h.c_str(), nullptr, &hints, &res) != 0) return out;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    const void* addr =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (inet_ntop(a->ai_family, addr, buf, sizeof buf) != nullptr) out.emplace_back(buf);
+  }
+  freeaddrinfo(res);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Whether `ip` is an address of this machine: loopback, or one of its interfaces'.
+bool is_local_address(const std::string& ip) {
+  if (ip.rfind("127.", 0) == 0 || ip == "::1" || ip == "0.0.0.0" || ip == "::") return true;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return false;
+  bool local = false;
+  for (ifaddrs* i = ifs; i != nullptr && !local; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    const void* addr =
+        family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
+    if (inet_ntop(family, addr, buf, sizeof buf) != nullptr) local = ip == buf;
+  }
+  freeifaddrs(ifs);
+  return local;
+}
+
+bool is_wildcard(const std::string& host) {
+  return host == "0.0.0.0" || host == "::" || host.empty();
+}
+
+}  // namespace
+
+void WorkerControl::set_listen_address(std::string host, uint16_t port) {
+  MutexLock lock(&mu_);
+  listen_host_ = std::move(host);
+  listen_port_ = port;
+}
+
 Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {
-  auto normalized = workers::WorkerRegistry::normalize_url(url);
-  if (!normalized.ok()) return normalized.status();
-  auto worker = deps_.registry->add(*normalized);
-  if (!worker.ok()) return worker.status();
+  auto address = workers::parse_worker_url(url);
+  if (!address.ok()) return address.status();
+  // Where the URL leads, resolved once here: the same engine under two names is one worker, and
+  // the gateway itself is none (a request sent to it would come back, and again).
+  const std::vector<std::string> ips = resolve_host(address->host);
   auto e = std::make_shared<Entry>();
-  e->worker = *worker;
-  const std::string_view hostport = std::string_view(*normalized).substr(7);
-  const auto colon = hostport.rfind(':');
-  e->host = std::string(hostport.substr(0, colon));
-  e->port = static_cast<uint16_t>(std::stoi(std::string(hostport.substr(colon + 1))));
-  e->explicit_endpoints = std::move(kv_endpoints);
-  if (deps_.config->health_check_interval.count() == 0)
-    e->worker->health().force(workers::Health::kHealthy);
-  deps_.metrics->add_worker(e->worker->url());
   {
     MutexLock lock(&mu_);
-    if (stopped_) {
-      deps_.registry->remove(*normalized);
-      deps_.metrics->remove_worker(*normalized);
-      return absl::FailedPreconditionError("the gateway is stopping");
+    if (stopped_) return absl::FailedPreconditionError("the gateway is stopping");
+    if (address->port == listen_port_) {
+      for (const std::string& ip : ips) {
+        if (is_local_address(ip) && (is_wildcard(listen_host_) || ip == listen_host_ ||
+                                     resolve_host(listen_host_) == std::vector<std::string>{ip})) {
+          return absl::InvalidArgumentError(address->url +
+                                            " is this gateway's own address: a worker must be an "
+                                            "engine, not the gateway itself");
+        }
+      }
     }
-    entries_[*normalized] = e;
+    if (entries_.size() >= deps_.config->max_workers) {
+      return absl::ResourceExhaustedError("the fleet already has " +
+                                          std::to_string(entries_.size()) +
+                                          " workers, the most --max-workers allows");
+    }
+    for (const auto& [other_url, other] : entries_) {
+      if (other_url == address->url) {
+        return absl::AlreadyExistsError("worker already registered: " + address->url);
+      }
+      if (other->port != address->port) continue;
+      for (const std::string& ip : ips) {
+        if (std::binary_search(other->ips.begin(), other->ips.end(), ip)) {
+          return absl::AlreadyExistsError(address->url + " is the same engine as " + other_url +
+                                          " (both reach " + ip + ":" +
+                                          std::to_string(address->port) + ")");
+        }
+      }
+    }
+    auto worker = deps_.registry->add(url);
+    if (!worker.ok()) return worker.status();
+    e->worker = *worker;
+    e->host = address->host;
+    e->port = address->port;
+    e->ips = ips;
+    e->explicit_endpoints = std::move(kv_endpoints);
+    if (deps_.config->health_check_interval.count() == 0)
+      e->worker->health().force(workers::Health::kHealthy);
+    deps_.metrics->add_worker(e->worker->url());
+    entries_[address->url] = e;
   }
   net::co_spawn(ctx_, run(e), net::detached);
   logger()->info("worker {} added", e->worker->url());
@@ -268,6 +358,7 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
   }
   tick = std::max(tick, std::chrono::milliseconds(20));
   MonoTime next_probe{}, next_poll{}, next_discovery{};
+  uint64_t dispatched_at_poll = 0;
   while (!e->stop) {
     const MonoTime now = deps_.clock->now();
     if (!e->worker->info()->discovered && now >= next_discovery) {
@@ -280,10 +371,20 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
       next_probe = now + c.health_check_interval;
     }
     if (e->stop) break;
+    // A worker this gateway sends nothing to, and that reports nothing running, is polled ten
+    // times less often (at least every kIdleLoadPoll): an idle fleet of hundreds costs no CPU.
+    // The first request sent there brings the poll back to its interval.
+    const uint64_t dispatched = e->worker->dispatched();
+    const auto load = e->worker->engine_load();
+    const bool busy = e->worker->in_flight() > 0 || dispatched != dispatched_at_poll ||
+                      load.running + load.waiting > 0;
+    if (busy && next_poll > now + c.load_poll_interval) next_poll = now;
     if (c.load_poll_interval.count() > 0 && now >= next_poll &&
         e->load_source != LoadSource::kNone) {
       co_await poll_load(*e);
-      next_poll = now + c.load_poll_interval;
+      dispatched_at_poll = dispatched;
+      next_poll = now + (busy ? c.load_poll_interval
+                              : std::max<Duration>(c.load_poll_interval * 10, kIdleLoadPoll));
     }
     refresh_block_size(*e);
     boost::system::error_code ec;
@@ -295,7 +396,6 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
 
 namespace {
 
-// One GET over the entry's control connection (reconnecting as needed).
 // (No temporaries inside co_await expressions anywhere in kvgate: g++ 12 destroys some of them
 // twice; docs/architecture.md, "Build".)
 // One GET over the entry's control connection (reconnecting as needed). What it learns of the
@@ -304,11 +404,15 @@ net::awaitable<Result<http::ClientResponse>> control_get(std::unique_ptr<http::C
                                                          const std::string& host, uint16_t port,
                                                          const http::ClientOptions& options,
                                                          const char* target,
-                                                         workers::LivenessTracker& liveness) {
+                                                         workers::Worker& worker) {
+  workers::LivenessTracker& liveness = worker.liveness();
   http::ClientRequest request;
   request.method = http::Verb::get;
   request.target = target;
   request.content_type = "";
+  if (!worker.authorization().empty()) {
+    request.headers.emplace_back("authorization", worker.authorization());
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = conn != nullptr && conn->idle_and_open();
     if (!reused) {
@@ -339,8 +443,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   const http::ClientOptions opts{.connect_timeout = c.connect_timeout,
                                  .request_timeout = c.health_check_timeout,
                                  .idle_timeout = c.health_check_timeout};
-  auto models =
-      co_await control_get(e.conn, e.host, e.port, opts, "/v1/models", e.worker->liveness());
+  auto models = co_await control_get(e.conn, e.host, e.port, opts, "/v1/models", *e.worker);
   if (!models.ok() || models->status != 200) co_return;  // not up yet: retried later
   workers::WorkerInfo info = *e.worker->info();
   info.models.clear();
@@ -364,7 +467,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   }
   ServerInfo si;
   for (const char* target : {"/server_info", "/get_server_info"}) {
-    auto res = co_await control_get(e.conn, e.host, e.port, opts, target, e.worker->liveness());
+    auto res = co_await control_get(e.conn, e.host, e.port, opts, target, *e.worker);
     if (res.ok() && res->status == 200) {
       si = parse_server_info(res->body, e.host);
       break;
@@ -455,7 +558,7 @@ net::awaitable<void> WorkerControl::probe(Entry& e) {
       .connect_timeout = std::min(c.connect_timeout, c.health_check_timeout),
       .request_timeout = c.health_check_timeout,
       .idle_timeout = c.health_check_timeout};
-  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/health", e.worker->liveness());
+  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/health", *e.worker);
   const bool ok = res.ok() && res->status == 200;
   if (e.worker->health().record(ok)) {
     const auto h = e.worker->health().state();
@@ -479,7 +582,7 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
                                  .request_timeout = c.health_check_timeout,
                                  .idle_timeout = c.health_check_timeout};
   if (e.load_source == LoadSource::kUnknown || e.load_source == LoadSource::kLoadEndpoint) {
-    auto res = co_await control_get(e.conn, e.host, e.port, opts, "/load", e.worker->liveness());
+    auto res = co_await control_get(e.conn, e.host, e.port, opts, "/load", *e.worker);
     if (!res.ok()) co_return;
     if (res->status == 200) {
       simdjson::dom::parser parser;
@@ -502,7 +605,7 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
     }
     e.load_source = LoadSource::kMetrics;
   }
-  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/metrics", e.worker->liveness());
+  auto res = co_await control_get(e.conn, e.host, e.port, opts, "/metrics", *e.worker);
   if (!res.ok() || res->status != 200) co_return;
   bool found = false;
   const auto l = parse_vllm_metrics(res->body, &found);
@@ -570,6 +673,9 @@ net::awaitable<void> WorkerControl::probe_wedged(std::shared_ptr<Entry> e) {
     http::ClientRequest req;
     req.method = http::Verb::post;
     req.target = "/v1/completions";
+    if (!e->worker->authorization().empty()) {
+      req.headers.emplace_back("authorization", e->worker->authorization());
+    }
     std::string body;
     JsonWriter w(&body);
     w.begin_object();

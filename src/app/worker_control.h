@@ -54,10 +54,15 @@ class WorkerControl {
   ~WorkerControl();
 
   // Registers the worker and starts its control loop. `kv_endpoints` (may be empty) replace
-  // discovery of its KV event streams.
+  // discovery of its KV event streams. Refused: a URL that leads back to the gateway
+  // (InvalidArgument), one that reaches an engine already registered under another name
+  // (AlreadyExists), one past --max-workers (ResourceExhausted). Resolves the URL's host name
+  // (blocking, once).
   Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});
   // False if the worker was not registered.
   bool remove(std::string_view url);
+  // The gateway's own listening address: add() refuses a worker URL that leads back to it.
+  void set_listen_address(std::string host, uint16_t port);
   // Stops every loop (workers stay registered). Idempotent.
   void stop();
 
@@ -85,6 +90,8 @@ class WorkerControl {
   Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> entries_ KVGATE_GUARDED_BY(mu_);
   bool stopped_ KVGATE_GUARDED_BY(mu_) = false;
+  std::string listen_host_ KVGATE_GUARDED_BY(mu_);
+  uint16_t listen_port_ KVGATE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvgate::app

@@ -1,5 +1,6 @@
 #include "kvgate/events/ingest.h"
 
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 #include <variant>
 
@@ -139,17 +141,35 @@ struct Holder {
   std::unique_ptr<Subscription> sub;
   HolderSeries* series = nullptr;
   WorkerSeries* worker = nullptr;
+  std::vector<int> fds;  // in the event thread's epoll set
+  uint64_t fds_version = 0;
 };
 
+// One event thread: its subscriptions' sockets in an epoll set (their ZMQ_FD descriptors, and an
+// eventfd for commands), so a wake-up costs what is ready, not a scan of every socket: with
+// hundreds of holders, zmq_poll's per-socket checks on every wake-up cost more than the events.
 class EventThread {
  public:
-  EventThread(Families& f, std::chrono::milliseconds poll_interval)
-      : f_(f), poll_interval_(poll_interval), wake_fd_(eventfd(0, EFD_NONBLOCK)) {
+  // The longest an event thread sleeps with nothing to do (it wakes earlier for sockets,
+  // commands and timers).
+  static constexpr std::chrono::milliseconds kIdlePoll{1000};
+
+  EventThread(Families& f, std::chrono::milliseconds poll_interval, const Clock& clock)
+      : f_(f),
+        poll_interval_(poll_interval),
+        clock_(clock),
+        wake_fd_(eventfd(0, EFD_NONBLOCK)),
+        epoll_fd_(epoll_create1(EPOLL_CLOEXEC)) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;  // the wake fd
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
     thread_ = std::thread([this] { run(); });
   }
   ~EventThread() {
     stop();
     if (wake_fd_ >= 0) close(wake_fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
   }
 
   // Runs `fn` on the event thread and waits for it.
@@ -179,6 +199,19 @@ class EventThread {
 
   // Event thread only (from commands).
   std::map<HolderKey, Holder>& holders() { return holders_; }
+  void attach(HolderKey key, Holder h) {
+    Holder& held = holders_.emplace(key, std::move(h)).first->second;
+    watch(held);
+    hot_.insert(&held);  // starting may have sent a replay request: look at it once
+  }
+  void detach(HolderKey key) {
+    auto it = holders_.find(key);
+    if (it == holders_.end()) return;
+    unwatch(it->second);
+    hot_.erase(&it->second);
+    timed_.erase(&it->second);
+    holders_.erase(it);
+  }
 
  private:
   void wake() {
@@ -187,9 +220,27 @@ class EventThread {
       auto n = ::write(wake_fd_, &one, sizeof one);
   }
 
+  // Registers the holder's current descriptors (again, after a socket was replaced).
+  void watch(Holder& h) {
+    const Subscription::Descriptors d = h.sub->descriptors();
+    h.fds_version = d.version;
+    for (int fd : {d.sub, d.replay}) {
+      if (fd < 0) continue;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.ptr = &h;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0) h.fds.push_back(fd);
+    }
+  }
+  void unwatch(Holder& h) {
+    // A closed socket's descriptor left the set by itself; the call then fails harmlessly.
+    for (int fd : h.fds) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    h.fds.clear();
+  }
+
   void run() {
-    std::vector<zmq_pollitem_t> items;
-    std::vector<std::pair<Holder*, size_t>> offsets;
+    std::vector<epoll_event> events(256);
+    std::vector<Holder*> ready;
     for (;;) {
       std::deque<std::function<void()>> commands;
       {
@@ -201,29 +252,57 @@ class EventThread {
         }
       }
       for (auto& c : commands) c();
-      items.clear();
-      offsets.clear();
-      items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
-      for (auto& [key, h] : holders_) {
-        offsets.emplace_back(&h, items.size());
-        h.sub->poll_items(&items);
+      // Sleep until a socket may have news, a command wakes us, or a timer is due (a replay's
+      // deadline; batches waiting for a lane retry every poll interval). Idle costs nothing.
+      std::chrono::milliseconds timeout = hot_.empty() ? kIdlePoll : std::chrono::milliseconds(0);
+      const MonoTime now = clock_.now();
+      for (Holder* h : timed_) {
+        if (const auto due = h->sub->next_tick()) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*due - now);
+          timeout = std::min(timeout, std::clamp(left, poll_interval_, kIdlePoll));
+        }
       }
-      try {
-        zmq::poll(items.data(), items.size(), poll_interval_);
-      } catch (const zmq::error_t&) {
-        continue;  // EINTR
+      const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
+                               static_cast<int>(timeout.count()));
+      ready.assign(hot_.begin(), hot_.end());
+      hot_.clear();
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.ptr == nullptr) {
+          uint64_t v;
+          [[maybe_unused]] auto r = ::read(wake_fd_, &v, sizeof v);
+          continue;
+        }
+        ready.push_back(static_cast<Holder*>(events[i].data.ptr));
       }
-      if (items[0].revents & ZMQ_POLLIN) {
-        uint64_t v;
-        [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
+      const MonoTime after = clock_.now();
+      for (Holder* h : timed_) {
+        const auto due = h->sub->next_tick();
+        if (due && *due <= after) ready.push_back(h);
       }
-      for (auto& [h, off] : offsets) {
-        h->sub->handle(&items[off]);
-        h->sub->tick();
-        publish(*h);
-      }
+      std::sort(ready.begin(), ready.end());
+      ready.erase(std::unique(ready.begin(), ready.end()), ready.end());
+      for (Holder* h : ready) serve(*h);
     }
+    for (auto& [key, h] : holders_) unwatch(h);
+    hot_.clear();
+    timed_.clear();
     holders_.clear();  // closes every socket on this thread
+  }
+
+  void serve(Holder& h) {
+    const bool more = h.sub->service();
+    h.sub->tick();
+    if (h.sub->descriptors().version != h.fds_version) {
+      unwatch(h);
+      watch(h);
+    }
+    if (more) hot_.insert(&h);
+    if (h.sub->next_tick()) {
+      timed_.insert(&h);
+    } else {
+      timed_.erase(&h);
+    }
+    publish(h);
   }
 
   // Pushes the subscription's counts since the last call into its series.
@@ -291,7 +370,11 @@ class EventThread {
 
   Families& f_;
   const std::chrono::milliseconds poll_interval_;
+  const Clock& clock_;
   const int wake_fd_;
+  const int epoll_fd_;
+  std::set<Holder*> hot_;    // serve again without waiting (more was waiting, or just attached)
+  std::set<Holder*> timed_;  // have a timer (next_tick)
   Mutex mu_;
   std::deque<std::function<void()>> commands_ KVGATE_GUARDED_BY(mu_);
   bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
@@ -313,7 +396,7 @@ class EventIngest::Impl {
                 .max_queued_per_key = o.lane_queue_batches,
                 .burst = 64}) {
     for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
-      threads_.push_back(std::make_unique<EventThread>(families_, o.poll_interval));
+      threads_.push_back(std::make_unique<EventThread>(families_, o.poll_interval, clock_));
     }
   }
   ~Impl() { stop(); }
@@ -349,7 +432,7 @@ class EventIngest::Impl {
       if (!status.ok()) return;
       h.series = s;
       h.worker = worker;
-      t.holders().emplace(key, std::move(h));
+      t.attach(key, std::move(h));
     });
     if (!status.ok()) {
       remove_series(*series, spec.worker_name);
@@ -385,7 +468,7 @@ class EventIngest::Impl {
     if (it == entries_.end()) return false;
     Entry& e = it->second;
     // 1. No more batches: the subscription and its sockets go away on their thread.
-    e.thread->call([&] { e.thread->holders().erase(key); });
+    e.thread->call([&] { e.thread->detach(key); });
     // 2. Everything already queued for the holder applies, then the holder leaves the index (its
     // worker's key runs in order; the removal is never refused).
     std::promise<void> done;

@@ -76,12 +76,56 @@ Status Subscription::start() {
 }
 
 void Subscription::open_replay_socket() {
+  ++sockets_version_;
   replay_.reset();  // closing drops any replies still in flight for an abandoned request
   replay_.emplace(ctx_, zmq::socket_type::dealer);
   common_options(*replay_, options_);
   // No ZMQ_IMMEDIATE: a request made before the connection completes waits for it (the first
   // live batch often arrives before the replay connection is up); an absent endpoint times out.
   replay_->connect(spec_.replay_endpoint);
+}
+
+Subscription::Descriptors Subscription::descriptors() {
+  Descriptors d;
+  d.version = sockets_version_;
+  try {
+    d.sub = sub_.get(zmq::sockopt::fd);
+    if (replay_) d.replay = replay_->get(zmq::sockopt::fd);
+  } catch (const zmq::error_t&) {
+  }
+  return d;
+}
+
+bool Subscription::drain(bool replay) {
+  for (int i = 0; i < kMaxMessagesPerHandle; ++i) {
+    // Looked up each time: handling a message may replace the replay socket.
+    zmq::socket_t* s = replay ? (replay_ ? &*replay_ : nullptr) : &sub_;
+    if (s == nullptr || !(s->get(zmq::sockopt::events) & ZMQ_POLLIN)) return false;
+    frames_.clear();
+    if (!zmq::recv_multipart(*s, std::back_inserter(frames_), zmq::recv_flags::dontwait)) {
+      return false;
+    }
+    if (replay) {
+      on_replay_message(frames_);
+    } else {
+      on_live_message(frames_);
+    }
+  }
+  zmq::socket_t* s = replay ? (replay_ ? &*replay_ : nullptr) : &sub_;
+  return s != nullptr && (s->get(zmq::sockopt::events) & ZMQ_POLLIN);
+}
+
+bool Subscription::service() {
+  drain_backlog();
+  bool more = false;
+  try {
+    more |= drain(/*replay=*/false);
+    more |= drain(/*replay=*/true);
+  } catch (const zmq::error_t& e) {
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000, "KV-event socket error ({}): {}",
+                        spec_.worker_name, e.what());
+  }
+  return more;
 }
 
 void Subscription::poll_items(std::vector<zmq_pollitem_t>* items) {
@@ -117,6 +161,12 @@ void Subscription::handle(const zmq_pollitem_t* items) {
     KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000, "KV-event socket error ({}): {}",
                         spec_.worker_name, e.what());
   }
+}
+
+std::optional<MonoTime> Subscription::next_tick() const {
+  if (!backlog_.empty()) return MonoTime{};  // due already
+  if (cursor_.awaiting_replay()) return replay_deadline_;
+  return std::nullopt;
 }
 
 void Subscription::tick() {

@@ -16,6 +16,7 @@
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
 #include "boost/beast/http/read.hpp"
+#include "boost/beast/http/span_body.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
 
@@ -96,15 +97,20 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request,
   failed_before_response_ = false;
   closed_by_peer_ = false;
   if (!reusable_) co_return absl::FailedPreconditionError("connection is not reusable");
-  beast_http::request<beast_http::string_body> req{request.method, request.target, 11};
+  // A span over the caller's bytes: a large body is not copied into the message.
+  beast_http::request<beast_http::span_body<const char>> req{request.method, request.target, 11};
   req.set(beast_http::field::host, host_header_);
   req.set(beast_http::field::user_agent, "kvgate");
-  if (!request.body.empty() || request.method == Verb::post || request.method == Verb::put) {
+  const std::string_view body =
+      request.body_view.empty() ? std::string_view(request.body) : request.body_view;
+  if (!body.empty() || request.method == Verb::post || request.method == Verb::put) {
     req.set(beast_http::field::content_type, request.content_type);
   }
   req.keep_alive(true);
-  for (const auto& [k, v] : request.headers) req.set(k, v);  // may ask for Connection: close
-  req.body() = request.body;
+  for (const auto& [k, v] : request.headers) {
+    if (!v.empty()) req.set(k, v);  // may ask for Connection: close
+  }
+  req.body() = boost::beast::span<const char>(body.data(), body.size());
   req.prepare_payload();
   stream_.expires_after(timeout.count() > 0 ? timeout : options_.request_timeout);
   boost::system::error_code ec;

@@ -151,7 +151,10 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       if (ec == beast_http::error::body_limit) {
         status = 413;
       } else if (ec == beast_http::error::header_limit) {
-        status = 431;
+        // The request line alone overran the limit (no line end in what was read): a URI too
+        // long, not too many headers.
+        const std::string_view read(static_cast<const char*>(buffer.data().data()), buffer.size());
+        status = read.find("\r\n") == std::string_view::npos ? 414 : 431;
       } else if (is_parse_error(ec)) {
         status = 400;
       }
@@ -159,6 +162,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
         st->bad_requests.fetch_add(1, std::memory_order_relaxed);
         co_await reject(*s, status,
                         status == 413   ? "request body too large"
+                        : status == 414 ? "request line (URI) too long"
                         : status == 431 ? "request header too large"
                                         : "malformed HTTP request");
       }

@@ -22,42 +22,97 @@ const Worker* FleetSnapshot::find(std::string_view url) const {
 WorkerRegistry::WorkerRegistry(WorkerOptions options, const Clock& clock)
     : options_(options), clock_(clock), snapshot_(std::make_shared<const FleetSnapshot>()) {}
 
-Result<std::string> WorkerRegistry::normalize_url(std::string_view url) {
+namespace {
+
+std::string base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int k = 18; k >= 0; k -= 6) out.push_back(kAlphabet[(v >> k) & 63]);
+  }
+  if (i < in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    if (i + 1 < in.size()) v |= uint8_t(in[i + 1]) << 8;
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(i + 1 < in.size() ? kAlphabet[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string redact_url(std::string_view url) {
+  const size_t scheme = url.find("://");
+  const size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const size_t at = url.find('@', start);
+  const size_t slash = url.find('/', start);
+  if (at == std::string_view::npos || (slash != std::string_view::npos && slash < at)) {
+    return std::string(url);
+  }
+  return std::string(url.substr(0, start)) + "***" + std::string(url.substr(at));
+}
+
+Result<WorkerAddress> parse_worker_url(std::string_view url) {
   std::string s(url);
   while (!s.empty() && s.back() == '/') s.pop_back();
   const std::string_view scheme = "http://";
-  std::string lower = s;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  if (lower.rfind(scheme, 0) != 0) {
-    return absl::InvalidArgumentError("worker URL must start with http:// : '" + std::string(url) +
+  if (s.size() < scheme.size() ||
+      !std::equal(scheme.begin(), scheme.end(), s.begin(), [](char a, char b) {
+        return a == std::tolower(static_cast<unsigned char>(b));
+      })) {
+    return absl::InvalidArgumentError("worker URL must start with http:// : '" + redact_url(url) +
                                       "'");
   }
-  const std::string_view rest = std::string_view(lower).substr(scheme.size());
+  std::string_view rest = std::string_view(s).substr(scheme.size());
+  WorkerAddress out;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    if (userinfo.find('/') == std::string_view::npos) {
+      out.authorization = "Basic " + base64(userinfo);
+      rest.remove_prefix(at + 1);
+    }
+  }
   const auto colon = rest.rfind(':');
   if (rest.empty() || rest.find('/') != std::string_view::npos || colon == std::string_view::npos ||
       colon == 0) {
-    return absl::InvalidArgumentError("worker URL must be http://host:port : '" + std::string(url) +
+    return absl::InvalidArgumentError("worker URL must be http://host:port : '" + redact_url(url) +
                                       "'");
   }
   int port = 0;
   const auto port_s = rest.substr(colon + 1);
   const auto r = std::from_chars(port_s.data(), port_s.data() + port_s.size(), port);
   if (r.ec != std::errc() || r.ptr != port_s.data() + port_s.size() || port <= 0 || port > 65535) {
-    return absl::InvalidArgumentError("worker URL has a bad port: '" + std::string(url) + "'");
+    return absl::InvalidArgumentError("worker URL has a bad port: '" + redact_url(url) + "'");
   }
-  return lower;
+  out.host = std::string(rest.substr(0, colon));
+  std::transform(out.host.begin(), out.host.end(), out.host.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  out.port = static_cast<uint16_t>(port);
+  out.url = "http://" + out.host + ":" + std::to_string(port);
+  return out;
+}
+
+Result<std::string> WorkerRegistry::normalize_url(std::string_view url) {
+  auto a = parse_worker_url(url);
+  if (!a.ok()) return a.status();
+  return std::move(a->url);
 }
 
 Result<std::shared_ptr<Worker>> WorkerRegistry::add(std::string_view url, WorkerInfo info) {
-  auto normalized = normalize_url(url);
-  if (!normalized.ok()) return normalized.status();
+  auto address = parse_worker_url(url);
+  if (!address.ok()) return address.status();
   MutexLock lock(&mu_);
   for (const auto& w : workers_) {
-    if (w->url() == *normalized)
-      return absl::AlreadyExistsError("worker already registered: " + *normalized);
+    if (w->url() == address->url)
+      return absl::AlreadyExistsError("worker already registered: " + address->url);
   }
-  auto worker = std::make_shared<Worker>(WorkerId(next_id_++), *normalized, options_, clock_);
+  auto worker = std::make_shared<Worker>(WorkerId(next_id_++), address->url, options_, clock_,
+                                         address->authorization);
   worker->set_info(std::make_shared<const WorkerInfo>(std::move(info)));
   workers_.push_back(worker);
   publish_locked();

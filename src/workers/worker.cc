@@ -6,9 +6,11 @@
 
 namespace kvgate::workers {
 
-Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock)
+Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock,
+               std::string authorization)
     : id_(id),
       url_(std::move(url)),
+      authorization_(std::move(authorization)),
       info_(std::make_shared<const WorkerInfo>()),
       health_(options.health),
       breaker_(options.breaker, clock),

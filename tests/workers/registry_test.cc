@@ -16,6 +16,20 @@ TEST(Registry, NormalizesUrls) {
   EXPECT_FALSE(WorkerRegistry::normalize_url("http://localhost:0").ok());
   EXPECT_FALSE(WorkerRegistry::normalize_url("http://localhost:80/v1").ok());
   EXPECT_FALSE(WorkerRegistry::normalize_url("http://localhost:8x").ok());
+  // Credentials leave the URL and become the worker's authorization.
+  auto a = parse_worker_url("http://user:pass@Engine-1:8000/");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->url, "http://engine-1:8000");
+  EXPECT_EQ(a->host, "engine-1");
+  EXPECT_EQ(a->port, 8000);
+  EXPECT_EQ(a->authorization, "Basic dXNlcjpwYXNz");
+  EXPECT_EQ(*WorkerRegistry::normalize_url("http://user:pass@engine-1:8000"),
+            "http://engine-1:8000");
+  EXPECT_EQ(redact_url("http://user:pass@engine-1:8000"), "http://***@engine-1:8000");
+  EXPECT_EQ(redact_url("http://engine-1:8000"), "http://engine-1:8000");
+  const auto bad = parse_worker_url("http://user:pass@engine-1:80x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(std::string(bad.status().message()).find("pass"), std::string::npos);
 }
 
 TEST(Registry, SnapshotsAreImmutableAndRepublishedOnChange) {

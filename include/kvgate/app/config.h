@@ -35,6 +35,7 @@ struct GatewayConfig {
   // Fleet
   std::vector<std::string> worker_urls;
   std::vector<ExplicitKvEndpoint> kv_endpoints;
+  size_t max_workers = 1024;  // POST /workers beyond this is refused
 
   // Routing
   policy::PolicyKind policy = policy::PolicyKind::kCacheAware;

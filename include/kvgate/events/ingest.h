@@ -40,8 +40,10 @@ namespace kvgate::events {
 struct IngestOptions {
   size_t event_threads = 1;
   size_t lanes = 2;
-  size_t lane_queue_batches = 1024;             // per worker
-  std::chrono::milliseconds poll_interval{20};  // bounds shutdown and timeout latency
+  size_t lane_queue_batches = 1024;  // per worker
+  // How soon an event thread looks again at batches waiting for a busy lane, and the finest
+  // grain of replay timeouts. An idle event thread sleeps until a socket is readable.
+  std::chrono::milliseconds poll_interval{20};
   SubscriptionOptions subscription;
 };
 

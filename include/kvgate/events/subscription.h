@@ -90,12 +90,28 @@ class Subscription {
   // Connects the sockets (asynchronously: an absent engine is not an error).
   Status start();
 
-  // Appends this subscription's poll items (one or two) to `items`.
+  // Two ways to wait for it. With zmq_poll (a tool, a few subscriptions): poll_items() appends
+  // this subscription's items (one or two), handle() drains what they found readable.
   void poll_items(std::vector<zmq_pollitem_t>* items);
-  // Handles the items poll_items() added, starting at `items`; drains what is readable.
   void handle(const zmq_pollitem_t* items);
-  // Timeouts (the replay's); call at least every poll interval.
+  // With epoll (an event thread with hundreds of subscriptions, where zmq_poll's scan of every
+  // socket on every wake-up would cost more than the events): the sockets' ZMQ_FD descriptors,
+  // readable when a socket's state may have changed, and `version`, which changes when a socket
+  // is replaced. service() receives what the sockets hold, up to a fairness cap, and returns
+  // whether more is waiting (call it again without waiting for the descriptors then).
+  struct Descriptors {
+    int sub = -1;
+    int replay = -1;  // -1: no replay socket
+    uint64_t version = 0;
+  };
+  Descriptors descriptors();
+  bool service();
+  // Timeouts (the replay's) and batches held for a busy lane; call by next_tick() at the latest.
   void tick();
+  // When tick() has work next: already (a time in the past) while batches wait for a lane, the
+  // replay's deadline while one is in flight, else never (nullopt): an idle subscription needs no
+  // timer.
+  std::optional<MonoTime> next_tick() const;
 
   void set_observer(Observer observer) { observer_ = std::move(observer); }
 
@@ -121,6 +137,9 @@ class Subscription {
   using Cursor = AdmissionCursor<std::unique_ptr<NormalizedBatch>>;
 
   void open_replay_socket();
+  // Receives from the SUB socket (replay = false) or the replay socket while ZMQ_EVENTS says a
+  // message is there, at most kMaxMessagesPerHandle; returns whether one still is.
+  bool drain(bool replay);
   void on_live_message(std::vector<zmq::message_t>& frames);
   void on_replay_message(std::vector<zmq::message_t>& frames);
   // Decodes and normalizes a payload; nullptr never (a rejected payload yields an empty batch).
@@ -153,6 +172,7 @@ class Subscription {
   std::optional<uint64_t> checked_through_;  // the highest seq the hash checker saw
   uint64_t backlogged_ = 0;
   uint64_t lost_ = 0;
+  uint64_t sockets_version_ = 0;  // bumped when the replay socket is replaced
 };
 
 }  // namespace kvgate::events

@@ -55,6 +55,9 @@ struct ClientRequest {
   Verb method = Verb::get;
   std::string target = "/";
   std::string body;
+  // When not empty, sent instead of `body` without a copy (a proxy's client body): the bytes
+  // must outlive every exchange that sends the request.
+  std::string_view body_view;
   std::string content_type = "application/json";
   std::vector<Header> headers;
 };

@@ -51,13 +51,26 @@ struct FleetSnapshot {
   const Worker* find(std::string_view url) const;
 };
 
+// A worker's address as an operator gives it: http://[user:password@]host:port[/]. The URL the
+// gateway keys workers by, shows (/workers, metric labels, logs) and forwards to never carries the
+// credentials; they become the Authorization header of the gateway's own requests to the worker.
+struct WorkerAddress {
+  std::string url;  // http://host:port, scheme and host lower-cased
+  std::string host;
+  uint16_t port = 0;
+  std::string authorization;  // "Basic <base64(user:password)>", or empty
+};
+Result<WorkerAddress> parse_worker_url(std::string_view url);
+// `url` with any user:password@ part replaced by ***@, for messages about a URL.
+std::string redact_url(std::string_view url);
+
 class WorkerRegistry {
  public:
   WorkerRegistry(WorkerOptions options, const Clock& clock);
 
-  // Registers a worker by URL (normalized: scheme and host lower-cased, no trailing slash).
-  // Fails with AlreadyExists if the URL is registered, InvalidArgument if it is not
-  // http://host:port.
+  // Registers a worker by URL (normalized: scheme and host lower-cased, no trailing slash, no
+  // credentials). Fails with AlreadyExists if the URL is registered, InvalidArgument if it is not
+  // http://[user:password@]host:port.
   Result<std::shared_ptr<Worker>> add(std::string_view url, WorkerInfo info = {});
   // Unregisters; returns the worker so the caller can tear down what hangs off it.
   std::shared_ptr<Worker> remove(std::string_view url);
@@ -68,6 +81,7 @@ class WorkerRegistry {
   std::shared_ptr<Worker> find(std::string_view url) const;
   std::shared_ptr<Worker> find(WorkerId id) const;
 
+  // parse_worker_url(url)->url.
   static Result<std::string> normalize_url(std::string_view url);
 
  private:

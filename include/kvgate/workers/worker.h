@@ -51,13 +51,17 @@ struct WorkerOptions {
 
 class Worker {
  public:
-  Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock);
+  // `authorization`: the header value the gateway's own requests to the worker carry ("" for
+  // none), from credentials in the URL the operator gave.
+  Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock,
+         std::string authorization = {});
 
   WorkerId id() const { return id_; }
   const std::string& url() const { return url_; }
   // Parsed from url() ("http://host:port").
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
+  const std::string& authorization() const { return authorization_; }
 
   std::shared_ptr<const WorkerInfo> info() const { return info_.load(); }
   void set_info(std::shared_ptr<const WorkerInfo> info) { info_.store(std::move(info)); }
@@ -103,6 +107,7 @@ class Worker {
   const std::string url_;
   std::string host_;
   uint16_t port_ = 0;
+  const std::string authorization_;
   SharedCell<WorkerInfo> info_;
   std::atomic<int32_t> in_flight_{0};
   std::atomic<uint64_t> dispatched_{0};

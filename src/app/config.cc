@@ -103,6 +103,23 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "Largest request body in bytes; larger gets 413")
       ->capture_default_str()
       ->group("Listening");
+  app.add_option("--max-connections", c.max_connections,
+                 "Client connections at once (0: half the file-descriptor limit). At the limit the "
+                 "longest-idle connection is closed; 32 more stay reserved for /health, "
+                 "/readiness, /liveness and /metrics")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--max-inflight-body-bytes", c.max_inflight_body_bytes,
+                 "Request bodies held at once, in bytes; a request beyond gets 429 (413 if it "
+                 "alone is larger) before its body is kept")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--max-model-len", c.max_model_len,
+                 "Prompt tokens at most, for workers that do not report their context length in "
+                 "/v1/models (0: no bound then); a longer prompt gets 400 without being "
+                 "tokenized to its end")
+      ->capture_default_str()
+      ->group("Routing");
 
   app.add_option("--worker-urls", c.worker_urls,
                  "Engine workers to route to, as http://HOST:PORT (http://USER:PASSWORD@HOST:PORT "

@@ -3,6 +3,7 @@
 #include <numa.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -70,7 +71,17 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
                clock),
       hasher_(config_.hash_seed) {}
 
+// Client connections the descriptor limit allows: each request also holds an upstream connection,
+// and the KV-event sockets and control connections need some.
+size_t connections_for_descriptor_limit() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return 65536;
+  const size_t fds = static_cast<size_t>(lim.rlim_cur);
+  return fds > 512 ? (fds - 256) / 2 : 128;
+}
+
 Status GatewayImpl::init() {
+  if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
   auto idx = index::make_indexer(config_.kv_index, {.hash_seed = config_.hash_seed});
   if (!idx.ok()) return idx.status();
@@ -105,7 +116,13 @@ Status GatewayImpl::init() {
       io_, http::ServerOptions{.address = config_.host,
                                .port = config_.port,
                                .body_limit = config_.max_payload_bytes,
-                               .server_name = "kvgate"});
+                               .server_name = "kvgate",
+                               .max_connections = config_.max_connections,
+                               .max_inflight_body_bytes = config_.max_inflight_body_bytes});
+  // Orchestrators' probes and the scrape stay reachable at the connection limit.
+  for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
+    server_->always_available(path);
+  }
   const auto generation = [this](ApiRoute route) {
     return [this, route](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
       co_await serve_generation(route, req, res);
@@ -122,6 +139,8 @@ Status GatewayImpl::init() {
 Status GatewayImpl::start() {
   io_.start();
   if (config_.pin_threads) pin_threads(io_);
+  parse_work_.emplace(parse_context_.get_executor());
+  parse_thread_ = std::thread([this] { parse_context_.run(); });
   upstream_->start();
   if (Status s = server_->start(); !s.ok()) {
     io_.stop();
@@ -150,6 +169,9 @@ void GatewayImpl::stop(std::chrono::milliseconds grace) {
   upstream_->stop();
   if (ingest_) ingest_->stop();
   io_.stop();
+  parse_work_.reset();
+  parse_context_.stop();
+  if (parse_thread_.joinable()) parse_thread_.join();
 }
 
 Result<std::unique_ptr<Gateway>> Gateway::create(GatewayConfig config, const Clock& clock) {

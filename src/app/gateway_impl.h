@@ -3,6 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <thread>
+
+#include "boost/asio/executor_work_guard.hpp"
+#include "boost/asio/io_context.hpp"
 
 #include "app/gateway_metrics.h"
 #include "app/request_model.h"
@@ -40,6 +45,11 @@ class GatewayImpl {
   const Clock& clock_;
   const std::string instance_id_;  // this process, in the hop header of forwarded requests
   http::IoPool io_;
+  // One thread for parsing large request bodies (parse_thread_ runs it).
+  boost::asio::io_context parse_context_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      parse_work_;
+  std::thread parse_thread_;
   metrics::Registry registry_;
   std::unique_ptr<GatewayMetrics> metrics_;
   std::unique_ptr<index::Indexer> raw_index_;  // what the event lanes apply to

@@ -30,6 +30,8 @@ const char* error_reason_name(ErrorReason r) {
       return "worker_vetoed";
     case ErrorReason::kLoop:
       return "loop";
+    case ErrorReason::kPromptTooLong:
+      return "prompt_too_long";
     case ErrorReason::kCount:
       break;
   }

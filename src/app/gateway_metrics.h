@@ -36,6 +36,7 @@ enum class ErrorReason : uint8_t {
   kClientAbort,        // the client went away
   kWorkerVetoed,       // a stream underway on a worker the liveness tracker vetoed as wedged
   kLoop,               // the request had passed this gateway already (508)
+  kPromptTooLong,      // longer than any worker's context (400)
   kCount,
 };
 const char* error_reason_name(ErrorReason r);

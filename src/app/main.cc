@@ -1,5 +1,6 @@
 // kvgate: the gateway binary. `kvgate --help` lists every flag.
 #include <signal.h>
+#include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -33,6 +34,12 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  // Every client connection holds an upstream one: take every descriptor the system allows.
+  if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
 
   auto gateway = kvgate::app::Gateway::create(config);
   if (!gateway.ok()) {

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "app/gateway_impl.h"
+#include "boost/asio/co_spawn.hpp"
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/this_coro.hpp"
@@ -18,6 +19,8 @@ using workers::Outcome;
 namespace {
 
 constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+// Bodies larger than this are parsed on the gateway's parse thread, not on an executor.
+constexpr size_t kInlineParseBytes = 1 << 20;
 // Every gateway a request passed names itself here; a gateway that finds its own name (a worker
 // URL that leads back to it, two gateways pointed at each other) refuses the request instead of
 // sending it round until the file handles run out.
@@ -253,16 +256,34 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
     co_return;
   }
+  auto fleet = workers_.snapshot();
+  // The longest context any worker serves bounds the prompt (a longer one runs nowhere).
+  const size_t max_prompt_tokens = fleet->max_model_len > 0    ? fleet->max_model_len
+                                   : config_.max_model_len > 0 ? config_.max_model_len
+                                                               : kNoTokenLimit;
   ParsedRequest p;
-  if (Status s = parse_request(route, req.body(), tokenizer_, &p); !s.ok()) {
+  Status parsed;
+  if (req.body().size() <= kInlineParseBytes) {
+    parsed = parse_request(route, req.body(), tokenizer_, max_prompt_tokens, &p);
+  } else {
+    // A large body is parsed on the parse thread, one at a time: the executors keep serving
+    // (health checks among them) and only one large parse holds its memory at once.
+    const auto parse = [&]() -> net::awaitable<Status> {
+      co_return parse_request(route, req.body(), tokenizer_, max_prompt_tokens, &p);
+    };
+    auto parsing = net::co_spawn(parse_context_, parse(), net::use_awaitable);
+    parsed = co_await std::move(parsing);
+  }
+  if (!parsed.ok()) {
     {
-      http::Response err = error_answer(ErrorReason::kBadRequest, 400, message_of(s));
+      http::Response err = error_answer(
+          absl::IsOutOfRange(parsed) ? ErrorReason::kPromptTooLong : ErrorReason::kBadRequest, 400,
+          message_of(parsed));
       co_await reply(std::move(err));
     }
     metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
     co_return;
   }
-  auto fleet = workers_.snapshot();
   if (!p.model.empty() && !fleet->knows_model(p.model)) {
     metrics_->error(ErrorReason::kUnknownModel);
     http::Response r =

@@ -14,6 +14,24 @@ Status bad(std::string_view field, std::string_view what) {
   return absl::InvalidArgumentError("'" + std::string(field) + "' " + std::string(what));
 }
 
+Status too_long(size_t limit, size_t at_least) {
+  return absl::OutOfRangeError("This model's maximum context length is " + std::to_string(limit) +
+                               " tokens. However, your prompt has at least " +
+                               std::to_string(at_least) +
+                               " tokens. Please reduce the length of the prompt.");
+}
+
+// Tokenizes `text` unless it cannot fit: its bytes alone bound its tokens from below, so a text
+// far over the limit is refused without a pass over it, and encoding stops past the limit.
+Status encode_within(const TestTokenizer& tok, std::string_view text, size_t limit,
+                     std::vector<TokenId>* out) {
+  const size_t at_least = text.size() / TestTokenizer::kMaxTokenBytes;
+  if (at_least > limit) return too_long(limit, at_least);
+  tok.encode(text, out, limit);
+  if (out->size() > limit) return too_long(limit, out->size());
+  return absl::OkStatus();
+}
+
 // Reads an array of non-negative integers that fit a token id.
 Status read_ids(od::array arr, std::string_view field, std::vector<TokenId>* out) {
   for (auto el : arr) {
@@ -27,15 +45,14 @@ Status read_ids(od::array arr, std::string_view field, std::vector<TokenId>* out
 }
 
 // A completions prompt: text, ids, a list of texts, or a list of id lists (the first routes).
-Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok,
+Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok, size_t limit,
                    ParsedRequest* out) {
   od::json_type t;
   if (v.type().get(t) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
   if (t == od::json_type::string) {
     std::string_view text;
     if (v.get_string().get(text) != simdjson::SUCCESS) return bad(field, "is not a valid string");
-    tok.encode(text, &out->tokens);
-    return absl::OkStatus();
+    return encode_within(tok, text, limit, &out->tokens);
   }
   if (t != od::json_type::array)
     return bad(field, "must be a string, a list of token ids, or a list of those");
@@ -57,6 +74,7 @@ Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok
       }
       out->tokens.push_back(static_cast<TokenId>(id));
       out->tokens_given = true;
+      if (out->tokens.size() > limit) return too_long(limit, out->tokens.size());
       continue;
     }
     // A batch of prompts: the first one decides the route; the others are validated for type.
@@ -64,7 +82,9 @@ Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok
       std::string_view text;
       if (item.get_string().get(text) != simdjson::SUCCESS)
         return bad(field, "holds an invalid string");
-      if (first) tok.encode(text, &out->tokens);
+      if (first) {
+        if (Status s = encode_within(tok, text, limit, &out->tokens); !s.ok()) return s;
+      }
     } else if (it == od::json_type::array) {
       od::array ids;
       if (item.get_array().get(ids) != simdjson::SUCCESS)
@@ -72,6 +92,7 @@ Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok
       std::vector<TokenId> scratch;
       if (Status s = read_ids(ids, field, first ? &out->tokens : &scratch); !s.ok()) return s;
       if (first) out->tokens_given = true;
+      if (out->tokens.size() > limit) return too_long(limit, out->tokens.size());
     } else {
       return bad(field, "must be a string, a list of token ids, or a list of those");
     }
@@ -81,7 +102,7 @@ Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok
 }
 
 // Chat messages rendered with render_chat(); content may be text or a list of typed parts.
-Status read_messages(od::value v, const TestTokenizer& tok, ParsedRequest* out) {
+Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, ParsedRequest* out) {
   od::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS)
     return bad("messages", "must be a list of messages");
@@ -133,14 +154,16 @@ Status read_messages(od::value v, const TestTokenizer& tok, ParsedRequest* out) 
   std::vector<ChatMessage> msgs;
   msgs.reserve(roles.size());
   for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], contents[i]});
-  tok.encode(render_chat(msgs), &out->tokens);
-  return absl::OkStatus();
+  return encode_within(tok, render_chat(msgs), limit, &out->tokens);
 }
 
 struct ParserState {
   od::parser parser;
   std::string buffer;
 };
+// Bodies up to this size parse with the thread's parser, which keeps its buffers; a larger one
+// gets a parser of its own, freed with it, so one huge request does not pin its memory forever.
+constexpr size_t kKeptParserBytes = 1 << 20;
 thread_local ParserState tl_state;
 
 }  // namespace
@@ -157,10 +180,68 @@ const char* api_route_name(ApiRoute r) {
   return "unknown";
 }
 
+std::optional<size_t> top_level_string_bytes(std::string_view body, std::string_view key) {
+  // A small scanner: tracks nesting and strings, and at depth 1 reads keys.
+  size_t depth = 0;
+  bool expect_key = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == '"') {
+      const size_t start = i + 1;
+      size_t j = start;
+      while (j < body.size() && body[j] != '"') j += body[j] == '\\' ? 2 : 1;
+      if (j >= body.size()) return std::nullopt;
+      const std::string_view text = body.substr(start, j - start);
+      i = j;
+      if (depth == 1 && expect_key) {
+        expect_key = false;
+        if (text != key) continue;
+        // The value: skip ':' and blanks; only a string is measured.
+        size_t k = i + 1;
+        while (k < body.size() && (body[k] == ':' || body[k] == ' ' || body[k] == '\n' ||
+                                   body[k] == '\t' || body[k] == '\r'))
+          ++k;
+        if (k >= body.size() || body[k] != '"') return std::nullopt;
+        size_t e = k + 1;
+        while (e < body.size() && body[e] != '"') e += body[e] == '\\' ? 2 : 1;
+        if (e >= body.size()) return std::nullopt;
+        return e - k - 1;
+      }
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+      expect_key = c == '{' && depth == 1;
+    } else if (c == '}' || c == ']') {
+      if (depth == 0) return std::nullopt;
+      --depth;
+    } else if (c == ',' && depth == 1) {
+      expect_key = true;
+    }
+  }
+  return std::nullopt;
+}
+
 Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer& tokenizer,
-                     ParsedRequest* out) {
+                     size_t max_prompt_tokens, ParsedRequest* out) {
   *out = ParsedRequest{};
-  ParserState& st = tl_state;
+  // A huge text prompt is refused before the body is parsed: a string of n raw bytes decodes
+  // to at least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many
+  // over kMaxTokenBytes tokens.
+  if (body.size() > kKeptParserBytes && max_prompt_tokens != kNoTokenLimit) {
+    const std::string_view key = route == ApiRoute::kCompletions ? "prompt"
+                                 : route == ApiRoute::kGenerate  ? "text"
+                                                                 : "";
+    if (!key.empty()) {
+      if (auto raw = top_level_string_bytes(body, key)) {
+        const size_t at_least = *raw / 6 / TestTokenizer::kMaxTokenBytes;
+        if (at_least > max_prompt_tokens) return too_long(max_prompt_tokens, at_least);
+      }
+    }
+  }
+  std::optional<ParserState> own;
+  if (body.size() > kKeptParserBytes) own.emplace();
+  ParserState& st = own ? *own : tl_state;
   st.buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);
   std::memcpy(st.buffer.data(), body.data(), body.size());
   od::document doc;
@@ -198,18 +279,19 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
       if (v.get_string().get(s) != simdjson::SUCCESS) return bad("cache_salt", "must be a string");
       out->cache_salt = s;
     } else if (route == ApiRoute::kCompletions && key == "prompt") {
-      if (Status s = read_prompt(v, "prompt", tokenizer, out); !s.ok()) return s;
+      if (Status s = read_prompt(v, "prompt", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
     } else if (route == ApiRoute::kChatCompletions && key == "messages") {
-      if (Status s = read_messages(v, tokenizer, out); !s.ok()) return s;
+      if (Status s = read_messages(v, tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
     } else if (route == ApiRoute::kGenerate && key == "input_ids") {
-      if (Status s = read_prompt(v, "input_ids", tokenizer, out); !s.ok()) return s;
+      if (Status s = read_prompt(v, "input_ids", tokenizer, max_prompt_tokens, out); !s.ok())
+        return s;
       have_prompt = true;
     } else if (route == ApiRoute::kGenerate && key == "text") {
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
-      if (Status s = read_prompt(v, "text", tokenizer, out); !s.ok()) return s;
+      if (Status s = read_prompt(v, "text", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
     }
   }

@@ -36,8 +36,17 @@ struct ParsedRequest {
   bool tokens_given = false;    // the body carried ids (no tokenization happened)
 };
 
-// Fills `out` from `body`. InvalidArgument (-> 400) names the offending field.
+inline constexpr size_t kNoTokenLimit = static_cast<size_t>(-1);
+
+// Fills `out` from `body`. InvalidArgument (-> 400) names the offending field; OutOfRange (-> 400)
+// says the prompt has more than `max_prompt_tokens` tokens, found without tokenizing all of it
+// (a huge text prompt is refused from its byte length before the body is even parsed).
 Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer& tokenizer,
-                     ParsedRequest* out);
+                     size_t max_prompt_tokens, ParsedRequest* out);
+
+// The raw length in bytes (escapes undecoded) of the string value of top-level `key` in the JSON
+// object `body`, found by a scan that decodes nothing; nullopt when the key is absent, its value
+// is not a string, or the body is not an object.
+std::optional<size_t> top_level_string_bytes(std::string_view body, std::string_view key);
 
 }  // namespace kvgate::app

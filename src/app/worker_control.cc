@@ -454,10 +454,15 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     simdjson::dom::array data;
     if (parser.parse(models->body).get(doc) == simdjson::SUCCESS &&
         doc["data"].get_array().get(data) == simdjson::SUCCESS) {
+      info.max_model_len = 0;
       for (auto m : data) {
         std::string_view id, parent;
         if (m["id"].get_string().get(id) != simdjson::SUCCESS) continue;
         info.models.emplace_back(id);
+        uint64_t len = 0;  // vLLM's and SGLang's model cards say max_model_len
+        if (m["max_model_len"].get_uint64().get(len) == simdjson::SUCCESS && len < (1u << 31)) {
+          info.max_model_len = std::max(info.max_model_len, static_cast<uint32_t>(len));
+        }
         if (m["parent"].get_string().get(parent) == simdjson::SUCCESS && !parent.empty() &&
             parent != id) {
           info.lora_adapters.emplace_back(id);

@@ -1,5 +1,7 @@
 #include "kvgate/core/tokenizer.h"
 
+#include <algorithm>
+
 #include "xxhash.h"
 
 namespace kvgate {
@@ -19,11 +21,12 @@ constexpr size_t kMaxPiece = 4;
 
 }  // namespace
 
-void TestTokenizer::encode(std::string_view text, std::vector<TokenId>* out) const {
-  out->reserve(out->size() + text.size() / 3 + 1);
+void TestTokenizer::encode(std::string_view text, std::vector<TokenId>* out, size_t limit) const {
+  out->reserve(out->size() +
+               std::min(text.size() / 3 + 1, limit == size_t(-1) ? limit : limit + 1));
   const uint32_t span = vocab_ - 256;
   size_t i = 0;
-  while (i < text.size()) {
+  while (i < text.size() && out->size() <= limit) {
     const CharClass cls = classify(static_cast<unsigned char>(text[i]));
     size_t j = i + 1;
     if (cls != CharClass::kOther) {

@@ -62,6 +62,9 @@ const Handler* ServerState::find(Verb method, std::string_view path, unsigned* e
 
 namespace {
 
+// What a chunked body (no Content-Length) reserves of max_inflight_body_bytes until it is read.
+constexpr uint64_t kChunkedReservation = 1 << 20;
+
 const std::shared_ptr<spdlog::logger>& logger() {
   static const auto l = log::get("http");
   return l;
@@ -94,8 +97,39 @@ bool await_no_sessions(ServerState& st, std::chrono::milliseconds grace) KVGATE_
   return st.sessions_changed.wait_for(st.mu, grace, [&st] { return no_sessions(st); });
 }
 
-// Answers a request the server itself rejects, then the connection closes.
-net::awaitable<void> reject(Session& s, unsigned status, std::string_view message) {
+int64_t steady_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
+// Body bytes reserved against max_inflight_body_bytes for one request, released when it ends.
+class BodyReservation {
+ public:
+  explicit BodyReservation(ServerState& st) : st_(st) {}
+  ~BodyReservation() {
+    if (bytes_ > 0) st_.inflight_body_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
+  }
+  BodyReservation(const BodyReservation&) = delete;
+  BodyReservation& operator=(const BodyReservation&) = delete;
+  // Takes `n` more bytes if the budget allows (always, with `force`).
+  bool take(uint64_t n, bool force = false) {
+    const uint64_t limit = st_.options.max_inflight_body_bytes;
+    const uint64_t before = st_.inflight_body_bytes.fetch_add(n, std::memory_order_relaxed);
+    if (!force && limit > 0 && before + n > limit) {
+      st_.inflight_body_bytes.fetch_sub(n, std::memory_order_relaxed);
+      return false;
+    }
+    bytes_ += n;
+    return true;
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  ServerState& st_;
+  uint64_t bytes_ = 0;
+};
+
+// Answers a request the server itself rejects, then the connection closes. Up to `drain` bytes
+// of what the client still sends are read and dropped, so it reads the answer instead of a reset.
+net::awaitable<void> reject(Session& s, unsigned status, std::string_view message,
+                            size_t drain = 4u << 20) {
   Response r = Response::error(status, message, error_type_for(status));
   beast_http::response<beast_http::string_body> res{static_cast<beast_http::status>(status), 11};
   res.set(beast_http::field::server, s.options.server_name);
@@ -112,7 +146,8 @@ net::awaitable<void> reject(Session& s, unsigned status, std::string_view messag
   s.stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   s.stream.expires_after(std::chrono::seconds(1));
   char sink[16 << 10];
-  for (size_t drained = 0; !ec && drained < (4u << 20);) {
+  s.stream.expires_after(std::chrono::seconds(drain > (4u << 20) ? 30 : 1));
+  for (size_t drained = 0; !ec && drained < drain;) {
     drained += co_await s.stream.async_read_some(net::buffer(sink),
                                                  net::redirect_error(net::use_awaitable, ec));
   }
@@ -128,15 +163,41 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     parser.header_limit(st->options.header_limit);
     // The keep-alive wait: until the next request's first byte (or what the last read buffered).
     if (buffer.size() == 0) {
+      s->idle_since_ns.store(steady_ns(), std::memory_order_relaxed);
+      s->idle.store(true, std::memory_order_release);
       s->stream.expires_after(st->options.idle_timeout);
       const size_t n = co_await s->stream.async_read_some(
           buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
+      s->idle.store(false, std::memory_order_release);
       if (ec) break;
       buffer.commit(n);
     }
+    s->idle.store(false, std::memory_order_release);
     s->stream.expires_after(st->options.read_timeout);
     co_await beast_http::async_read_header(s->stream, buffer, parser,
                                            net::redirect_error(net::use_awaitable, ec));
+    BodyReservation reservation(*st);
+    if (!ec) {
+      const std::string_view path =
+          parser.get().target().substr(0, parser.get().target().find('?'));
+      if (s->restricted &&
+          !st->always_available.contains(absl::string_view(path.data(), path.size()))) {
+        st->restricted_refusals.fetch_add(1, std::memory_order_relaxed);
+        co_await reject(*s, 503, "the server is at its connection limit; retry later");
+        break;
+      }
+      const uint64_t declared = parser.content_length().value_or(0);
+      const bool chunked = parser.chunked();
+      if (!reservation.take(chunked ? kChunkedReservation : declared)) {
+        st->body_budget_refusals.fetch_add(1, std::memory_order_relaxed);
+        const bool alone = declared > st->options.max_inflight_body_bytes;
+        co_await reject(*s, alone ? 413 : 429,
+                        alone ? "request body larger than the server holds at once"
+                              : "too many request bytes in flight; retry later",
+                        std::min<size_t>(declared, st->options.body_limit));
+        break;
+      }
+    }
     if (!ec && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
       beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
       co_await beast_http::async_write(s->stream, cont,
@@ -169,6 +230,9 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       break;
     }
     st->requests.fetch_add(1, std::memory_order_relaxed);
+    if (parser.chunked() && parser.get().body().size() > kChunkedReservation) {
+      reservation.take(parser.get().body().size() - kChunkedReservation, /*force=*/true);
+    }
     Request req{parser.release(), remote};
     Responder responder = s->responder(req.msg.keep_alive());
     unsigned error_status = 0;
@@ -203,6 +267,22 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
   unregister(*st, s->id);
 }
 
+// The session that has waited longest for its next request, if any is waiting.
+std::shared_ptr<Session> longest_idle(ServerState& st) KVGATE_REQUIRES(st.mu) {
+  std::shared_ptr<Session> best;
+  int64_t best_since = 0;
+  for (const auto& [id, weak] : st.sessions) {
+    auto s = weak.lock();
+    if (!s || !s->idle.load(std::memory_order_acquire)) continue;
+    const int64_t since = s->idle_since_ns.load(std::memory_order_relaxed);
+    if (!best || since < best_since) {
+      best = std::move(s);
+      best_since = since;
+    }
+  }
+  return best;
+}
+
 net::awaitable<void> accept_loop(std::shared_ptr<ServerState> st,
                                  std::shared_ptr<tcp::acceptor> acceptor) {
   for (;;) {
@@ -220,15 +300,38 @@ net::awaitable<void> accept_loop(std::shared_ptr<ServerState> st,
     socket.set_option(tcp::no_delay(true), ec);
     st->connections_accepted.fetch_add(1, std::memory_order_relaxed);
     std::shared_ptr<Session> session;
+    std::shared_ptr<Session> shed;
     {
       MutexLock l(&st->mu);
       if (st->stopping) {
         socket.close(ec);
         continue;
       }
+      bool restricted = false;
+      const size_t limit = st->options.max_connections;
+      if (limit > 0 && st->sessions.size() >= limit) {
+        shed = longest_idle(*st);
+        if (shed) {
+          st->sessions.erase(shed->id);  // leaves now; its coroutine ends on its own
+          st->idle_shed.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      if (limit > 0 && st->sessions.size() >= limit) {
+        // Still full (every other connection is busy, or reserved ones are open).
+        if (st->sessions.size() < limit + st->options.reserved_connections) {
+          restricted = true;
+        } else {
+          st->refused_connections.fetch_add(1, std::memory_order_relaxed);
+          socket.close(ec);
+          if (shed) shed->close_async();
+          continue;
+        }
+      }
       session = std::make_shared<Session>(st->next_session_id++, std::move(socket), st->options);
+      session->restricted = restricted;
       st->sessions.emplace(session->id, session);
     }
+    if (shed) shed->close_async();
     net::co_spawn(session->stream.get_executor(), run_session(st, session), net::detached);
   }
 }
@@ -382,6 +485,10 @@ void Server::route(Verb method, std::string path, Handler handler) {
   routes.push_back({method, std::move(handler)});
 }
 
+void Server::always_available(std::string path) {
+  state_->always_available.insert(std::move(path));
+}
+
 void Server::route_prefix(Verb method, std::string prefix, Handler handler) {
   auto& routes = state_->prefixes[std::move(prefix)];
   for (auto& r : routes) {
@@ -468,6 +575,11 @@ ServerStats Server::stats() const {
   s.connections_accepted = state_->connections_accepted.load(std::memory_order_relaxed);
   s.requests = state_->requests.load(std::memory_order_relaxed);
   s.bad_requests = state_->bad_requests.load(std::memory_order_relaxed);
+  s.idle_shed = state_->idle_shed.load(std::memory_order_relaxed);
+  s.refused_connections = state_->refused_connections.load(std::memory_order_relaxed);
+  s.restricted_refusals = state_->restricted_refusals.load(std::memory_order_relaxed);
+  s.body_budget_refusals = state_->body_budget_refusals.load(std::memory_order_relaxed);
+  s.inflight_body_bytes = state_->inflight_body_bytes.load(std::memory_order_relaxed);
   MutexLock l(&state_->mu);
   s.open_connections = state_->sessions.size();
   return s;

@@ -181,6 +181,7 @@ void WorkerRegistry::publish_locked() {
     snap->lora_adapters.insert(snap->lora_adapters.end(), info->lora_adapters.begin(),
                                info->lora_adapters.end());
     if (info->block_size > 0) ++block_sizes[info->block_size];
+    snap->max_model_len = std::max(snap->max_model_len, info->max_model_len);
   }
   for (const auto& [size, n] : block_sizes) {
     if (snap->block_size == 0 || n > block_sizes[snap->block_size]) snap->block_size = size;

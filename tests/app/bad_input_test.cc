@@ -18,6 +18,12 @@ void expect_openai_error(const http::ClientResponse& r, unsigned status) {
   EXPECT_EQ(doc["error"]["message"].get_string().get(message), simdjson::SUCCESS) << r.body;
   EXPECT_EQ(doc["error"]["type"].get_string().get(type), simdjson::SUCCESS) << r.body;
   EXPECT_FALSE(message.empty());
+  // A server-side failure says so; only a client's mistake is an invalid_request_error.
+  if (status >= 500) {
+    EXPECT_TRUE(type == "server_error" || type == "upstream_error") << r.body;
+  } else if (status == 400 || status == 413) {
+    EXPECT_EQ(type, "invalid_request_error") << r.body;
+  }
 }
 
 TEST_F(GatewayTest, ClientMistakesGetOpenAIErrors) {

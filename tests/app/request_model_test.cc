@@ -10,21 +10,25 @@ const TestTokenizer kTok;
 TEST(RequestModel, CompletionsTextIdsAndBatches) {
   ParsedRequest p;
   ASSERT_TRUE(parse_request(ApiRoute::kCompletions,
-                            R"({"model":"m","prompt":"hello world","stream":true})", kTok, &p)
+                            R"({"model":"m","prompt":"hello world","stream":true})", kTok,
+                            kNoTokenLimit, &p)
                   .ok());
   EXPECT_EQ(p.model, "m");
   EXPECT_TRUE(p.stream);
   EXPECT_EQ(p.tokens, kTok.encode("hello world"));
   EXPECT_FALSE(p.tokens_given);
-  ASSERT_TRUE(
-      parse_request(ApiRoute::kCompletions, R"({"prompt":[1,2,3],"extra":{"x":[1]}})", kTok, &p)
-          .ok());
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":[1,2,3],"extra":{"x":[1]}})", kTok,
+                            kNoTokenLimit, &p)
+                  .ok());
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{1, 2, 3}));
   EXPECT_TRUE(p.tokens_given);
-  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":[[7,8],[9]]})", kTok, &p).ok());
+  ASSERT_TRUE(
+      parse_request(ApiRoute::kCompletions, R"({"prompt":[[7,8],[9]]})", kTok, kNoTokenLimit, &p)
+          .ok());
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{7, 8}));
   ASSERT_TRUE(parse_request(ApiRoute::kCompletions,
-                            R"({"prompt":["first","second"],"cache_salt":"s1"})", kTok, &p)
+                            R"({"prompt":["first","second"],"cache_salt":"s1"})", kTok,
+                            kNoTokenLimit, &p)
                   .ok());
   EXPECT_EQ(p.tokens, kTok.encode("first"));
   EXPECT_EQ(p.cache_salt, "s1");
@@ -35,7 +39,7 @@ TEST(RequestModel, ChatRendersMessagesAndContentParts) {
   ASSERT_TRUE(parse_request(ApiRoute::kChatCompletions,
                             R"({"messages":[{"role":"system","content":"be brief"},
                                             {"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url"}]}]})",
-                            kTok, &p)
+                            kTok, kNoTokenLimit, &p)
                   .ok());
   const ChatMessage msgs[] = {{"system", "be brief"}, {"user", "hi"}};
   EXPECT_EQ(p.tokens, kTok.encode(render_chat(msgs)));
@@ -45,10 +49,11 @@ TEST(RequestModel, GenerateTakesInputIdsOrText) {
   ParsedRequest p;
   ASSERT_TRUE(parse_request(ApiRoute::kGenerate,
                             R"({"input_ids":[5,6],"sampling_params":{"max_new_tokens":3}})", kTok,
-                            &p)
+                            kNoTokenLimit, &p)
                   .ok());
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{5, 6}));
-  ASSERT_TRUE(parse_request(ApiRoute::kGenerate, R"({"text":"abc"})", kTok, &p).ok());
+  ASSERT_TRUE(
+      parse_request(ApiRoute::kGenerate, R"({"text":"abc"})", kTok, kNoTokenLimit, &p).ok());
   EXPECT_EQ(p.tokens, kTok.encode("abc"));
 }
 
@@ -72,7 +77,7 @@ TEST(RequestModel, RejectsWithTheFieldNamed) {
       {ApiRoute::kGenerate, R"({})", "text"},
   };
   for (const auto& c : cases) {
-    const Status s = parse_request(c.route, c.body, kTok, &p);
+    const Status s = parse_request(c.route, c.body, kTok, kNoTokenLimit, &p);
     EXPECT_FALSE(s.ok()) << c.body;
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.body;
     EXPECT_NE(std::string(message_of(s)).find(c.mentions), std::string::npos)
@@ -87,11 +92,54 @@ TEST(RequestModel, LargePromptParsesFast) {
   ParsedRequest p;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i)
-    ASSERT_TRUE(parse_request(ApiRoute::kCompletions, body, kTok, &p).ok());
+    ASSERT_TRUE(parse_request(ApiRoute::kCompletions, body, kTok, kNoTokenLimit, &p).ok());
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
   EXPECT_GT(p.tokens.size(), 20000u);
   EXPECT_LT(ms, 20.0) << "parsing and tokenizing a 100 KB prompt took " << ms << " ms";
+}
+
+TEST(RequestModel, APromptOverTheLimitIsRefusedWithoutTokenizingItAll) {
+  ParsedRequest p;
+  // Just over: tokenized until one past the limit.
+  const std::string words = std::string(R"({"prompt":")") + "aaaa bbbb cccc dddd" + R"("})";
+  Status s = parse_request(ApiRoute::kCompletions, words, kTok, 4, &p);  // 7 tokens
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
+  EXPECT_NE(std::string(message_of(s)).find("maximum context length is 4 tokens"),
+            std::string::npos)
+      << s;
+  EXPECT_LE(p.tokens.size(), 5u) << "encoding stops one past the limit";
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, words, kTok, 7, &p).ok());
+  // Ids, a chat, and the first of a batch count too.
+  EXPECT_TRUE(absl::IsOutOfRange(
+      parse_request(ApiRoute::kCompletions, R"({"prompt":[1,2,3,4,5]})", kTok, 4, &p)));
+  EXPECT_TRUE(absl::IsOutOfRange(
+      parse_request(ApiRoute::kChatCompletions,
+                    R"({"messages":[{"role":"user","content":"aaaa bbbb cccc"}]})", kTok, 4, &p)));
+  EXPECT_TRUE(
+      parse_request(ApiRoute::kCompletions, R"({"prompt":["aaaa","aaaa bbbb cccc"]})", kTok, 4, &p)
+          .ok())
+      << "only the first prompt of a batch routes; each is its own request at the engine";
+}
+
+TEST(RequestModel, AHugeTextPromptIsRefusedFromItsLengthBeforeParsing) {
+  std::string body = R"({"model":"m","prompt":")" + std::string(8 << 20, 'a') + R"(","x":1})";
+  ParsedRequest p;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = parse_request(ApiRoute::kCompletions, body, kTok, 131072, &p);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
+  EXPECT_TRUE(p.tokens.empty()) << "refused from the byte length, nothing tokenized";
+  EXPECT_LT(ms, 200.0);
+}
+
+TEST(RequestModel, TopLevelStringBytesFindsOnlyTopLevelStrings) {
+  EXPECT_EQ(top_level_string_bytes(R"({"a":{"prompt":"nested"},"prompt":"abc\"d"})", "prompt"), 6u);
+  EXPECT_EQ(top_level_string_bytes(R"({"prompt":[1,2]})", "prompt"), std::nullopt);
+  EXPECT_EQ(top_level_string_bytes(R"({"other":"prompt","prompt" : "xy"})", "prompt"), 2u);
+  EXPECT_EQ(top_level_string_bytes(R"(["prompt","x"])", "prompt"), std::nullopt);
+  EXPECT_EQ(top_level_string_bytes(R"({"prompt":"unterminated)", "prompt"), std::nullopt);
 }
 
 }  // namespace

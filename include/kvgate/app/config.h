@@ -31,6 +31,14 @@ struct GatewayConfig {
   size_t threads = 0;       // executor threads; 0: one per core
   bool pin_threads = true;  // pin executor thread i to CPU i (grouped by NUMA node)
   size_t max_payload_bytes = 64 << 20;
+  // Client connections at once (0: from the process's file-descriptor limit, which main raises to
+  // its hard limit: half of it, each request also holds an upstream connection). At the limit the
+  // longest-idle connection is closed first; a few more stay reserved for health and metrics.
+  size_t max_connections = 0;
+  // Request bodies held at once, bytes: a request beyond gets 429 before its body is kept.
+  size_t max_inflight_body_bytes = 256 << 20;
+  // Prompt tokens at most when no worker reports its context length (0: no bound then).
+  size_t max_model_len = 0;
 
   // Fleet
   std::vector<std::string> worker_urls;

@@ -30,8 +30,13 @@ class TestTokenizer {
   static constexpr uint32_t kDefaultVocab = 32000;
   explicit TestTokenizer(uint32_t vocab = kDefaultVocab) : vocab_(vocab < 512 ? 512 : vocab) {}
 
-  // Appends the tokens of `text` to `out`.
-  void encode(std::string_view text, std::vector<TokenId>* out) const;
+  // The most bytes one token covers: a text of n bytes has at least n / kMaxTokenBytes tokens.
+  static constexpr size_t kMaxTokenBytes = 4;
+
+  // Appends the tokens of `text` to `out`; stops early once `out` holds more than `limit` tokens
+  // (a prompt that cannot fit a model's context is not tokenized to its end).
+  void encode(std::string_view text, std::vector<TokenId>* out,
+              size_t limit = static_cast<size_t>(-1)) const;
   std::vector<TokenId> encode(std::string_view text) const {
     std::vector<TokenId> v;
     encode(text, &v);

@@ -65,6 +65,18 @@ struct ServerOptions {
   std::optional<size_t> pin_context;  // run everything on this context of the pool
   int backlog = 1024;
   std::string server_name = "kvgate";
+  // Connections at once (0: no limit). At the limit a new connection closes the longest-idle
+  // kept-alive one to make room; with none idle, up to `reserved_connections` more are accepted
+  // for the routes marked always_available() only (health, readiness, metrics stay reachable
+  // under saturation): anything else on them gets 503 and the connection closes. Beyond that a
+  // connection is closed at once.
+  size_t max_connections = 0;
+  size_t reserved_connections = 32;
+  // Request bodies held at once, in bytes (0: no limit), reserved from a request's Content-Length
+  // when its head arrives (1 MiB for a chunked body, corrected once read) and released when its
+  // handler returns. A request beyond the budget gets 429 (413 if it alone is larger) before its
+  // body is kept.
+  size_t max_inflight_body_bytes = 0;
 };
 
 struct DisconnectWatchState;
@@ -144,8 +156,13 @@ using Handler = std::function<boost::asio::awaitable<void>(const Request&, Respo
 struct ServerStats {
   uint64_t connections_accepted = 0;
   uint64_t requests = 0;
-  uint64_t bad_requests = 0;  // malformed (400), too large (413 / 431)
+  uint64_t bad_requests = 0;  // malformed (400), too large (413 / 414 / 431)
   uint64_t open_connections = 0;
+  uint64_t idle_shed = 0;            // idle connections closed to make room (max_connections)
+  uint64_t refused_connections = 0;  // closed at once: over max_connections + reserved
+  uint64_t restricted_refusals = 0;  // 503s on reserved connections (not an always-available route)
+  uint64_t body_budget_refusals = 0;  // 429s: max_inflight_body_bytes reached
+  uint64_t inflight_body_bytes = 0;   // reserved now
 };
 
 class Server {
@@ -159,6 +176,8 @@ class Server {
   void route(Verb method, std::string path, Handler handler);
   // Every path starting with `prefix` (after exact routes; the longest prefix wins).
   void route_prefix(Verb method, std::string prefix, Handler handler);
+  // The exact path stays served on the connections reserved beyond max_connections.
+  void always_available(std::string path);
 
   // Binds and listens. After it returns OK, port() is the bound port.
   Status start();

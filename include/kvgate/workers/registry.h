@@ -42,6 +42,9 @@ struct FleetSnapshot {
   std::vector<std::string> lora_adapters;
   // The block size routing hashes with: the one most workers reported (0: none known yet).
   uint32_t block_size = 0;
+  // The longest context any worker serves, in tokens (0: none reported): a prompt longer cannot
+  // run anywhere in the fleet.
+  uint32_t max_model_len = 0;
 
   int32_t worker_index_of(HolderId h) const {
     return h.valid() && h.value() < worker_of_holder.size() ? worker_of_holder[h.value()] : -1;

@@ -40,6 +40,7 @@ struct WorkerInfo {
   std::vector<KvEndpoint> kv_endpoints;    // empty: the worker publishes no KV events
   std::vector<HolderId> holders;           // one per rank with a subscription, rank order
   uint32_t block_size = 0;                 // learned from its events (0: not yet known)
+  uint32_t max_model_len = 0;              // longest context of its models (0: not reported)
   bool discovered = false;                 // /server_info and /v1/models answered at least once
 };
 

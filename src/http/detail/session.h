@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
 #include "kvgate/core/thread_annotations.h"
@@ -29,6 +30,12 @@ struct Session : std::enable_shared_from_this<Session> {
   const uint64_t id;
   boost::beast::tcp_stream stream;
   const ServerOptions& options;
+  // Accepted beyond max_connections: only always-available routes are served on it.
+  bool restricted = false;
+  // Waiting for its next request (not reading one, not in a handler), and since when: the
+  // longest-idle connection is the one shed at the connection limit.
+  std::atomic<bool> idle{false};
+  std::atomic<int64_t> idle_since_ns{0};
 };
 
 struct Route {
@@ -52,6 +59,7 @@ struct ServerState {
   const ServerOptions options;
   // Written before start() only.
   absl::flat_hash_map<std::string, std::vector<Route>> exact;
+  absl::flat_hash_set<std::string> always_available;
   std::map<std::string, std::vector<Route>, std::greater<>> prefixes;  // longest first
 
   mutable Mutex mu;
@@ -66,6 +74,11 @@ struct ServerState {
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bad_requests{0};
+  std::atomic<uint64_t> idle_shed{0};
+  std::atomic<uint64_t> refused_connections{0};
+  std::atomic<uint64_t> restricted_refusals{0};
+  std::atomic<uint64_t> body_budget_refusals{0};
+  std::atomic<uint64_t> inflight_body_bytes{0};
 };
 
 }  // namespace kvgate::http::detail

@@ -177,6 +177,17 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "Seed of the router's block hashes (every replica must agree)")
       ->capture_default_str()
       ->group("Routing");
+  app.add_flag_function(
+         "--dp-aware", [&c](int64_t) { c.dp_aware = true; },
+         "Route to the data-parallel rank that holds the prefix, pinned with the "
+         "X-Data-Parallel-Rank header vLLM and SGLang honour (the default for workers reporting "
+         "more than one rank)")
+      ->group("Routing");
+  app.add_flag_function(
+         "--no-dp-aware", [&c](int64_t) { c.dp_aware = false; },
+         "Route to workers only and let each engine pick the rank (its own balancer ignores "
+         "prefixes)")
+      ->group("Routing");
   app.add_option("--routing-key-header", c.routing_key_header,
                  "Header consistent_hashing routes on")
       ->capture_default_str()

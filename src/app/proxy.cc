@@ -19,6 +19,10 @@ using workers::Outcome;
 namespace {
 
 constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+// The data-parallel rank a request is pinned to: vLLM's OpenAI server and SGLang both honour it.
+constexpr std::string_view kRankHeader = "x-data-parallel-rank";
+// Tells the client which rank served it.
+constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
 // Bodies larger than this are parsed on the gateway's parse thread, not on an executor.
 constexpr size_t kInlineParseBytes = 1 << 20;
 // Every gateway a request passed names itself here; a gateway that finds its own name (a worker
@@ -57,15 +61,16 @@ bool retryable_status(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 // cancellation).
 class Dispatch {
  public:
-  Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed)
-      : w_(w), p_(p), streamed_(streamed) {
-    w_.begin_request();
+  Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed,
+           std::optional<DpRank> rank)
+      : w_(w), p_(p), streamed_(streamed), rank_(rank) {
+    w_.begin_request(rank_);
     w_.count_dispatch();
     if (streamed_) w_.liveness().note_stream_started();
     p_.on_dispatch(w_, rr);
   }
   ~Dispatch() {
-    w_.end_request();
+    w_.end_request(rank_);
     if (streamed_) w_.liveness().note_stream_ended();
     w_.breaker().record(outcome_);
     p_.on_request_end(w_, outcome_);
@@ -78,6 +83,7 @@ class Dispatch {
   workers::Worker& w_;
   policy::Policy& p_;
   const bool streamed_;
+  const std::optional<DpRank> rank_;
   Outcome outcome_ = Outcome::kCancelled;
 };
 
@@ -161,7 +167,8 @@ std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
 }
 
 // The request as the worker gets it. Its body is the client's own bytes (not copied: `req`
-// outlives every attempt). Header 0 is the authorization slot (set_authorization).
+// outlives every attempt). Header 0 is the authorization slot (set_authorization), header 1 the
+// data-parallel rank's (empty headers are not sent).
 http::ClientRequest upstream_request(const http::Request& req, std::string_view self) {
   http::ClientRequest c;
   c.method = http::Verb::post;
@@ -170,6 +177,7 @@ http::ClientRequest upstream_request(const http::Request& req, std::string_view 
   const std::string_view ct = req.header("content-type");
   c.content_type = ct.empty() ? "application/json" : std::string(ct);
   c.headers.emplace_back("authorization", std::string(req.header("authorization")));
+  c.headers.emplace_back(std::string(kRankHeader), std::string());  // set per attempt
   for (std::string_view h : {"x-request-id", "traceparent"}) {
     const std::string_view v = req.header(h);
     if (!v.empty()) c.headers.emplace_back(std::string(h), std::string(v));
@@ -188,13 +196,14 @@ void set_authorization(http::ClientRequest& c, const http::Request& req, const w
 }
 
 http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
-                         const std::string& worker) {
+                         const std::string& worker, std::optional<DpRank> rank) {
   http::Response r;
   r.status = status;
   const std::string_view ct = head.header("content-type");
   r.content_type = ct.empty() ? "application/json" : std::string(ct);
   r.body = std::move(body);
   r.headers.emplace_back(std::string(kWorkerHeader), worker);
+  if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
   return r;
 }
 
@@ -311,7 +320,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                           .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
                           .block_size = block_size,
                           .routing_key = req.header(config_.routing_key_header),
-                          .model = p.model};
+                          .model = p.model,
+                          .dp_aware = config_.dp_aware};
   http::ClientRequest upstream_req = upstream_request(req, instance_id_);
   std::optional<http::Response> last_answer;
   Status last_failure;
@@ -354,8 +364,11 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     }
     Attempt a;
     set_authorization(upstream_req, req, *worker);
+    const std::optional<DpRank> rank =
+        d.rank >= 0 ? std::optional<DpRank>(static_cast<DpRank>(d.rank)) : std::nullopt;
+    upstream_req.headers[1].second = rank ? std::to_string(*rank) : std::string();
     {
-      Dispatch dispatch(*worker, *policy_, rr, p.stream);
+      Dispatch dispatch(*worker, *policy_, rr, p.stream, rank);
       const net::any_io_executor executor = co_await net::this_coro::executor;
       VetoWatch veto(*worker, executor);
       workers::LivenessTracker& liveness = worker->liveness();
@@ -435,7 +448,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           if (p.stream) body = co_await read_error_body(conn);
           if (!p.stream && head->status == 200) liveness.note_progress();
           dispatch.set(outcome_of_status(head->status));
-          http::Response answer = forwarded(head->status, *head, std::move(body), worker->url());
+          http::Response answer =
+              forwarded(head->status, *head, std::move(body), worker->url(), rank);
           veto.watch(nullptr);
           upstream_->release(worker->id(), std::move(lease->conn));
           if (retryable_status(answer.status)) {
@@ -471,8 +485,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         liveness.note_progress();
         const std::string_view ct = head->header("content-type");
         // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.)
-        const std::vector<http::Header> stream_headers = {
-            {std::string(kWorkerHeader), worker->url()}};
+        std::vector<http::Header> stream_headers = {{std::string(kWorkerHeader), worker->url()}};
+        if (rank)
+          stream_headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
         const Status started =
             co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
         if (!started.ok()) {

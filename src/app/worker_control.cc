@@ -1,5 +1,7 @@
 #include "app/worker_control.h"
 
+#include "app/discovery.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -28,129 +30,6 @@ enum class LoadSource { kUnknown, kLoadEndpoint, kMetrics, kNone };
 std::shared_ptr<spdlog::logger> logger() {
   static auto l = log::get("workers");
   return l;
-}
-
-// "tcp://*:5557" -> "tcp://<worker host>:5557": engines advertise their bind address.
-std::string reachable(std::string endpoint, const std::string& worker_host) {
-  for (std::string_view wildcard : {"tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:"}) {
-    if (endpoint.rfind(wildcard, 0) == 0) {
-      return "tcp://" + worker_host + ":" + endpoint.substr(wildcard.size());
-    }
-  }
-  return endpoint;
-}
-
-// "tcp://host:5557" + rank r -> "tcp://host:(5557 + r)": rank r publishes on the base port + r.
-std::string offset_port(const std::string& endpoint, uint32_t rank) {
-  const auto colon = endpoint.rfind(':');
-  if (rank == 0 || colon == std::string::npos) return endpoint;
-  int port = 0;
-  const char* b = endpoint.data() + colon + 1;
-  if (std::from_chars(b, endpoint.data() + endpoint.size(), port).ec != std::errc())
-    return endpoint;
-  return endpoint.substr(0, colon + 1) + std::to_string(port + static_cast<int>(rank));
-}
-
-struct ServerInfo {
-  std::vector<workers::KvEndpoint> endpoints;
-  uint32_t block_size = 0;
-  uint64_t kv_blocks = 0;  // the KV pool per rank, in blocks, as the engine says it (0: not said)
-};
-
-ServerInfo parse_server_info(const std::string& body, const std::string& host) {
-  ServerInfo out;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(body).get(doc) != simdjson::SUCCESS) return out;
-  uint64_t bs = 0;
-  if (doc["block_size"].get_uint64().get(bs) == simdjson::SUCCESS ||
-      doc["page_size"].get_uint64().get(bs) == simdjson::SUCCESS) {
-    out.block_size = static_cast<uint32_t>(bs);
-  }
-  // vLLM's cache config says num_gpu_blocks; SGLang says max_total_num_tokens (its page size in
-  // tokens is the block size).
-  uint64_t blocks = 0, tokens = 0;
-  if (doc["num_gpu_blocks"].get_uint64().get(blocks) != simdjson::SUCCESS &&
-      doc["max_total_num_tokens"].get_uint64().get(tokens) == simdjson::SUCCESS && bs > 0) {
-    blocks = tokens / bs;
-  }
-  out.kv_blocks = blocks;
-  simdjson::dom::array eps;
-  if (doc["kv_events_endpoints"].get_array().get(eps) == simdjson::SUCCESS) {
-    for (auto ep : eps) {
-      workers::KvEndpoint k;
-      uint64_t rank = 0;
-      std::string_view s;
-      if (ep["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS)
-        k.rank = static_cast<DpRank>(rank);
-      if (ep["endpoint"].get_string().get(s) != simdjson::SUCCESS) continue;
-      k.publisher = reachable(std::string(s), host);
-      if (ep["replay_endpoint"].get_string().get(s) == simdjson::SUCCESS)
-        k.replay = reachable(std::string(s), host);
-      if (ep["topic"].get_string().get(s) == simdjson::SUCCESS) k.topic = std::string(s);
-      out.endpoints.push_back(std::move(k));
-    }
-    return out;
-  }
-  // SGLang: kv_events_config is a JSON string; rank r adds r to both ports.
-  std::string_view config;
-  if (doc["kv_events_config"].get_string().get(config) != simdjson::SUCCESS) return out;
-  simdjson::dom::parser inner;
-  simdjson::dom::element cfg;
-  if (inner.parse(std::string(config)).get(cfg) != simdjson::SUCCESS) return out;
-  std::string_view endpoint, replay, topic;
-  if (cfg["endpoint"].get_string().get(endpoint) != simdjson::SUCCESS) return out;
-  if (cfg["replay_endpoint"].get_string().get(replay) != simdjson::SUCCESS) replay = {};
-  if (cfg["topic"].get_string().get(topic) != simdjson::SUCCESS) topic = {};
-  uint64_t dp = 1;
-  if (doc["dp_size"].get_uint64().get(dp) != simdjson::SUCCESS) dp = 1;
-  for (uint32_t r = 0; r < std::max<uint64_t>(dp, 1); ++r) {
-    workers::KvEndpoint k;
-    k.rank = r;
-    k.publisher = offset_port(reachable(std::string(endpoint), host), r);
-    if (!replay.empty()) k.replay = offset_port(reachable(std::string(replay), host), r);
-    k.topic = std::string(topic);
-    out.endpoints.push_back(std::move(k));
-  }
-  return out;
-}
-
-// vLLM's gauges as its /metrics exposes them (summed over label sets; usage is a ratio).
-workers::EngineLoad parse_vllm_metrics(std::string_view text, bool* found) {
-  workers::EngineLoad load;
-  *found = false;
-  double running = 0, waiting = 0, usage = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.empty() || line[0] == '#') continue;
-    const auto space = line.rfind(' ');
-    if (space == std::string_view::npos) continue;
-    const std::string_view name = line.substr(0, line.find_first_of("{ "));
-    double v = 0;
-    try {
-      v = std::stod(std::string(line.substr(space + 1)));
-    } catch (...) {
-      continue;
-    }
-    if (name == "vllm:num_requests_running") {
-      running += v;
-      *found = true;
-    } else if (name == "vllm:num_requests_waiting") {
-      waiting += v;
-      *found = true;
-    } else if (name == "vllm:gpu_cache_usage_perc" || name == "vllm:kv_cache_usage_perc") {
-      usage = std::max(usage, v);
-      *found = true;
-    }
-  }
-  load.running = static_cast<uint32_t>(running);
-  load.waiting = static_cast<uint32_t>(waiting);
-  load.kv_usage = usage;
-  return load;
 }
 
 }  // namespace
@@ -386,7 +265,7 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
       next_poll = now + (busy ? c.load_poll_interval
                               : std::max<Duration>(c.load_poll_interval * 10, kIdleLoadPoll));
     }
-    refresh_block_size(*e);
+    refresh_from_events(*e);
     boost::system::error_code ec;
     e->timer->expires_after(tick);
     co_await e->timer->async_wait(net::redirect_error(net::use_awaitable, ec));
@@ -446,30 +325,10 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   auto models = co_await control_get(e.conn, e.host, e.port, opts, "/v1/models", *e.worker);
   if (!models.ok() || models->status != 200) co_return;  // not up yet: retried later
   workers::WorkerInfo info = *e.worker->info();
-  info.models.clear();
-  info.lora_adapters.clear();
-  {
-    simdjson::dom::parser parser;
-    simdjson::dom::element doc;
-    simdjson::dom::array data;
-    if (parser.parse(models->body).get(doc) == simdjson::SUCCESS &&
-        doc["data"].get_array().get(data) == simdjson::SUCCESS) {
-      info.max_model_len = 0;
-      for (auto m : data) {
-        std::string_view id, parent;
-        if (m["id"].get_string().get(id) != simdjson::SUCCESS) continue;
-        info.models.emplace_back(id);
-        uint64_t len = 0;  // vLLM's and SGLang's model cards say max_model_len
-        if (m["max_model_len"].get_uint64().get(len) == simdjson::SUCCESS && len < (1u << 31)) {
-          info.max_model_len = std::max(info.max_model_len, static_cast<uint32_t>(len));
-        }
-        if (m["parent"].get_string().get(parent) == simdjson::SUCCESS && !parent.empty() &&
-            parent != id) {
-          info.lora_adapters.emplace_back(id);
-        }
-      }
-    }
-  }
+  ModelList list = parse_models(models->body);
+  info.models = std::move(list.models);
+  info.lora_adapters = std::move(list.lora_adapters);
+  info.max_model_len = list.max_model_len;
   ServerInfo si;
   for (const char* target : {"/server_info", "/get_server_info"}) {
     auto res = co_await control_get(e.conn, e.host, e.port, opts, target, *e.worker);
@@ -489,6 +348,9 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
       e.explicit_endpoints.empty() ? si.endpoints : e.explicit_endpoints;
   info.kv_endpoints = endpoints;
   if (si.block_size > 0) info.block_size = si.block_size;
+  // Its ranks: what it says, or as many as it has event streams.
+  info.dp_size = std::max<uint32_t>(si.dp_size, 1);
+  for (const auto& ep : endpoints) info.dp_size = std::max<uint32_t>(info.dp_size, ep.rank + 1);
   info.discovered = true;
   {
     MutexLock lock(&mu_);
@@ -496,8 +358,12 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     if (deps_.ingest != nullptr && !endpoints.empty()) {
       subscribe(e, endpoints, si.kv_blocks);
       info.holders.clear();
+      info.holder_ranks.clear();
       for (const HolderKey& k : e.subscribed) {
-        if (auto h = deps_.holders->find(k)) info.holders.push_back(*h);
+        if (auto h = deps_.holders->find(k)) {
+          info.holders.push_back(*h);
+          info.holder_ranks.push_back(k.rank);
+        }
       }
     } else if (deps_.ingest != nullptr && !e.warned_no_events) {
       e.warned_no_events = true;
@@ -538,22 +404,26 @@ void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& 
   }
 }
 
-void WorkerControl::refresh_block_size(Entry& e) {
+void WorkerControl::refresh_from_events(Entry& e) {
   if (deps_.ingest == nullptr) return;
   std::vector<HolderKey> keys;
   {
     MutexLock lock(&mu_);
     keys = e.subscribed;
   }
+  bool block_size_known = false;
   for (const HolderKey& k : keys) {
     auto st = deps_.ingest->state(k);
-    if (!st || st->block_size == 0) continue;
+    if (!st) continue;
+    // A rank whose stream lost events holds a partial index: routing prefers its siblings.
+    e.worker->set_rank_degraded(k.rank, st->degraded);
+    if (block_size_known || st->block_size == 0) continue;
+    block_size_known = true;
     if (st->block_size != e.worker->info()->block_size) {
       const uint32_t bs = st->block_size;
       deps_.registry->update_info(e.worker->id(),
                                   [bs](workers::WorkerInfo& i) { i.block_size = bs; });
     }
-    return;
   }
 }
 
@@ -590,20 +460,10 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
     auto res = co_await control_get(e.conn, e.host, e.port, opts, "/load", *e.worker);
     if (!res.ok()) co_return;
     if (res->status == 200) {
-      simdjson::dom::parser parser;
-      simdjson::dom::element doc;
-      if (parser.parse(res->body).get(doc) == simdjson::SUCCESS) {
-        workers::EngineLoad l;
-        uint64_t u = 0;
-        double d = 0;
-        if (doc["running"].get_uint64().get(u) == simdjson::SUCCESS)
-          l.running = static_cast<uint32_t>(u);
-        if (doc["waiting"].get_uint64().get(u) == simdjson::SUCCESS)
-          l.waiting = static_cast<uint32_t>(u);
-        if (doc["kv_usage"].get_double().get(d) == simdjson::SUCCESS) l.kv_usage = d;
-        if (doc["queued_prefill_tokens"].get_uint64().get(u) == simdjson::SUCCESS)
-          l.queued_prefill_tokens = u;
-        e.worker->set_engine_load(l, deps_.clock->now());
+      const LoadReport report = parse_load_report(res->body);
+      if (report.found) {
+        e.worker->set_engine_load(report.total, deps_.clock->now());
+        for (const auto& [rank, load] : report.ranks) e.worker->set_rank_load(rank, load);
         e.load_source = LoadSource::kLoadEndpoint;
       }
       co_return;
@@ -612,15 +472,15 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
   }
   auto res = co_await control_get(e.conn, e.host, e.port, opts, "/metrics", *e.worker);
   if (!res.ok() || res->status != 200) co_return;
-  bool found = false;
-  const auto l = parse_vllm_metrics(res->body, &found);
-  if (!found) {
+  const LoadReport report = parse_vllm_metrics(res->body);
+  if (!report.found) {
     e.load_source = LoadSource::kNone;  // nothing to read: the gateway's own in-flight counts serve
     logger()->info("worker {} reports no load; routing uses the gateway's in-flight counts",
                    e.worker->url());
     co_return;
   }
-  e.worker->set_engine_load(l, deps_.clock->now());
+  e.worker->set_engine_load(report.total, deps_.clock->now());
+  for (const auto& [rank, load] : report.ranks) e.worker->set_rank_load(rank, load);
 }
 
 net::awaitable<void> WorkerControl::watch_liveness() {

@@ -81,7 +81,8 @@ class WorkerControl {
   // `kv_blocks`: the engine's KV pool per rank (0: unknown), passed on as the index's size hint.
   void subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints, uint64_t kv_blocks)
       KVGATE_REQUIRES(mu_);
-  void refresh_block_size(Entry& e);
+  // What the worker's event streams say: its block size, and which ranks are degraded.
+  void refresh_from_events(Entry& e);
 
   WorkerControlDeps deps_;
   boost::asio::io_context ctx_;

@@ -3,8 +3,9 @@
 //  1. Candidates: routable workers serving the model. None -> kNoWorker.
 //  2. Overload: workers over the KV-usage or waiting thresholds are steered around. When every
 //     candidate is over: 503 (kShed) if shedding is on, else the least-loaded one (kAllOverloaded).
-//  3. Depth: the index's matched depth on any tier, per worker (max over its ranks); a worker
-//     without KV events gets the approximate mode's prediction instead.
+//  3. Depth: the index's matched depth on any tier, per candidate: a data-parallel rank's own
+//     holder, or a whole worker's deepest rank; a worker without KV events gets the approximate
+//     mode's prediction instead.
 //  4. Affinity: the deepest non-overloaded worker(s); among equals the least expected wait, ties
 //     within tie_window_us drawn uniformly. No holder at all: least expected wait (kFreshPrefix).
 //  5. Imbalance: if the winner's load exceeds the fleet mean by balance_abs_threshold and by the
@@ -36,7 +37,7 @@ class CacheAwarePolicy final : public Policy {
     size_t ok_count = 0;
     for (auto& c : cands) {
       c.overloaded =
-          workers::is_overloaded(fleet.workers[c.index]->engine_load(), config_.overload);
+          workers::is_overloaded(engine_load(*fleet.workers[c.index], c), config_.overload);
       ok_count += c.overloaded ? 0 : 1;
     }
     if (ok_count == 0) {
@@ -44,7 +45,7 @@ class CacheAwarePolicy final : public Policy {
       const int32_t i = pick_min(
           cands, [](const Candidate&) { return true; }, [](const Candidate& c) { return c.load; },
           0.0, s.rng);
-      return {.worker = cands[i].index, .branch = Branch::kAllOverloaded};
+      return {.worker = cands[i].index, .branch = Branch::kAllOverloaded, .rank = cands[i].rank};
     }
 
     fill_depths(req, fleet, s);
@@ -63,7 +64,8 @@ class CacheAwarePolicy final : public Policy {
       const int32_t i = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
       return {.worker = cands[i].index,
               .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
-              .matched_blocks = 0};
+              .matched_blocks = 0,
+              .rank = cands[i].rank};
     }
     int32_t i = pick_min(
         cands, [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest_ok; },
@@ -80,7 +82,10 @@ class CacheAwarePolicy final : public Policy {
         branch = Branch::kImbalanceSpill;
       }
     }
-    return {.worker = cands[i].index, .branch = branch, .matched_blocks = cands[i].matched_blocks};
+    return {.worker = cands[i].index,
+            .branch = branch,
+            .matched_blocks = cands[i].matched_blocks,
+            .rank = cands[i].rank};
   }
 
   void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
@@ -91,20 +96,32 @@ class CacheAwarePolicy final : public Policy {
   void on_worker_removed(WorkerId worker) override { predicted_.forget(worker); }
 
  private:
+  // Each candidate's matched depth: a rank's is its own holder's, a whole worker's the deepest
+  // of its ranks'.
   void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     if (req.chain.empty()) return;
     s.depth_by_worker.assign(fleet.workers.size(), 0);
+    s.depth_by_holder.assign(fleet.worker_of_holder.size(), 0);
     if (index_ != nullptr) {
       index_->lookup(req.chain, s.matches);
       for (const auto& m : s.matches) {
         const int32_t w = fleet.worker_index_of(m.holder);
-        if (w >= 0) s.depth_by_worker[w] = std::max(s.depth_by_worker[w], m.any_depth);
+        if (w < 0) continue;
+        s.depth_by_worker[w] = std::max(s.depth_by_worker[w], m.any_depth);
+        s.depth_by_holder[m.holder.value()] = m.any_depth;
       }
     }
     for (auto& c : s.candidates) {
       const bool has_events = !fleet.infos[c.index]->holders.empty();
-      c.matched_blocks = has_events ? s.depth_by_worker[c.index]
-                                    : predicted_.depth(fleet.workers[c.index]->id(), req.chain);
+      if (!has_events) {
+        c.matched_blocks = predicted_.depth(fleet.workers[c.index]->id(), req.chain);
+      } else if (c.rank >= 0) {
+        c.matched_blocks = c.holder.valid() && c.holder.value() < s.depth_by_holder.size()
+                               ? s.depth_by_holder[c.holder.value()]
+                               : 0;
+      } else {
+        c.matched_blocks = s.depth_by_worker[c.index];
+      }
     }
   }
 

@@ -12,6 +12,11 @@ namespace {
 
 Decision none() { return {.worker = -1, .branch = Branch::kNoWorker}; }
 
+// The decision for a candidate: its worker, and its rank when it is one.
+Decision chose(const Candidate& c, Branch b) {
+  return {.worker = c.index, .branch = b, .rank = c.rank};
+}
+
 class RandomPolicy final : public Policy {
  public:
   std::string_view name() const override { return "random"; }
@@ -20,7 +25,7 @@ class RandomPolicy final : public Policy {
     const size_t n = collect_candidates(req, fleet, s);
     if (n == 0) return none();
     const size_t pick = std::uniform_int_distribution<size_t>(0, n - 1)(s.rng);
-    return {.worker = s.candidates[pick].index, .branch = Branch::kRandom};
+    return chose(s.candidates[pick], Branch::kRandom);
   }
 };
 
@@ -32,7 +37,7 @@ class RoundRobinPolicy final : public Policy {
     const size_t n = collect_candidates(req, fleet, s);
     if (n == 0) return none();
     const uint64_t turn = next_.fetch_add(1, std::memory_order_relaxed);
-    return {.worker = s.candidates[turn % n].index, .branch = Branch::kRoundRobin};
+    return chose(s.candidates[turn % n], Branch::kRoundRobin);
   }
 
  private:
@@ -46,14 +51,14 @@ class PowerOfTwoPolicy final : public Policy {
                   Scratch& s) override {
     const size_t n = collect_candidates(req, fleet, s);
     if (n == 0) return none();
-    if (n == 1) return {.worker = s.candidates[0].index, .branch = Branch::kPowerOfTwo};
+    if (n == 1) return chose(s.candidates[0], Branch::kPowerOfTwo);
     std::uniform_int_distribution<size_t> d(0, n - 1);
     const size_t a = d(s.rng);
     size_t b = d(s.rng);
     while (b == a) b = d(s.rng);
     const auto& ca = s.candidates[a];
     const auto& cb = s.candidates[b];
-    return {.worker = (cb.load < ca.load ? cb : ca).index, .branch = Branch::kPowerOfTwo};
+    return chose(cb.load < ca.load ? cb : ca, Branch::kPowerOfTwo);
   }
 };
 
@@ -66,7 +71,7 @@ class LeastLoadPolicy final : public Policy {
     const int32_t i = pick_min(
         s.candidates, [](const Candidate&) { return true; },
         [](const Candidate& c) { return c.load; }, 0.0, s.rng);
-    return {.worker = s.candidates[i].index, .branch = Branch::kLeastLoad};
+    return chose(s.candidates[i], Branch::kLeastLoad);
   }
 };
 
@@ -82,20 +87,22 @@ class ConsistentHashPolicy final : public Policy {
     if (n == 0) return none();
     if (req.routing_key.empty()) {
       const size_t pick = std::uniform_int_distribution<size_t>(0, n - 1)(s.rng);
-      return {.worker = s.candidates[pick].index, .branch = Branch::kRandom};
+      return chose(s.candidates[pick], Branch::kRandom);
     }
     const uint64_t key = XXH3_64bits(req.routing_key.data(), req.routing_key.size());
-    int32_t best = -1;
+    const Candidate* best = nullptr;
     uint64_t best_score = 0;
     for (const auto& c : s.candidates) {
+      // A rank scores as its worker's URL salted with the rank, so a key keeps its rank too.
       const auto& url = fleet.workers[c.index]->url();
-      const uint64_t score = XXH3_64bits_withSeed(url.data(), url.size(), key);
-      if (best < 0 || score > best_score) {
-        best = c.index;
+      uint64_t score = XXH3_64bits_withSeed(url.data(), url.size(), key);
+      if (c.rank >= 0) score = XXH3_64bits_withSeed(&c.rank, sizeof c.rank, score);
+      if (best == nullptr || score > best_score) {
+        best = &c;
         best_score = score;
       }
     }
-    return {.worker = best, .branch = Branch::kConsistentHash};
+    return chose(*best, Branch::kConsistentHash);
   }
 };
 

@@ -171,11 +171,16 @@ void WorkerRegistry::publish_locked() {
   for (size_t i = 0; i < workers_.size(); ++i) {
     const auto info = workers_[i]->info();
     snap->infos.push_back(info);
-    for (HolderId h : info->holders) {
+    for (size_t k = 0; k < info->holders.size(); ++k) {
+      const HolderId h = info->holders[k];
       if (!h.valid()) continue;
-      if (snap->worker_of_holder.size() <= h.value())
+      if (snap->worker_of_holder.size() <= h.value()) {
         snap->worker_of_holder.resize(h.value() + 1, -1);
+        snap->rank_of_holder.resize(h.value() + 1, 0);
+      }
       snap->worker_of_holder[h.value()] = static_cast<int32_t>(i);
+      snap->rank_of_holder[h.value()] =
+          k < info->holder_ranks.size() ? info->holder_ranks[k] : static_cast<DpRank>(k);
     }
     snap->models.insert(snap->models.end(), info->models.begin(), info->models.end());
     snap->lora_adapters.insert(snap->lora_adapters.end(), info->lora_adapters.begin(),

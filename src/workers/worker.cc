@@ -14,7 +14,8 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
       info_(std::make_shared<const WorkerInfo>()),
       health_(options.health),
       breaker_(options.breaker, clock),
-      liveness_(options.liveness, clock) {
+      liveness_(options.liveness, clock),
+      ranks_(std::make_unique<LiveLoad[]>(kMaxDpRanks)) {
   std::string_view rest(url_);
   if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
   const auto colon = rest.rfind(':');
@@ -26,22 +27,32 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
   }
 }
 
-EngineLoad Worker::engine_load() const {
+EngineLoad Worker::LiveLoad::load() const {
   EngineLoad l;
-  l.running = running_.load(std::memory_order_relaxed);
-  l.waiting = waiting_.load(std::memory_order_relaxed);
-  l.kv_usage = kv_usage_ppm_.load(std::memory_order_relaxed) / 1e6;
-  l.queued_prefill_tokens = queued_prefill_tokens_.load(std::memory_order_relaxed);
+  l.running = running.load(std::memory_order_relaxed);
+  l.waiting = waiting.load(std::memory_order_relaxed);
+  l.kv_usage = kv_usage_ppm.load(std::memory_order_relaxed) / 1e6;
+  l.queued_prefill_tokens = queued_prefill_tokens.load(std::memory_order_relaxed);
   return l;
 }
 
+void Worker::LiveLoad::set(const EngineLoad& l) {
+  running.store(l.running, std::memory_order_relaxed);
+  waiting.store(l.waiting, std::memory_order_relaxed);
+  const double clamped = std::clamp(l.kv_usage, 0.0, 1.0);
+  kv_usage_ppm.store(static_cast<uint32_t>(std::lround(clamped * 1e6)), std::memory_order_relaxed);
+  queued_prefill_tokens.store(l.queued_prefill_tokens, std::memory_order_relaxed);
+}
+
+EngineLoad Worker::engine_load() const { return total_.load(); }
+
 void Worker::set_engine_load(const EngineLoad& load, MonoTime at) {
-  running_.store(load.running, std::memory_order_relaxed);
-  waiting_.store(load.waiting, std::memory_order_relaxed);
-  const double clamped = std::clamp(load.kv_usage, 0.0, 1.0);
-  kv_usage_ppm_.store(static_cast<uint32_t>(std::lround(clamped * 1e6)), std::memory_order_relaxed);
-  queued_prefill_tokens_.store(load.queued_prefill_tokens, std::memory_order_relaxed);
+  total_.set(load);
   load_at_ns_.store(at.time_since_epoch().count(), std::memory_order_relaxed);
 }
+
+EngineLoad Worker::engine_load(DpRank rank) const { return ranks_[slot(rank)].load(); }
+
+void Worker::set_rank_load(DpRank rank, const EngineLoad& load) { ranks_[slot(rank)].set(load); }
 
 }  // namespace kvgate::workers

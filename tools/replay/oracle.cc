@@ -66,17 +66,10 @@ class EventOracle::Impl {
       if (per_worker == nullptr || m.device_depth == 0 || m.holder.value() >= keys_.size()) {
         continue;
       }
-      // A worker's figure is its best rank's.
-      const uint32_t w = keys_[m.holder.value()].worker.value();
+      const HolderKey& key = keys_[m.holder.value()];
       const auto t = static_cast<uint32_t>(
           reusable_tokens(m.device_depth, prompt.size(), options_.block_size));
-      auto it = std::find_if(per_worker->begin(), per_worker->end(),
-                             [w](const WorkerTokens& x) { return x.worker == w; });
-      if (it == per_worker->end()) {
-        per_worker->push_back({w, t});
-      } else {
-        it->tokens = std::max(it->tokens, t);
-      }
+      per_worker->push_back({key.worker.value(), key.rank, t});
     }
     return reusable_tokens(best, prompt.size(), options_.block_size);
   }

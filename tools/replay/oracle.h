@@ -51,6 +51,7 @@ struct OracleStats {
 
 struct WorkerTokens {
   uint32_t worker = 0;  // index into the streams' distinct worker URLs, in order of appearance
+  uint32_t rank = 0;    // the data-parallel rank (one KV cache)
   uint32_t tokens = 0;
 };
 
@@ -61,8 +62,9 @@ class EventOracle {
   ~EventOracle();
 
   // Tokens of `prompt`'s longest prefix some holder holds now, capped as described above. With
-  // `per_worker`, also each worker's own figure (workers holding nothing are left out), which
-  // tells a routing miss (the chosen worker held less at arrival) from a loss while queued.
+  // `per_worker`, also each holder's (worker and rank) own figure (holders with nothing are left
+  // out), which tells a routing miss (the chosen rank held less at arrival) from a loss while
+  // queued.
   uint64_t lookup(std::span<const TokenId> prompt,
                   std::vector<WorkerTokens>* per_worker = nullptr) const;
   // The URL of a worker index lookup() reported.

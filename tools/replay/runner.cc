@@ -22,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+constexpr std::string_view kRankHeader = "x-kvgate-dp-rank";
 constexpr size_t kErrorBodyBytes = 4096;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -112,10 +113,15 @@ class Runner::Run {
     } else {
       co_await exchange(rec, req, ctx, sent);
       if (rec.oracle_tokens && !rec.worker.empty()) {
-        rec.routed_oracle_tokens = 0;
+        // The figure of the holder the request ran on: its rank's when the gateway said which,
+        // else the worker's best rank's.
+        uint32_t routed = 0;
         for (const WorkerTokens& w : per_worker) {
-          if (r_.oracle_->worker_url(w.worker) == rec.worker) rec.routed_oracle_tokens = w.tokens;
+          if (r_.oracle_->worker_url(w.worker) != rec.worker) continue;
+          if (rec.dp_rank && w.rank != *rec.dp_rank) continue;
+          routed = std::max(routed, w.tokens);
         }
+        rec.routed_oracle_tokens = routed;
       }
     }
     (rec.answered ? counters_->answered : counters_->failed)
@@ -161,6 +167,9 @@ class Runner::Run {
       rec.status = head->status;
       const std::string_view worker = head->header(kWorkerHeader);
       rec.worker = worker.empty() ? r_.options_.target_url : std::string(worker);
+      if (const std::string_view rank = head->header(kRankHeader); !rank.empty()) {
+        rec.dp_rank = static_cast<uint32_t>(std::strtoul(std::string(rank).c_str(), nullptr, 10));
+      }
       if (head->status != 200) {
         std::string body;
         for (;;) {

@@ -53,6 +53,9 @@ struct GatewayConfig {
   uint32_t default_block_size = 16;  // until the workers report theirs
   uint64_t hash_seed = kDefaultHashSeed;
   std::string routing_key_header = "x-routing-key";
+  // Route to a worker's data-parallel rank (each has its own KV cache) and pin it with
+  // X-Data-Parallel-Rank; applies to workers that report more than one rank.
+  bool dp_aware = true;
 
   // Event ingestion
   size_t event_threads = 1;

@@ -33,6 +33,9 @@ struct RouteRequest {
   std::string_view model;        // empty: any worker
   // Workers this request already failed on: retries go elsewhere.
   std::span<const WorkerId> exclude;
+  // Route to a data-parallel rank, not only a worker: a worker with several ranks (one KV cache
+  // each) is several candidates, and the decision names the rank to pin.
+  bool dp_aware = true;
 };
 
 enum class Branch : uint8_t {
@@ -57,11 +60,15 @@ struct Decision {
   int32_t worker = -1;  // index into FleetSnapshot::workers; -1 with kShed / kNoWorker
   Branch branch = Branch::kNoWorker;
   uint32_t matched_blocks = 0;  // blocks of the chain the chosen worker holds (cache_aware)
+  int32_t rank = -1;            // the data-parallel rank to pin, or -1: the worker chooses
 };
 
-// A candidate worker as a policy sees it during one decision.
+// A candidate as a policy sees it during one decision: a worker, or one data-parallel rank of a
+// worker with several (RouteRequest::dp_aware).
 struct Candidate {
   int32_t index = 0;  // into FleetSnapshot::workers
+  int32_t rank = -1;  // the rank, or -1: the whole worker
+  HolderId holder;    // the rank's KV holder (invalid: the whole worker, or none)
   double load = 0;    // effective load: max(gateway in-flight, engine running + waiting)
   double expected_wait_us = 0;
   uint32_t matched_blocks = 0;
@@ -73,6 +80,7 @@ struct Scratch {
   std::vector<index::HolderMatch> matches;
   std::vector<Candidate> candidates;
   std::vector<uint32_t> depth_by_worker;
+  std::vector<uint32_t> depth_by_holder;
   std::mt19937_64 rng{std::random_device{}()};
 };
 

@@ -33,8 +33,10 @@ struct FleetSnapshot {
   // (decisions read `infos` instead of each Worker's info()).
   std::vector<std::shared_ptr<Worker>> workers;
   std::vector<std::shared_ptr<const WorkerInfo>> infos;
-  // HolderId value -> index into `workers`, or -1 (holders of removed workers, unknown ids).
+  // HolderId value -> index into `workers`, or -1 (holders of removed workers, unknown ids), and
+  // the holder's data-parallel rank.
   std::vector<int32_t> worker_of_holder;
+  std::vector<DpRank> rank_of_holder;
   // Union of the workers' models, sorted.
   std::vector<std::string> models;
   // LoRA adapters among them (requests naming one are salted by it, as the engines salt its

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,11 +35,17 @@ struct KvEndpoint {
   friend bool operator==(const KvEndpoint&, const KvEndpoint&) = default;
 };
 
+// The most data-parallel ranks a worker's live state tracks one by one (larger ranks share the
+// last slot's figures).
+inline constexpr uint32_t kMaxDpRanks = 64;
+
 struct WorkerInfo {
   std::vector<std::string> models;         // from the worker's /v1/models
   std::vector<std::string> lora_adapters;  // those of the models that are LoRA adapters
   std::vector<KvEndpoint> kv_endpoints;    // empty: the worker publishes no KV events
   std::vector<HolderId> holders;           // one per rank with a subscription, rank order
+  std::vector<DpRank> holder_ranks;        // the rank of each of `holders`
+  uint32_t dp_size = 1;                    // data-parallel ranks, each with its own KV cache
   uint32_t block_size = 0;                 // learned from its events (0: not yet known)
   uint32_t max_model_len = 0;              // longest context of its models (0: not reported)
   bool discovered = false;                 // /server_info and /v1/models answered at least once
@@ -68,10 +75,20 @@ class Worker {
   void set_info(std::shared_ptr<const WorkerInfo> info) { info_.store(std::move(info)); }
 
   // --- Live load -------------------------------------------------------------------------
-  // Requests this gateway has sent to the worker that have not ended (every path ends them).
+  // Requests this gateway has sent to the worker that have not ended (every path ends them), in
+  // all, and per data-parallel rank for those pinned to one.
   int32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
-  void begin_request() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
-  void end_request() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  int32_t in_flight(DpRank rank) const {
+    return ranks_[slot(rank)].in_flight.load(std::memory_order_relaxed);
+  }
+  void begin_request(std::optional<DpRank> rank = std::nullopt) {
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    if (rank) ranks_[slot(*rank)].in_flight.fetch_add(1, std::memory_order_relaxed);
+  }
+  void end_request(std::optional<DpRank> rank = std::nullopt) {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    if (rank) ranks_[slot(*rank)].in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
   // Totals for the metrics scrape (kept here so the request path touches no metrics registry).
   void count_dispatch() { dispatched_.fetch_add(1, std::memory_order_relaxed); }
   void count_retryable_failure() { retryable_failures_.fetch_add(1, std::memory_order_relaxed); }
@@ -80,8 +97,18 @@ class Worker {
     return retryable_failures_.load(std::memory_order_relaxed);
   }
 
+  // The engine's load, summed over its ranks (as reported), and one rank's.
   EngineLoad engine_load() const;
   void set_engine_load(const EngineLoad& load, MonoTime at);
+  EngineLoad engine_load(DpRank rank) const;
+  void set_rank_load(DpRank rank, const EngineLoad& load);
+  // A rank whose KV-event stream lost events (its index is partial): routing prefers its siblings.
+  bool rank_degraded(DpRank rank) const {
+    return ranks_[slot(rank)].degraded.load(std::memory_order_relaxed);
+  }
+  void set_rank_degraded(DpRank rank, bool degraded) {
+    ranks_[slot(rank)].degraded.store(degraded, std::memory_order_relaxed);
+  }
   // When the last engine load report arrived (epoch if never).
   MonoTime engine_load_at() const {
     return MonoTime(Duration(load_at_ns_.load(std::memory_order_relaxed)));
@@ -113,15 +140,26 @@ class Worker {
   std::atomic<int32_t> in_flight_{0};
   std::atomic<uint64_t> dispatched_{0};
   std::atomic<uint64_t> retryable_failures_{0};
-  std::atomic<uint32_t> running_{0};
-  std::atomic<uint32_t> waiting_{0};
-  std::atomic<uint32_t> kv_usage_ppm_{0};  // parts per million
-  std::atomic<uint64_t> queued_prefill_tokens_{0};
+  // One rank's live figures (a load with its usage in parts per million), relaxed atomics.
+  struct LiveLoad {
+    std::atomic<int32_t> in_flight{0};
+    std::atomic<uint32_t> running{0};
+    std::atomic<uint32_t> waiting{0};
+    std::atomic<uint32_t> kv_usage_ppm{0};
+    std::atomic<uint64_t> queued_prefill_tokens{0};
+    std::atomic<bool> degraded{false};
+    EngineLoad load() const;
+    void set(const EngineLoad& l);
+  };
+  static uint32_t slot(DpRank rank) { return rank < kMaxDpRanks ? rank : kMaxDpRanks - 1; }
+
+  LiveLoad total_;
   std::atomic<int64_t> load_at_ns_{0};
   HealthTracker health_;
   CircuitBreaker breaker_;
   LivenessTracker liveness_;
   InflightRequests inflight_;
+  std::unique_ptr<LiveLoad[]> ranks_;  // kMaxDpRanks
 };
 
 }  // namespace kvgate::workers

@@ -11,9 +11,14 @@ namespace kvgate::policy::detail {
 // Effective load of a worker: the larger of what this gateway has in flight there and what the
 // engine last reported (which also counts other clients' requests).
 double effective_load(const workers::Worker& w);
+// The same for one candidate (a rank's own figures when it is one).
+double effective_load(const workers::Worker& w, const Candidate& c);
+// The engine's reported load for a candidate (its rank's, or the worker's).
+workers::EngineLoad engine_load(const workers::Worker& w, const Candidate& c);
 
 // Fills scratch.candidates with the routable workers that serve req.model (load filled in,
-// matched_blocks 0), leaving out those the liveness tracker vetoed unless every one is vetoed.
+// matched_blocks 0), leaving out those the liveness tracker vetoed unless every one is vetoed. With
+// req.dp_aware, a worker with several data-parallel ranks is one candidate per rank.
 // Returns the number of candidates.
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                           Scratch& scratch);

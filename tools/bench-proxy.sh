@@ -11,6 +11,7 @@
 # --stream asks for an SSE answer (one event per token, then [DONE]), so the legs also compare
 # relaying a stream chunk by chunk; wrk's latency is then the whole stream's.
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
 build="build/release"
 seconds=10
 rounds=3
@@ -94,25 +95,18 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"model":"mock-8b","prompt":"The quick brown fox jumps over the lazy dog and keeps running","max_tokens":$max_tokens,"stream":$stream}'
 LUA
 
-# One wrk leg: prints "p50_ms p99_ms rps".
-leg() {
-  local out
-  out=$(wrk -t1 -c"$conns" -d"${seconds}s" --latency -s "$work/post.lua" "http://127.0.0.1:$1/v1/completions")
-  local non2xx
-  non2xx=$(grep -oE "Non-2xx or 3xx responses: [0-9]+" <<<"$out" | grep -oE "[0-9]+$" || echo 0)
-  [[ "$non2xx" == "0" ]] || { echo "bench-proxy: $non2xx failed requests on port $1" >&2; echo "$out" >&2; exit 1; }
-  /usr/bin/python3 - "$out" <<'PY'
-import re, sys
-out = sys.argv[1]
-def ms(v):
-    m = re.match(r"([\d.]+)(us|ms|s)", v)
-    x = float(m.group(1)); u = m.group(2)
-    return x / 1000 if u == "us" else (x * 1000 if u == "s" else x)
-p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))
-p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-print(f"{p50:.4f} {p99:.4f} {rps:.1f}")
-PY
+# One wrk leg: prints "p50_ms p99_ms rps". A leg that fails (errors, non-2xx answers, output that
+# does not parse) says which leg it was and what wrk printed, and stops the run.
+leg() {  # name port
+  local out rc=0
+  out=$(wrk -t1 -c"$conns" -d"${seconds}s" --latency -s "$work/post.lua" \
+    "http://127.0.0.1:$2/v1/completions" 2>&1) || rc=$?
+  if [[ $rc != 0 ]]; then
+    echo "bench-proxy: the $1 leg: wrk exited $rc; it printed:" >&2
+    echo "$out" >&2
+    return 1
+  fi
+  /usr/bin/python3 "$here/parse-wrk.py" "$1" <<<"$out"
 }
 
 echo "bench-proxy: $rounds rounds of ${seconds}s per leg, $conns connections, max_tokens $max_tokens," \
@@ -121,8 +115,8 @@ declare -A results
 for r in $(seq 1 "$rounds"); do
   for name in direct kvgate nginx; do
     case $name in direct) port=$worker_port ;; kvgate) port=$gw_port ;; nginx) port=$ngx_port ;; esac
-    results[$name]+="$(leg "$port");"
-    echo "  round $r $name: ${results[$name]##*;}" >/dev/null
+    figures=$(leg "$name" "$port") || exit 1
+    results[$name]+="$figures;"
   done
 done
 /usr/bin/python3 - "${results[direct]}" "${results[kvgate]}" "${results[nginx]}" <<'PY'

@@ -6,10 +6,10 @@
 #
 #   tools/demo.sh [BUILD_DIR]        (the Makefile's demo target passes build/<preset>)
 #
-# The trace: $KVGATE_TRACES_DIR/conversation_trace.jsonl, else ../shared/traces/ next to the
-# repository (rows 0-699 at 2x), else the excerpt shipped in tools/replay/testdata/ (500 rows
-# at 1.5x). A machine too slow or busy for the bounded waits gets a clear message, never a
-# failed `make demo`; a missing binary or a process that cannot start is a real failure (exit 1).
+# The trace: the Mooncake conversation trace, rows 0-699 at 2x, from $KVGATE_TRACES_DIR, else
+# from the build's traces/ folder (the build unpacks bench/traces/ there). A machine too slow or
+# busy for the bounded waits gets a clear message, never a failed `make demo`; a missing binary or
+# a process that cannot start is a real failure (exit 1).
 set -uo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-build/release}"
@@ -30,14 +30,10 @@ trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 echo "kvgate demo (build: $build)"
 kvg_need kvgate kvgate-mock kvgate-replay || exit 1
 
-trace="" rows="" speedup=""
-for t in "${KVGATE_TRACES_DIR:-/nonexistent}/conversation_trace.jsonl" \
-  "$src/../shared/traces/conversation_trace.jsonl"; do
-  if [[ -f "$t" ]]; then trace="$t" rows="0:700" speedup=2; break; fi
-done
-if [[ -z "$trace" ]]; then
-  trace="$src/tools/replay/testdata/conversation_head.jsonl" rows="0:500" speedup=1.5
-  echo "demo: the full conversation trace is not here; replaying the shipped excerpt"
+trace="${KVGATE_TRACES_DIR:-$build/traces}/conversation_trace.jsonl" rows="0:700" speedup=2
+if [[ ! -f "$trace" ]]; then
+  echo "demo: no trace at $trace (the build unpacks bench/traces/ into $build/traces)"
+  exit 1
 fi
 
 workers=8

@@ -14,7 +14,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
   libcli11-dev libnuma-dev libhiredis-dev libssl-dev
   # servers and tools the tests, benches and demo start themselves
-  redis-server nginx-light wrk curl procps iproute2
+  redis-server nginx-light wrk curl procps iproute2 xz-utils
   # python helpers used by tests (Debian's /usr/bin/python3 only)
   python3 python3-zmq python3-msgpack
 )

@@ -1,5 +1,6 @@
 // Churn: does the chain index stay fast while conversations grow, decode and get evicted for a long
-// time? (The seed's failure: runs split by decode tails until lookups walked 60 runs.)
+// time? (A chain index that splits runs at every decode tail degrades until a lookup walks dozens
+// of runs.)
 //
 // Holders run prefix-caching KV pools with LRU eviction (tails first). Sessions are multi-turn
 // conversations pinned to a holder: each turn's prompt is a shared system prompt, the session's

@@ -2,10 +2,11 @@
 // reports block ops/s single-threaded and under event lanes plus query threads at an offered
 // rate, lookup and event-apply latency, bytes per membership, and the floors of the same data.
 //
-//   kvgate-corpus build --traces-dir /work/shared/traces --out /tmp/mooncake.kvgc
+//   kvgate-corpus build --out /tmp/mooncake.kvgc
 //   kvgate-bench-index --corpus /tmp/mooncake.kvgc --kv-index positional --runs 3
 //
-// Recorded figures and their exact commands: docs/benchmarks.md, "KV index".
+// Recorded figures and their exact commands: docs/benchmarks.md, "KV index: Mooncake corpus
+// replay".
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -16,8 +17,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "corpus/corpus_file.h"
 #include "kvgate/core/json_writer.h"
+#include "kvgate/corpus/corpus_file.h"
 #include "kvgate/index/indexer.h"
 #include "replay.h"
 
@@ -435,7 +436,7 @@ int main(int argc, char** argv) {
   app.add_flag("--cold-chains", o.cold_chains,
                "hand each lookup its chain straight from the corpus file's memory (cold), instead "
                "of copied into a per-thread buffer first as the gateway copies a request's chain "
-               "(the method of every series before session 14)");
+               "(the cost of reading the input, which the gateway does not pay)");
   app.add_flag("--chain-detail", o.chain_detail,
                "chain index: print where its bytes are at the end of the single-threaded replay, "
                "its lookup latency by runs walked and by chain length, and its apply cost by event "

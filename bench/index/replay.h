@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "corpus/corpus_file.h"
+#include "kvgate/corpus/corpus_file.h"
 #include "kvgate/index/indexer.h"
 
 namespace kvgate::bench {
@@ -22,7 +22,7 @@ namespace kvgate::bench {
 // corpus holds 23 M chain blocks (184 MB); handing the index the corpus's memory charges each
 // lookup with cold reads of its own input that the gateway never pays. kWarm copies each chain into
 // a reused buffer of the replaying thread before the clock starts, as the gateway copies it; kCold
-// hands over the corpus's memory (every series before session 14 read chains cold).
+// hands over the corpus's memory.
 enum class ChainReads { kWarm, kCold };
 
 // How a replay feeds the index. `announce_capacity`: first tell it every holder's KV pool (the

@@ -1,10 +1,10 @@
-#include "corpus/corpus_builder.h"
+#include "kvgate/corpus/corpus_builder.h"
 
 #include <cstring>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "corpus/kv_pool.h"
+#include "kvgate/corpus/kv_pool.h"
 #include "xxhash.h"
 
 namespace kvgate::corpus {

@@ -1,4 +1,4 @@
-#include "corpus/corpus_file.h"
+#include "kvgate/corpus/corpus_file.h"
 
 #include <bit>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "corpus/kv_pool.h"
+#include "kvgate/corpus/kv_pool.h"
 
 #include <algorithm>
 

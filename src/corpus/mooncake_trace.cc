@@ -1,4 +1,4 @@
-#include "corpus/mooncake_trace.h"
+#include "kvgate/corpus/mooncake_trace.h"
 
 #include <fstream>
 #include <sstream>

@@ -6,13 +6,13 @@
 #include <sstream>
 #include <string>
 
-#include "corpus/corpus_builder.h"
-#include "corpus/corpus_file.h"
-#include "corpus/kv_pool.h"
-#include "corpus/mooncake_trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "index/reference_indexer.h"
+#include "kvgate/corpus/corpus_builder.h"
+#include "kvgate/corpus/corpus_file.h"
+#include "kvgate/corpus/kv_pool.h"
+#include "kvgate/corpus/mooncake_trace.h"
 #include "xxhash.h"
 
 namespace kvgate::corpus {
@@ -294,7 +294,7 @@ class CorpusBuilderTest : public ::testing::Test {
  protected:
   static std::string excerpt() {
     const char* src = std::getenv("KVGATE_SOURCE_DIR");
-    return std::string(src ? src : ".") + "/tests/index/data/conversation_excerpt.jsonl";
+    return std::string(src ? src : ".") + "/tests/corpus/data/conversation_excerpt.jsonl";
   }
   static BuildOptions small() {
     return {.workers = 4,

@@ -172,7 +172,7 @@ TEST(Admission, GapIsReplayedBeforeNewerBatches) {
 }
 
 // Live batches still in flight when the replay ended are duplicates of what it delivered, not a
-// publisher restart (the review finding on the seed's relay).
+// publisher restart (taking them for one would clear a holder that was whole).
 TEST(Admission, LiveBatchesTheReplayDeliveredAreDuplicates) {
   Harness h;
   h.live(0);

@@ -255,6 +255,30 @@ TEST_F(IngestTest, GapWithoutReplaySocketResyncs) {
   EXPECT_EQ(pub.replay_requests(), 0);
 }
 
+// A degraded holder is exact again once the engine empties its cache: the AllBlocksCleared event,
+// applied in order through the lane, ends the degraded state (and its gauge).
+TEST_F(IngestTest, AnEngineClearEndsTheDegradedState) {
+  TestPublisher pub({});
+  ASSERT_TRUE(ingest_->add(spec(pub, /*replay=*/false)).ok());
+  ASSERT_TRUE(pub.wait_subscriber());
+  pub.publish(content(0));
+  pub.publish(content(1), false);  // lost on the wire, and no replay socket: degraded
+  pub.publish(content(2));
+  ASSERT_TRUE(settle(2));
+  ASSERT_TRUE(state().degraded);
+  EXPECT_NE(metrics_text().find("kvgate_events_degraded_ranks 1"), std::string::npos);
+  WireBatch cleared;
+  cleared.ts = to_unix_seconds(Clock::real().wall());
+  cleared.events.push_back(AllBlocksCleared{});
+  pub.publish(cleared);
+  WireBatch after = content(4);
+  pub.publish(after);
+  ASSERT_TRUE(settle(4));
+  EXPECT_FALSE(state().degraded);
+  EXPECT_EQ(content_now(), truth({after}, holder_));
+  EXPECT_NE(metrics_text().find("kvgate_events_degraded_ranks 0"), std::string::npos);
+}
+
 TEST_F(IngestTest, BadInputCostsOnlyItself) {
   TestPublisher pub({});
   ASSERT_TRUE(ingest_->add(spec(pub)).ok());

@@ -1,7 +1,7 @@
 // kvgate-corpus: builds the Mooncake index corpus that kvgate-bench-index replays, or checks one.
 //
-//   kvgate-corpus build --traces-dir /work/shared/traces --out mooncake.kvgc
-//   kvgate-corpus info mooncake.kvgc
+//   kvgate-corpus build --out mooncake.kvgc      (the shipped conversation trace, published
+//   setting) kvgate-corpus info mooncake.kvgc
 //
 // The expansion is in corpus_builder.h, the file format in corpus_file.h, both summarised in
 // docs/index.md.
@@ -12,9 +12,9 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "corpus/corpus_builder.h"
-#include "corpus/corpus_file.h"
-#include "corpus/mooncake_trace.h"
+#include "kvgate/corpus/corpus_builder.h"
+#include "kvgate/corpus/corpus_file.h"
+#include "kvgate/corpus/mooncake_trace.h"
 
 namespace {
 
@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   build->add_option("--trace", trace_path, "the trace file (JSON lines)");
   build->add_option("--traces-dir", traces_dir,
                     "folder holding the traces, used with --trace-name when --trace is not given "
-                    "(default: $KVGATE_TRACES_DIR)");
+                    "(default: $KVGATE_TRACES_DIR, else the build's traces/ folder, unpacked from "
+                    "bench/traces/)");
   build->add_option("--trace-name", trace_name, "trace file inside --traces-dir")
       ->capture_default_str();
   build->add_option("--out,-o", out, "corpus file to write")->required();
@@ -96,11 +97,7 @@ int main(int argc, char** argv) {
   if (trace_path.empty()) {
     if (traces_dir.empty()) {
       const char* env = std::getenv("KVGATE_TRACES_DIR");
-      if (env != nullptr) traces_dir = env;
-    }
-    if (traces_dir.empty()) {
-      return fail(absl::InvalidArgumentError(
-          "no trace: pass --trace FILE or --traces-dir DIR, or set KVGATE_TRACES_DIR"));
+      traces_dir = env != nullptr && *env != '\0' ? env : KVGATE_DEFAULT_TRACES_DIR;
     }
     trace_path = (std::filesystem::path(traces_dir) / trace_name).string();
   }

@@ -1,4 +1,4 @@
-#include "events/batch_json.h"
+#include "batch_json.h"
 
 #include "kvgate/core/json_writer.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "events/batch_json.h"
+#include "batch_json.h"
 #include "kvgate/core/clock.h"
 #include "kvgate/events/decode.h"
 #include "kvgate/events/normalize.h"

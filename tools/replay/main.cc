@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "corpus/mooncake_trace.h"
 #include "kvgate/core/log.h"
+#include "kvgate/corpus/mooncake_trace.h"
 #include "replay/fleet.h"
 #include "replay/oracle.h"
 #include "replay/progress.h"
@@ -60,7 +60,7 @@ struct Flags {
 
 std::string default_trace() {
   const char* dir = std::getenv("KVGATE_TRACES_DIR");
-  const std::string base = dir != nullptr && *dir != '\0' ? dir : "../shared/traces";
+  const std::string base = dir != nullptr && *dir != '\0' ? dir : KVGATE_DEFAULT_TRACES_DIR;
   return base + "/conversation_trace.jsonl";
 }
 
@@ -88,8 +88,8 @@ void add_flags(CLI::App& app, Flags& f) {
   f.trace = default_trace();
   const char* in = "Trace";
   app.add_option("--trace", f.trace,
-                 "Mooncake JSONL trace (default: $KVGATE_TRACES_DIR/conversation_trace.jsonl, "
-                 "else ../shared/traces/; a small excerpt ships in tools/replay/testdata/)")
+                 "Mooncake JSONL trace (default: conversation_trace.jsonl in $KVGATE_TRACES_DIR, "
+                 "else in the build's traces/ folder, unpacked from bench/traces/)")
       ->capture_default_str()
       ->group(in);
   app.add_option("--rows", f.rows,

@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "corpus/mooncake_trace.h"
 #include "kvgate/core/block_hash.h"
 #include "kvgate/core/result.h"
+#include "kvgate/corpus/mooncake_trace.h"
 
 namespace kvgate::replay {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "corpus/mooncake_trace.h"
+#include "kvgate/corpus/mooncake_trace.h"
 #include "replay/fleet.h"
 #include "replay/oracle.h"
 #include "replay/progress.h"

@@ -18,10 +18,10 @@
 #include <cstdint>
 #include <string>
 
-#include "corpus/corpus_file.h"
-#include "corpus/mooncake_trace.h"
 #include "kvgate/core/block_hash.h"
 #include "kvgate/core/result.h"
+#include "kvgate/corpus/corpus_file.h"
+#include "kvgate/corpus/mooncake_trace.h"
 
 namespace kvgate::corpus {
 

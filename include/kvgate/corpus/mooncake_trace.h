@@ -1,4 +1,4 @@
-// Reading a Mooncake request trace (JSON lines, see /work/shared/traces/README.md):
+// Reading a Mooncake request trace (JSON lines, see bench/traces/README.md):
 //   {"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [int, ...]}
 // where each hash id names one 512-token block of the prompt.
 #pragma once

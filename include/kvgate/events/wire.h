@@ -1,6 +1,6 @@
-// The engines' KV-event wire, decoded but not yet normalized (../design WIRE.md facts, kept in
-// docs/wire.md). Decoders (decode.h) produce these from msgpack; encoders (encode.h) write them in
-// any of the layouts the engines really send, for the mock engine and for tests.
+// The engines' KV-event wire, decoded but not yet normalized (docs/wire.md). Decoders (decode.h)
+// produce these from msgpack; encoders (encode.h) write them in any of the layouts the engines
+// really send, for the mock engine and for tests.
 #pragma once
 
 #include <cstdint>

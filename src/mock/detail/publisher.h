@@ -2,7 +2,7 @@
 // (a PUB and an optional replay ROUTER per engine rank), so no socket is ever touched from two
 // threads, and engine threads hand it batches through a queue.
 //
-// Wire (../design WIRE.md): live messages are [topic, seq (8 bytes BE), payload]. The replay
+// Wire (docs/wire.md): live messages are [topic, seq (8 bytes BE), payload]. The replay
 // socket keeps the last `buffer_steps` batches (dropped ones too: a batch dropped on the wire is
 // still in the engine's buffer, which is what makes a gap recoverable) and answers a DEALER's
 // ["", start_seq] with ["", topic, seq, payload] per buffered batch with seq >= start_seq (or

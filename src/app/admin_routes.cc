@@ -121,6 +121,15 @@ void GatewayImpl::add_admin_routes() {
           w.member("requests", wk->dispatched());
           w.member("in_flight", wk->in_flight()).member("running", load.running);
           w.member("waiting", load.waiting).member("kv_usage", load.kv_usage);
+          // Where the load figures come from and how old they are.
+          const auto now = clock_.now();
+          const bool pushed = now - wk->pushed_load_at() < workers::Worker::kPushedLoadFresh;
+          w.member("load_source", pushed ? "pushed" : "polled");
+          w.member(
+              "load_age_ms",
+              wk->engine_load_at() == MonoTime{}
+                  ? -1.0
+                  : std::chrono::duration<double, std::milli>(now - wk->engine_load_at()).count());
           w.member("discovered", info->discovered).member("block_size", info->block_size);
           w.key("models").begin_array();
           for (const auto& m : info->models) w.value(m);

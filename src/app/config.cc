@@ -247,6 +247,28 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "--worker-overload-shed", c.cache_aware.shed_when_all_overloaded,
          "When every worker is overloaded, answer 503 instead of sending to the least-loaded one")
       ->group("Routing");
+  app.add_option("--warmup-thin-ratio", c.cache_aware.warmup_thin_ratio,
+                 "Warm-up: a worker whose index holds less than this share of the fleet's mean is "
+                 "thin (an engine back with an empty cache, a new worker) and is sent a share of "
+                 "the requests until it fills (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group("Routing");
+  app.add_option("--warmup-miss-share", c.cache_aware.warmup_miss_share,
+                 "Warm-up: the share of cache misses sent to a thin worker")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group("Routing");
+  app.add_option("--warmup-hit-share", c.cache_aware.warmup_hit_share,
+                 "Warm-up: the share of cache hits sent to a thin worker (each costs that hit)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group("Routing");
+  app.add_option("--warmup-max-diversions", c.cache_aware.warmup_max_diversions,
+                 "Warm-up: requests a thin worker is sent at most before the rule gives up on it "
+                 "(it starts again once the worker was not thin)")
+      ->capture_default_str()
+      ->group("Routing");
   app.add_option_function<double>(
          "--prediction-ttl-secs",
          [&c](double s) {

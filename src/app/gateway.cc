@@ -194,5 +194,8 @@ bool Gateway::remove_worker(std::string_view url) { return impl_->control_->remo
 const workers::WorkerRegistry& Gateway::registry() const { return impl_->workers_; }
 const index::Indexer& Gateway::index() const { return *impl_->raw_index_; }
 std::string Gateway::metrics_text() { return impl_->metrics_text(); }
+void Gateway::flush_events() {
+  if (impl_->ingest_) impl_->ingest_->flush();
+}
 
 }  // namespace kvgate::app

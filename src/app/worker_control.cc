@@ -258,7 +258,9 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
     const bool busy = e->worker->in_flight() > 0 || dispatched != dispatched_at_poll ||
                       load.running + load.waiting > 0;
     if (busy && next_poll > now + c.load_poll_interval) next_poll = now;
-    if (c.load_poll_interval.count() > 0 && now >= next_poll &&
+    // Pushed loads, while fresh, make the poll redundant.
+    const bool pushed = now - e->worker->pushed_load_at() < workers::Worker::kPushedLoadFresh;
+    if (c.load_poll_interval.count() > 0 && now >= next_poll && !pushed &&
         e->load_source != LoadSource::kNone) {
       co_await poll_load(*e);
       dispatched_at_poll = dispatched;
@@ -394,6 +396,17 @@ void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& 
     spec.replay_endpoint = ep.replay;
     spec.topic = ep.topic;
     spec.kv_capacity_blocks = kv_blocks;
+    // Loads the engine pushes on this stream (load_record.h): a rank's load, and a sign of life.
+    spec.on_load = [worker = e.worker, rank = ep.rank,
+                    clock = deps_.clock](const events::LoadRecord& l) {
+      worker->set_pushed_load(rank,
+                              {.running = l.running,
+                               .waiting = l.waiting,
+                               .kv_usage = l.kv_usage,
+                               .queued_prefill_tokens = l.queued_prefill_tokens},
+                              clock->now());
+      worker->liveness().note_contact();
+    };
     if (Status s = deps_.ingest->add(spec); !s.ok()) {
       logger()->warn("worker {} rank {}: cannot subscribe to {}: {}", e.worker->url(), ep.rank,
                      ep.publisher, message_of(s));
@@ -417,6 +430,7 @@ void WorkerControl::refresh_from_events(Entry& e) {
     if (!st) continue;
     // A rank whose stream lost events holds a partial index: routing prefers its siblings.
     e.worker->set_rank_degraded(k.rank, st->degraded);
+    e.worker->set_index_blocks(k.rank, st->blocks);
     if (block_size_known || st->block_size == 0) continue;
     block_size_known = true;
     if (st->block_size != e.worker->info()->block_size) {

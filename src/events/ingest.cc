@@ -131,6 +131,7 @@ struct HolderSeries {
   bool was_degraded = false;
   // Written by the lanes.
   std::atomic<uint64_t> applied{0};
+  std::atomic<int64_t> blocks{0};  // block copies the holder holds (from apply results)
 };
 
 }  // namespace
@@ -453,8 +454,19 @@ class EventIngest::Impl {
   // A lane task: one admitted batch into the index.
   void apply(const NormalizedBatch& batch, HolderSeries& series) {
     static const index::Event kClear{};
-    if (batch.clear_first) index_.apply(batch.holder, std::span<const index::Event>(&kClear, 1));
-    if (!batch.events.empty()) index_.apply(batch.holder, batch.events);
+    if (batch.clear_first) {
+      index_.apply(batch.holder, std::span<const index::Event>(&kClear, 1));
+      series.blocks.store(0, std::memory_order_relaxed);
+    }
+    if (!batch.events.empty()) {
+      const index::ApplyResult r = index_.apply(batch.holder, batch.events);
+      // The holder's block copies, kept from what each apply did (a clear inside the batch
+      // restarts the count; what it stored after the clear is then not told apart: an estimate
+      // for routing's warm-up rule, not the index's exact content).
+      int64_t blocks = r.clears > 0 ? 0 : series.blocks.load(std::memory_order_relaxed);
+      blocks += static_cast<int64_t>(r.stored_blocks) - static_cast<int64_t>(r.removed_blocks);
+      series.blocks.store(std::max<int64_t>(blocks, 0), std::memory_order_relaxed);
+    }
     // Release: whoever reads the count (state()) also sees what the batch did to the index, even
     // an index without locks (a test reading the chain index's content once it settled).
     if (!batch.clear_only) series.applied.fetch_add(1, std::memory_order_release);
@@ -505,8 +517,11 @@ class EventIngest::Impl {
       st.backlog = s.backlog();
     });
     st.applied_batches = it->second.series->applied.load();
+    st.blocks = static_cast<uint64_t>(it->second.series->blocks.load());
     return st;
   }
+
+  void flush() { lanes_.flush_all(); }
 
   void stop() KVGATE_EXCLUDES(mu_) {
     MutexLock l(&mu_);
@@ -620,6 +635,7 @@ EventIngest::~EventIngest() = default;
 Status EventIngest::add(SubscriptionSpec spec) { return impl_->add(std::move(spec)); }
 bool EventIngest::remove(HolderKey key) { return impl_->remove(key); }
 std::optional<HolderState> EventIngest::state(HolderKey key) const { return impl_->state(key); }
+void EventIngest::flush() { impl_->flush(); }
 void EventIngest::stop() { impl_->stop(); }
 
 }  // namespace kvgate::events

@@ -57,6 +57,8 @@ Status Subscription::start() {
   try {
     common_options(sub_, options_);
     sub_.set(zmq::sockopt::subscribe, spec_.topic);
+    // Pushed load records travel under a topic of their own (an empty topic already has them).
+    if (!spec_.topic.empty()) sub_.set(zmq::sockopt::subscribe, std::string(kLoadTopic));
     sub_.connect(spec_.endpoint);
     if (!spec_.replay_endpoint.empty()) open_replay_socket();
   } catch (const zmq::error_t& e) {
@@ -223,6 +225,17 @@ std::unique_ptr<NormalizedBatch> Subscription::prepare(const zmq::message_t& pay
 
 void Subscription::on_live_message(std::vector<zmq::message_t>& frames) {
   MessageReport r;
+  if (frames.size() == 2 && frames[0].to_string_view() == kLoadTopic) {
+    if (auto load = decode_load_record(bytes_of(frames[1]))) {
+      ++load_records_;
+      if (spec_.on_load) spec_.on_load(*load);
+      return;
+    }
+    ++bad_frames_;
+    r.verdict = "bad load record";
+    report(r);
+    return;
+  }
   std::optional<uint64_t> seq;
   if (frames.size() == 3) seq = decode_seq(bytes_of(frames[1]));
   if (!seq) {

@@ -128,6 +128,7 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.http.port = o.http_ports.empty() ? layout_port(o.http_port, i) : o.http_ports[i];
     wo.http.body_limit = o.body_limit;
     wo.http.idle_timeout = o.keep_alive_timeout;
+    wo.push_loads_interval = o.push_loads_interval;
     wo.http.pin_context = i % o.threads;
     WorkerPorts wp;
     wp.worker = i;

@@ -1,6 +1,7 @@
 // kvgate-mock: a fleet of simulated vLLM / SGLang engines (docs/mock.md).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -96,6 +97,16 @@ int run(int argc, char** argv) {
       ->group(kv);
   app.add_option("--replay-buffer-steps", o.replay_buffer_steps, "Batches the replay socket keeps")
       ->group(kv);
+  bool push_loads = false;
+  double push_loads_interval_ms = 250;
+  app.add_flag("--push-loads", push_loads,
+               "Push each rank's load (running, waiting, KV usage, queued prefill tokens) on its "
+               "KV-event socket after its steps and periodically while quiet (topic kvgate-load)")
+      ->group(kv);
+  app.add_option("--push-loads-interval-ms", push_loads_interval_ms,
+                 "How often a quiet rank pushes its load")
+      ->check(CLI::PositiveNumber)
+      ->group(kv);
   app.add_option("--vllm-hash-seed", e.vllm_hash_seed,
                  "Seed of vLLM's NONE_HASH (PYTHONHASHSEED when set, else vllm-none-hash)")
       ->group(kv);
@@ -159,6 +170,10 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   o.wire = *kvgate::events::parse_wire_format(wire);
+  if (push_loads) {
+    o.push_loads_interval =
+        std::chrono::milliseconds(static_cast<int64_t>(std::max(1.0, push_loads_interval_ms)));
+  }
   o.replay = !no_replay;
   e.enable_prefix_caching = !no_prefix_caching;
   if (replay_shape != "auto") o.replay_with_topic = replay_shape == "topic";

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kvgate/core/log.h"
+#include "kvgate/events/load_record.h"
 
 namespace kvgate::mock::detail {
 namespace {
@@ -81,7 +82,7 @@ struct PublisherHub::Stream {
 };
 
 struct PublisherHub::Command {
-  enum Kind { kPublish, kRestart } kind;
+  enum Kind { kPublish, kRestart, kLoad } kind;
   size_t stream;
   Stream::Batch batch;
 };
@@ -178,6 +179,10 @@ void PublisherHub::publish(size_t stream, uint64_t seq, std::string payload, Mon
 }
 
 void PublisherHub::restart(size_t stream) { enqueue(Command{Command::kRestart, stream, {}}); }
+
+void PublisherHub::publish_load(size_t stream, std::string payload) {
+  enqueue(Command{Command::kLoad, stream, {0, std::move(payload), MonoTime{}, false}});
+}
 
 StreamStats PublisherHub::stats(size_t stream) const {
   const Stream& s = *streams_[stream];
@@ -278,6 +283,11 @@ void PublisherHub::run() {
       Stream& s = *streams_[c.stream];
       if (c.kind == Command::kPublish) {
         s.queue.push_back(std::move(c.batch));
+      } else if (c.kind == Command::kLoad) {
+        if (s.pub != nullptr) {
+          (void)send_frames(s.pub, {{events::kLoadTopic.data(), events::kLoadTopic.size()},
+                                    {c.batch.payload.data(), c.batch.payload.size()}});
+        }
       } else {
         s.queue.clear();
         s.buffer.clear();

@@ -7,12 +7,16 @@
 #include "boost/asio/use_future.hpp"
 #include "kvgate/core/log.h"
 #include "kvgate/events/encode.h"
+#include "kvgate/events/load_record.h"
 
 namespace kvgate::mock::detail {
 namespace net = boost::asio;
 using http::Response;
 
 namespace {
+
+// The shortest gap between two pushed load records of one rank while it steps.
+constexpr std::chrono::milliseconds kMinLoadGap{50};
 
 const std::shared_ptr<spdlog::logger>& logger() {
   static const auto l = log::get("mock");
@@ -45,6 +49,7 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
       pause_timer_(ctx_),
       rng_(options_.seed * 0x9E3779B97F4A7C15ull + options_.index),
       listener_timer_(ctx_),
+      load_timer_(ctx_),
       registry_(std::make_shared<metrics::Registry>()) {
   options_.http.server_name = "kvgate-mock";
   server_ = std::make_unique<http::Server>(pool_, options_.http);
@@ -143,13 +148,45 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
 
 Worker::~Worker() = default;
 
-Status Worker::start() { return server_->start(); }
+Status Worker::start() {
+  if (Status s = server_->start(); !s.ok()) return s;
+  if (options_.push_loads_interval.count() > 0) net::post(ctx_, [this] { arm_load_timer(); });
+  return Status();
+}
+
+// While quiet, a load record every push_loads_interval (a step pushes its own, see publish()).
+void Worker::arm_load_timer() {
+  load_timer_.expires_after(options_.push_loads_interval);
+  load_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    const MonoTime now = Clock::real().now();
+    for (auto& r : ranks_) {
+      if (now - r->load_pushed >= options_.push_loads_interval) push_load(*r, now);
+    }
+    arm_load_timer();
+  });
+}
+
+void Worker::push_load(Rank& r, MonoTime now) {
+  const EngineLoad l = r.engine.load();
+  events::LoadRecord rec;
+  rec.running = l.running;
+  rec.waiting = l.waiting;
+  rec.kv_usage = l.kv_usage();
+  rec.queued_prefill_tokens = l.queued_prefill_tokens;
+  rec.ts = to_unix_seconds(Clock::real().wall());
+  rec.dp_rank = r.index;
+  events::encode_load_record(rec, &r.load_payload);
+  hub_.publish_load(r.stream, r.load_payload);
+  r.load_pushed = now;
+}
 
 void Worker::shutdown() {
   auto done = net::post(ctx_, net::use_future([this] {
                           stopping_ = true;
                           pause_timer_.cancel();
                           listener_timer_.cancel();
+                          load_timer_.cancel();
                           for (auto& r : ranks_) r->timer.cancel();
                           for (auto& [key, p] : parts_) {
                             p->finished = true;
@@ -213,6 +250,10 @@ void Worker::on_step_done(Rank& r) {
   r.engine.take_events(&r.scratch);
   if (options_.oracle != nullptr) options_.oracle->apply(holder_of(r), r.scratch);
   publish(r, r.scratch);
+  // The load rides along after a step, at most every kMinLoadGap (steps take milliseconds).
+  if (options_.push_loads_interval.count() > 0 && r.step_end - r.load_pushed >= kMinLoadGap) {
+    push_load(r, r.step_end);
+  }
   kick(r);
 }
 

@@ -10,6 +10,8 @@
 //     within tie_window_us drawn uniformly. No holder at all: least expected wait (kFreshPrefix).
 //  5. Imbalance: if the winner's load exceeds the fleet mean by balance_abs_threshold and by the
 //     factor balance_rel_threshold, the least-expected-wait worker takes it (kImbalanceSpill).
+//  6. Warm-up: a share of the misses and a smaller share of the hits go to a thin worker (its
+//     index well under the fleet's mean) instead, until it fills (kWarmup).
 #include <algorithm>
 
 #include "kvgate/workers/load.h"
@@ -62,10 +64,11 @@ class CacheAwarePolicy final : public Policy {
 
     if (deepest_ok == 0) {
       const int32_t i = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
-      return {.worker = cands[i].index,
-              .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
-              .matched_blocks = 0,
-              .rank = cands[i].rank};
+      return warm_up({.worker = cands[i].index,
+                      .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
+                      .matched_blocks = 0,
+                      .rank = cands[i].rank},
+                     fleet, s);
     }
     int32_t i = pick_min(
         cands, [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest_ok; },
@@ -82,10 +85,11 @@ class CacheAwarePolicy final : public Policy {
         branch = Branch::kImbalanceSpill;
       }
     }
-    return {.worker = cands[i].index,
-            .branch = branch,
-            .matched_blocks = cands[i].matched_blocks,
-            .rank = cands[i].rank};
+    return warm_up({.worker = cands[i].index,
+                    .branch = branch,
+                    .matched_blocks = cands[i].matched_blocks,
+                    .rank = cands[i].rank},
+                   fleet, s);
   }
 
   void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
@@ -96,6 +100,48 @@ class CacheAwarePolicy final : public Policy {
   void on_worker_removed(WorkerId worker) override { predicted_.forget(worker); }
 
  private:
+  // The warm-up rule (CacheAwareConfig::warmup_*): now and then, a thin candidate instead of `d`.
+  Decision warm_up(Decision d, const workers::FleetSnapshot& fleet, Scratch& s) const {
+    if (config_.warmup_thin_ratio <= 0) return d;
+    auto& cands = s.candidates;
+    const auto level = [&](const Candidate& c) {
+      const workers::Worker& w = *fleet.workers[c.index];
+      return static_cast<double>(c.rank >= 0 ? w.index_blocks(static_cast<DpRank>(c.rank))
+                                             : w.index_blocks());
+    };
+    double sum = 0;
+    size_t n = 0;
+    for (const auto& c : cands) {
+      if (fleet.infos[c.index]->holders.empty()) continue;  // no events: no level to compare
+      sum += level(c);
+      ++n;
+    }
+    if (n < 2) return d;
+    const double mean = sum / static_cast<double>(n);
+    if (mean < static_cast<double>(config_.warmup_min_mean_blocks)) return d;
+    const double share =
+        d.matched_blocks == 0 ? config_.warmup_miss_share : config_.warmup_hit_share;
+    if (std::uniform_real_distribution<double>(0, 1)(s.rng) >= share) return d;
+    const auto thin = [&](const Candidate& c) {
+      if (c.overloaded || fleet.infos[c.index]->holders.empty()) return false;
+      workers::Worker& w = *fleet.workers[c.index];
+      if (level(c) >= config_.warmup_thin_ratio * mean) {
+        if (w.warmup_diversions() > 0) w.reset_warmup_diversions();  // filled: a new episode later
+        return false;
+      }
+      return w.warmup_diversions() < config_.warmup_max_diversions;
+    };
+    const int32_t j = pick_min(
+        cands, thin, [](const Candidate& c) { return c.expected_wait_us; }, config_.tie_window_us,
+        s.rng);
+    if (j < 0 || (cands[j].index == d.worker && cands[j].rank == d.rank)) return d;
+    fleet.workers[cands[j].index]->count_warmup_diversion();
+    return {.worker = cands[j].index,
+            .branch = Branch::kWarmup,
+            .matched_blocks = cands[j].matched_blocks,
+            .rank = cands[j].rank};
+  }
+
   // Each candidate's matched depth: a rank's is its own holder's, a whole worker's the deepest
   // of its ranks'.
   void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {

@@ -12,6 +12,8 @@ const char* branch_name(Branch b) {
       return "fresh_prefix";
     case Branch::kImbalanceSpill:
       return "imbalance_spill";
+    case Branch::kWarmup:
+      return "warmup";
     case Branch::kOverloadSteer:
       return "overload_steer";
     case Branch::kAllOverloaded:

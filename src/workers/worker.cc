@@ -55,4 +55,36 @@ EngineLoad Worker::engine_load(DpRank rank) const { return ranks_[slot(rank)].lo
 
 void Worker::set_rank_load(DpRank rank, const EngineLoad& load) { ranks_[slot(rank)].set(load); }
 
+void Worker::set_index_blocks(DpRank rank, uint64_t blocks) {
+  LiveLoad& r = ranks_[slot(rank)];
+  const uint64_t before = r.index_blocks.exchange(blocks, std::memory_order_relaxed);
+  // One control thread writes: the total follows each rank's change.
+  index_blocks_.fetch_add(blocks - before, std::memory_order_relaxed);
+}
+
+void Worker::set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at) {
+  const int64_t now = at.time_since_epoch().count();
+  MutexLock lock(&pushed_mu_);
+  ranks_[slot(rank)].set(load);
+  ranks_[slot(rank)].pushed_at_ns.store(now, std::memory_order_relaxed);
+  // The total: every rank whose record is fresh (a rank that stopped pushing drops out).
+  EngineLoad total;
+  double usage = 0;
+  int fresh = 0;
+  for (uint32_t r = 0; r < kMaxDpRanks; ++r) {
+    const int64_t t = ranks_[r].pushed_at_ns.load(std::memory_order_relaxed);
+    if (t == 0 || now - t > kPushedLoadFresh.count()) continue;
+    const EngineLoad l = ranks_[r].load();
+    total.running += l.running;
+    total.waiting += l.waiting;
+    total.queued_prefill_tokens += l.queued_prefill_tokens;
+    usage += l.kv_usage;
+    ++fresh;
+  }
+  total.kv_usage = fresh > 0 ? usage / fresh : 0;
+  total_.set(total);
+  load_at_ns_.store(now, std::memory_order_relaxed);
+  pushed_at_ns_.store(now, std::memory_order_relaxed);
+}
+
 }  // namespace kvgate::workers

@@ -164,7 +164,7 @@ class ClosesUnderSecondRequest {
         if (ec || stop_) return;
         auto s = std::make_shared<tcp::socket>(std::move(sock));
         std::lock_guard<std::mutex> l(mu_);
-        sockets_.push_back(s);
+        descriptors_.push_back(s->native_handle());
         handlers_.emplace_back([this, s] { serve(*s); });
       }
     });
@@ -176,8 +176,9 @@ class ClosesUnderSecondRequest {
     wake.connect(acceptor_.local_endpoint(), ec);
     thread_.join();
     {
+      // Wakes the readers. By descriptor: the socket objects belong to their handler threads.
       std::lock_guard<std::mutex> l(mu_);
-      for (auto& s : sockets_) s->shutdown(tcp::socket::shutdown_both, ec);  // wakes the readers
+      for (int fd : descriptors_) ::shutdown(fd, SHUT_RDWR);
     }
     for (auto& h : handlers_) h.join();
   }
@@ -222,7 +223,7 @@ class ClosesUnderSecondRequest {
   std::atomic<int> closed_{0};
   std::thread thread_;
   std::mutex mu_;
-  std::vector<std::shared_ptr<tcp::socket>> sockets_;
+  std::vector<int> descriptors_;
   std::vector<std::thread> handlers_;
 };
 

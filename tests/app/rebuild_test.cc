@@ -183,9 +183,14 @@ class RebuildTest : public GatewayTest {
 TEST_F(RebuildTest, EightEnginesReplayingAtOnceRebuildTheIndexWithinSeconds) {
   constexpr int kWorkers = 8;
   for (int i = 0; i < kWorkers; ++i) start_worker(/*speedup=*/50);
-  fill(/*clients=*/6, 6s);
+  // At least a thousand batches per engine, however slow the machine (a sanitizer build, a busy
+  // CI host): fill in rounds until there are.
   double batches = 0;
-  for (int i = 0; i < kWorkers; ++i) batches += batches_published(worker_port(i));
+  for (int round = 0; round < 12 && batches < kWorkers * 1000.0; ++round) {
+    fill(/*clients=*/6, 3s);
+    batches = 0;
+    for (int i = 0; i < kWorkers; ++i) batches += batches_published(worker_port(i));
+  }
   std::vector<double> seconds, waits;
   for (int trial = 0; trial < 5; ++trial) {
     GatewayConfig cfg = base_config();
@@ -231,8 +236,9 @@ TEST_F(RebuildTest, EngineBeyondItsReplayWindowIsRebuiltPartialAndRecoversOnClea
         return gateway_->metrics_text().find("kvgate_events_degraded_ranks 1") != std::string::npos;
       },
       5s));
-  // (Content read once the replay settled: the fleet is idle, no lane writes.)
+  // The content is read once every batch received has applied (the fleet is idle: no lane writes).
   std::this_thread::sleep_for(300ms);
+  gateway_->flush_events();
   const auto fleet = gateway_->registry().snapshot();
   const HolderId holder = fleet->infos[0]->holders.at(0);
   std::vector<index::Membership> m;

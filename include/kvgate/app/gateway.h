@@ -35,6 +35,9 @@ class Gateway {
   bool remove_worker(std::string_view url);
   const workers::WorkerRegistry& registry() const;
   const index::Indexer& index() const;
+  // Waits until every KV-event batch received so far has been applied to the index: then, with
+  // the fleet quiet, the index's content can be read (Indexer::memberships needs no writer).
+  void flush_events();
   std::string metrics_text();
 
  private:

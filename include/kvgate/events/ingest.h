@@ -59,6 +59,7 @@ struct HolderState {
   uint64_t backlogged = 0;       // admitted batches that waited for a busy lane (none lost)
   size_t backlog = 0;            // batches waiting for the lane now
   uint64_t applied_batches = 0;  // admitted batches the lane applied to the index
+  uint64_t blocks = 0;           // block copies the holder holds, from what each apply did
 };
 
 class EventIngest {
@@ -75,6 +76,9 @@ class EventIngest {
   // See the header comment. Returns false if the key was not subscribed.
   bool remove(HolderKey key);
   std::optional<HolderState> state(HolderKey key) const;
+  // Waits until every batch queued for the lanes so far has been applied (for tests and tools
+  // that read the index's content, which needs no writer running).
+  void flush();
   // Stops every thread; subscriptions are closed, queued batches discarded. Idempotent.
   void stop();
 

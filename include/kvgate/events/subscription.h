@@ -28,6 +28,7 @@
 #include "kvgate/events/admission.h"
 #include "kvgate/events/decode.h"
 #include "kvgate/events/hash_check.h"
+#include "kvgate/events/load_record.h"
 #include "kvgate/events/normalize.h"
 
 namespace kvgate::events {
@@ -43,6 +44,9 @@ struct SubscriptionSpec {
   // The engine's KV pool in blocks (per rank), when it says (0: unknown). The index sizes the
   // holder's structures for it up front (Indexer::expect_capacity).
   uint64_t kv_capacity_blocks = 0;
+  // Receives the load records the publisher pushes (load_record.h), on the event thread: it must
+  // only store them (atomics), never block. Empty: they are counted and dropped.
+  std::function<void(const LoadRecord&)> on_load;
 };
 
 struct SubscriptionOptions {
@@ -126,6 +130,7 @@ class Subscription {
   // Decode and normalization drops since start, per reason.
   const std::array<uint64_t, kDropReasonCount>& dropped_events() const { return dropped_; }
   uint64_t bad_frames() const { return bad_frames_; }
+  uint64_t load_records() const { return load_records_; }
   // Admitted batches that waited for a busy lane (never lost), and those waiting now.
   uint64_t backlogged() const { return backlogged_; }
   size_t backlog() const { return backlog_.size(); }
@@ -173,6 +178,7 @@ class Subscription {
   uint64_t backlogged_ = 0;
   uint64_t lost_ = 0;
   uint64_t sockets_version_ = 0;  // bumped when the replay socket is replaced
+  uint64_t load_records_ = 0;
 };
 
 }  // namespace kvgate::events

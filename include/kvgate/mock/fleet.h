@@ -53,6 +53,9 @@ struct FleetOptions {
   // An idle keep-alive connection is closed after this, as uvicorn (vLLM's and SGLang's server)
   // does after 5 s by default: a gateway must expect its pooled connections to vanish.
   std::chrono::milliseconds keep_alive_timeout{5'000};
+  // Push each rank's load on its KV-event socket after its steps and this often while quiet
+  // (events/load_record.h); zero: off, loads are only polled (/load, /metrics).
+  std::chrono::milliseconds push_loads_interval{0};
   uint64_t seed = 1;  // fault-hook randomness
 };
 

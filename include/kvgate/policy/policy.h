@@ -44,6 +44,7 @@ enum class Branch : uint8_t {
   kImbalanceSpill,  // cache_aware: the deepest holder was far above the fleet mean; least wait
                     // instead
   kOverloadSteer,   // cache_aware: the deepest holder was overloaded; the best of the others
+  kWarmup,          // cache_aware: sent to a thin worker (warm-up rule) instead
   kAllOverloaded,   // every candidate overloaded: the least-loaded one
   kShed,            // every candidate overloaded and shedding on: no worker (503)
   kNoWorker,        // no routable worker serves the model (503)
@@ -121,6 +122,17 @@ struct CacheAwareConfig {
   // for requests the engine has queued when it does not report queued tokens.
   double prefill_tokens_per_second = 10000;
   double assumed_queued_prompt_tokens = 1024;
+  // Warm-up: a worker whose index holds less than warmup_thin_ratio of the fleet's mean (an engine
+  // that came back empty, a worker just added) gets warmup_miss_share of the requests nobody holds
+  // and warmup_hit_share of those others hold, so it fills instead of idling while its peers hold
+  // every hot prefix. It ends when the worker is no longer thin, or after warmup_max_diversions
+  // requests (so it ends even for a worker that never fills). Off with a ratio of 0; nothing
+  // either while the fleet's mean is under warmup_min_mean_blocks (the whole fleet is warming).
+  double warmup_thin_ratio = 0.5;
+  double warmup_miss_share = 0.25;
+  double warmup_hit_share = 0.125;
+  uint64_t warmup_max_diversions = 1000;
+  uint64_t warmup_min_mean_blocks = 64;
   // Approximate mode for workers without KV events: a routed prompt is assumed cached there for
   // this long.
   Duration prediction_ttl = std::chrono::seconds(120);

@@ -17,6 +17,7 @@
 
 #include "kvgate/core/clock.h"
 #include "kvgate/core/ids.h"
+#include "kvgate/core/thread_annotations.h"
 #include "kvgate/workers/circuit_breaker.h"
 #include "kvgate/workers/health.h"
 #include "kvgate/workers/inflight.h"
@@ -102,6 +103,27 @@ class Worker {
   void set_engine_load(const EngineLoad& load, MonoTime at);
   EngineLoad engine_load(DpRank rank) const;
   void set_rank_load(DpRank rank, const EngineLoad& load);
+  // A load record the engine pushed for one rank (on its KV-event stream). The worker's total
+  // becomes the sum of its ranks' records from the last kPushedLoadFresh; while any is that fresh
+  // the control path does not poll.
+  static constexpr Duration kPushedLoadFresh = std::chrono::seconds(2);
+  void set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at);
+  // When the last pushed record arrived (epoch if never).
+  MonoTime pushed_load_at() const {
+    return MonoTime(Duration(pushed_at_ns_.load(std::memory_order_relaxed)));
+  }
+  // How many blocks the index holds for the worker (all ranks) and for one rank, as its event
+  // lanes last counted (control path, every tick): what the warm-up rule compares.
+  uint64_t index_blocks() const { return index_blocks_.load(std::memory_order_relaxed); }
+  uint64_t index_blocks(DpRank rank) const {
+    return ranks_[slot(rank)].index_blocks.load(std::memory_order_relaxed);
+  }
+  void set_index_blocks(DpRank rank, uint64_t blocks);
+  // Requests the warm-up rule sent here since the worker last became thin (its growth cap).
+  uint64_t warmup_diversions() const { return warmup_diversions_.load(std::memory_order_relaxed); }
+  void count_warmup_diversion() { warmup_diversions_.fetch_add(1, std::memory_order_relaxed); }
+  void reset_warmup_diversions() { warmup_diversions_.store(0, std::memory_order_relaxed); }
+
   // A rank whose KV-event stream lost events (its index is partial): routing prefers its siblings.
   bool rank_degraded(DpRank rank) const {
     return ranks_[slot(rank)].degraded.load(std::memory_order_relaxed);
@@ -148,6 +170,8 @@ class Worker {
     std::atomic<uint32_t> kv_usage_ppm{0};
     std::atomic<uint64_t> queued_prefill_tokens{0};
     std::atomic<bool> degraded{false};
+    std::atomic<int64_t> pushed_at_ns{0};
+    std::atomic<uint64_t> index_blocks{0};
     EngineLoad load() const;
     void set(const EngineLoad& l);
   };
@@ -155,6 +179,10 @@ class Worker {
 
   LiveLoad total_;
   std::atomic<int64_t> load_at_ns_{0};
+  std::atomic<int64_t> pushed_at_ns_{0};
+  std::atomic<uint64_t> index_blocks_{0};
+  std::atomic<uint64_t> warmup_diversions_{0};
+  Mutex pushed_mu_;  // one pushed record at a time recomputes the total
   HealthTracker health_;
   CircuitBreaker breaker_;
   LivenessTracker liveness_;

@@ -69,6 +69,9 @@ class PublisherHub {
 
   // Queues a batch. `drop`: buffer it for replay but do not send it (the drop fault).
   void publish(size_t stream, uint64_t seq, std::string payload, MonoTime due, bool drop);
+  // Sends a pushed load record ([kLoadTopic, payload], events/load_record.h) at once: not
+  // numbered, not kept for replay, not held by the delay fault (a load is news or nothing).
+  void publish_load(size_t stream, std::string payload);
   // Simulates a publisher process restart: queued batches and the replay buffer are lost and the
   // sockets are closed and bound again on the same ports (subscribers reconnect).
   void restart(size_t stream);

@@ -43,6 +43,9 @@ struct WorkerOptions {
   size_t request_records = 100'000;
   uint64_t seed = 0;
   FleetOracle* oracle = nullptr;  // shared by the fleet's workers (optional)
+  // Push each rank's load on its KV-event socket (events/load_record.h) after its steps (at most
+  // every push_loads_min_gap) and every push_loads_interval while quiet. Zero: off.
+  std::chrono::milliseconds push_loads_interval{0};
 };
 
 class Worker {
@@ -80,6 +83,8 @@ class Worker {
   void kick(Rank& r);
   void on_step_done(Rank& r);
   void publish(Rank& r, std::vector<events::WireEvent>& evs);
+  void push_load(Rank& r, MonoTime now);
+  void arm_load_timer();
   // The fleet-wide holder number of a rank (worker-major), as the oracle knows it.
   uint32_t holder_of(const Rank& r) const;
   void apply_deferred(Rank& r);
@@ -109,6 +114,7 @@ class Worker {
   uint64_t injected_failures_ = 0;
   std::mt19937_64 rng_;
   boost::asio::steady_timer listener_timer_;
+  boost::asio::steady_timer load_timer_;
 
   // Records, oldest first; `seq` numbers them for paging.
   std::deque<Record> records_;

@@ -56,6 +56,8 @@ struct Worker::Rank {
   uint64_t restarts = 0;
   std::vector<events::WireEvent> scratch;
   std::string payload;
+  MonoTime load_pushed{};  // the last pushed load record
+  std::string load_payload;
   // Metric series (owned by the worker's registry).
   metrics::Gauge* running = nullptr;
   metrics::Gauge* waiting = nullptr;

@@ -1,6 +1,7 @@
 # User-facing build switches. Presets in CMakePresets.json set them per mode.
 option(KVGATE_BUILD_TESTS "Build unit and integration tests" ON)
 option(KVGATE_BUILD_BENCH "Build benchmarks (Google Benchmark and the index harness)" ON)
+option(KVGATE_BUILD_DRILLS "Build the fault drills (timing-bound; the sanitizer presets skip them)" ON)
 option(KVGATE_BUILD_FUZZ "Build libFuzzer targets (clang only)" OFF)
 option(KVGATE_JEMALLOC "Link jemalloc into every binary (off under sanitizers)" ON)
 option(KVGATE_WERROR "Treat warnings in kvgate's own code as errors" ON)

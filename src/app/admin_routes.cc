@@ -119,6 +119,8 @@ void GatewayImpl::add_admin_routes() {
           w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));
           w.member("liveness", workers::liveness_name(wk->liveness().state()));
           w.member("requests", wk->dispatched());
+          w.member("index_blocks", wk->index_blocks());
+          w.member("warmup_diversions", wk->warmup_diversions());
           w.member("in_flight", wk->in_flight()).member("running", load.running);
           w.member("waiting", load.waiting).member("kv_usage", load.kv_usage);
           // Where the load figures come from and how old they are.

@@ -52,6 +52,8 @@ struct WorkerControl::Entry {
 namespace {
 constexpr std::chrono::milliseconds kLivenessTick{100};
 constexpr std::chrono::seconds kIdleLoadPoll{5};
+// How often a worker out of rotation (unhealthy or vetoed) is probed, at most.
+constexpr std::chrono::milliseconds kOutOfRotationProbe{500};
 }  // namespace
 
 WorkerControl::WorkerControl(WorkerControlDeps deps) : deps_(deps) {
@@ -235,6 +237,7 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
   for (auto iv : {c.health_check_interval, c.load_poll_interval, c.discovery_retry}) {
     if (iv.count() > 0) tick = std::min(tick, iv);
   }
+  if (c.health_check_interval.count() > 0) tick = std::min(tick, kOutOfRotationProbe);
   tick = std::max(tick, std::chrono::milliseconds(20));
   MonoTime next_probe{}, next_poll{}, next_discovery{};
   uint64_t dispatched_at_poll = 0;
@@ -247,7 +250,12 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
     if (e->stop) break;
     if (c.health_check_interval.count() > 0 && now >= next_probe) {
       co_await probe(*e);
-      next_probe = now + c.health_check_interval;
+      // A worker out of rotation is probed faster, so one that returns is back within a second
+      // (its success threshold of probes) rather than a few intervals.
+      const bool out = e->worker->health().state() != workers::Health::kHealthy ||
+                       e->worker->liveness().state() != workers::Liveness::kLive;
+      next_probe = now + (out ? std::min<Duration>(c.health_check_interval, kOutOfRotationProbe)
+                              : c.health_check_interval);
     }
     if (e->stop) break;
     // A worker this gateway sends nothing to, and that reports nothing running, is polled ten

@@ -9,10 +9,7 @@
 //   under 0.05 cores.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "boost/asio/io_context.hpp"
@@ -27,50 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace net = boost::asio;
 
-uint64_t peak_rss_bytes(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
-// Probes /health every 50 ms on a fresh connection until stopped; keeps the slowest answer.
-class HealthProbe {
- public:
-  explicit HealthProbe(uint16_t port) {
-    thread_ = std::thread([this, port] {
-      while (!stop_) {
-        http::SyncClient c(
-            "127.0.0.1", port,
-            http::ClientOptions{.connect_timeout = 5000ms, .request_timeout = 5000ms});
-        const double t0 = now_s();
-        auto r = c.get("/health");
-        const double took = now_s() - t0;
-        if (!r.ok() || r->status != 200) ++failures_;
-        slowest_ = std::max(slowest_.load(), took);
-        ++probes_;
-        sleep_s(0.05);
-      }
-    });
-  }
-  ~HealthProbe() { finish(); }
-  void finish() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  double slowest() const { return slowest_; }
-  int failures() const { return failures_; }
-  int probes() const { return probes_; }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::atomic<double> slowest_{0};
-  std::atomic<int> failures_{0}, probes_{0};
-  std::thread thread_;
-};
-
 TEST(Drill, HugePromptsStayWithinMemoryAndHealthAnswers) {
   MockFleet fleet(1, {"--max-body-bytes", "100000000"});
   ASSERT_TRUE(fleet.ready());
@@ -82,7 +35,7 @@ TEST(Drill, HugePromptsStayWithinMemoryAndHealthAnswers) {
   prompt.reserve(50 << 20);
   while (prompt.size() < (50u << 20)) prompt += "lorem ipsum dolor sit amet ";
   const std::string body = R"({"model":"mock-8b","max_tokens":4,"prompt":")" + prompt + "\"}";
-  HealthProbe health(gw.port());
+  EndpointProbe health(gw.port(), {"/health"});
   std::vector<unsigned> statuses(8);
   std::vector<std::string> messages(8);
   std::vector<std::thread> clients;

@@ -15,23 +15,16 @@ namespace {
 constexpr double kWedgeSecs = 3;  // the gateway's default --worker-wedge-secs
 
 TEST(Drill, EngineFrozenBySigstop) {
-  MockFleet a(1, {});
-  MockFleet b(1, {});
-  ASSERT_TRUE(a.ready() && b.ready());
-  GatewayProcess gw({a.url(0), b.url(0)}, {"--log-level", "warn"});
-  ASSERT_TRUE(gw.ready());
-  ASSERT_TRUE(gw.wait_routable(2, 20));
+  TwoEngines f;
+  ASSERT_TRUE(f.ready());
+  MockFleet& a = *f.a;
+  GatewayProcess& gw = f.gw;
   Watcher watcher(gw);
   Traffic traffic({.port = gw.port(), .max_tokens = 200});
   traffic.start_open(20);
   sleep_s(5);
 
-  const auto requests_of_a = [&] {
-    for (const auto& w : gw.workers()) {
-      if (w.url == a.url(0)) return w.requests;
-    }
-    return uint64_t{0};
-  };
+  const auto requests_of_a = [&] { return f.requests_of(a.url(0)); };
   const double frozen_at = now_s();
   ASSERT_TRUE(a.process().signal(SIGSTOP));
   const auto vetoed = [](const WorkerView& v) { return v.liveness != "live"; };

@@ -1,10 +1,20 @@
 #include "drills/harness.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
 #include <simdjson.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -79,11 +89,45 @@ MockFleet::MockFleet(int workers, std::vector<std::string> extra_args) {
   if (parser.parse(json).get(doc) != simdjson::SUCCESS) return;
   for (auto w : doc["workers"].get_array()) {
     http_ports_.push_back(static_cast<uint16_t>(w["http_port"].get_uint64().value()));
+    urls_.emplace_back(w["url"].get_string().value());
+    std::vector<RankPorts> ranks;
+    for (auto r : w["ranks"].get_array()) {
+      ranks.push_back({static_cast<uint16_t>(r["pub_port"].get_uint64().value()),
+                       static_cast<uint16_t>(r["replay_port"].get_uint64().value())});
+    }
+    kv_ports_.push_back(std::move(ranks));
   }
 }
 
-std::string MockFleet::url(size_t i) const {
-  return "http://127.0.0.1:" + std::to_string(http_ports_.at(i));
+std::string MockFleet::url(size_t i) const { return urls_.at(i); }
+
+std::vector<std::string> MockFleet::same_ports_args(size_t i) const {
+  std::vector<std::string> args = {"--http-ports", std::to_string(http_ports_.at(i))};
+  std::vector<std::string> pubs = {"--kv-pub-ports"}, replays = {"--kv-replay-ports"};
+  for (const RankPorts& r : kv_ports_.at(i)) {
+    pubs.push_back(std::to_string(r.pub));
+    replays.push_back(std::to_string(r.replay));
+  }
+  args.insert(args.end(), pubs.begin(), pubs.end());
+  args.insert(args.end(), replays.begin(), replays.end());
+  return args;
+}
+
+std::vector<uint16_t> MockFleet::ports_of(size_t i) const {
+  std::vector<uint16_t> ports = {http_ports_.at(i)};
+  for (const RankPorts& r : kv_ports_.at(i)) {
+    ports.push_back(r.pub);
+    if (r.replay != 0) ports.push_back(r.replay);
+  }
+  return ports;
+}
+
+bool MockFleet::post(size_t i, const std::string& route, const std::string& body) const {
+  http::SyncClient c("127.0.0.1", http_ports_.at(i),
+                     http::ClientOptions{.connect_timeout = std::chrono::milliseconds(2000),
+                                         .request_timeout = std::chrono::milliseconds(5000)});
+  auto r = c.post(route, body);
+  return r.ok() && r->status == 200;
 }
 
 std::vector<std::string> MockFleet::urls() const {
@@ -92,12 +136,27 @@ std::vector<std::string> MockFleet::urls() const {
   return out;
 }
 
+std::optional<std::string> MockFleet::admin_get(size_t i, const std::string& route) const {
+  return get(http_ports_.at(i), route);
+}
+
+std::optional<size_t> MockFleet::resident_blocks(size_t i) const {
+  auto body = admin_get(i, "/admin/truth");
+  if (!body) return std::nullopt;
+  size_t n = 0;
+  for (size_t at = body->find("\"engine_hash\""); at != std::string::npos;
+       at = body->find("\"engine_hash\"", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 // ---- GatewayProcess ----
 
 GatewayProcess::GatewayProcess(const std::vector<std::string>& worker_urls,
-                               std::vector<std::string> extra_args) {
+                               std::vector<std::string> extra_args, uint16_t port) {
   std::vector<std::string> args = {testing::binary_dir() + "/kvgate", "--host", "127.0.0.1",
-                                   "--port", "0"};
+                                   "--port", std::to_string(port)};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   args.push_back("--worker-urls");
   args.insert(args.end(), worker_urls.begin(), worker_urls.end());
@@ -127,12 +186,40 @@ std::vector<WorkerView> GatewayProcess::workers() const {
     v.breaker = std::string(w["circuit_breaker"].get_string().value());
     v.liveness = std::string(w["liveness"].get_string().value());
     v.requests = w["requests"].get_uint64().value();
+    v.index_blocks = w["index_blocks"].get_uint64().value();
+    v.load_source = std::string(w["load_source"].get_string().value());
     out.push_back(std::move(v));
   }
   return out;
 }
 
+std::optional<WorkerView> GatewayProcess::worker(const std::string& url) const {
+  for (WorkerView& v : workers()) {
+    if (v.url == url) return std::move(v);
+  }
+  return std::nullopt;
+}
+
 std::string GatewayProcess::metrics() const { return get(port_, "/metrics").value_or(""); }
+
+std::optional<double> GatewayProcess::metric_sum(const std::string& family,
+                                                 const std::string& with) const {
+  const std::string text = metrics();
+  std::optional<double> sum;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t eol = std::min(text.find('\n', at), text.size());
+    const std::string_view line(text.data() + at, eol - at);
+    at = eol + 1;
+    if (line.substr(0, family.size()) != family || line.size() <= family.size()) continue;
+    const char next = line[family.size()];
+    if (next != ' ' && next != '{') continue;
+    if (!with.empty() && line.find(with) == std::string_view::npos) continue;
+    const size_t space = line.rfind(' ');
+    sum = sum.value_or(0) + std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
+  }
+  return sum;
+}
 
 bool GatewayProcess::wait_routable(size_t n, double timeout_s) const {
   const double deadline = now_s() + timeout_s;
@@ -198,8 +285,9 @@ std::string request_body(const TrafficOptions& o, uint64_t id, uint64_t client) 
          R"(,"prompt":")" + prompt + "\"}";
 }
 
-// One streamed request over `conn` (opened or replaced as needed).
-net::awaitable<void> one_request(TrafficOptions o, std::shared_ptr<Traffic::State> st,
+// One streamed request over `conn` (opened or replaced as needed); false when the gateway could
+// not be reached at all.
+net::awaitable<bool> one_request(TrafficOptions o, std::shared_ptr<Traffic::State> st,
                                  std::atomic<size_t>* in_flight, uint64_t client,
                                  std::unique_ptr<http::Connection>* conn) {
   ++*in_flight;
@@ -214,12 +302,14 @@ net::awaitable<void> one_request(TrafficOptions o, std::shared_ptr<Traffic::Stat
                                   .request_timeout = o.timeout,
                                   .idle_timeout = o.timeout};
   std::string body;
+  bool reached = true;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool reused = *conn && (*conn)->idle_and_open();
     if (!reused) {
       auto c = co_await http::Connection::connect("127.0.0.1", o.port, copts);
       if (!c.ok()) {
         rec.failure = "connect: " + std::string(message_of(c.status()));
+        reached = false;
         break;
       }
       *conn = std::move(*c);
@@ -261,18 +351,27 @@ net::awaitable<void> one_request(TrafficOptions o, std::shared_ptr<Traffic::Stat
     st->records.push_back(std::move(rec));
   }
   --*in_flight;
+  co_return reached;
 }
 
 net::awaitable<void> closed_client(TrafficOptions o, std::shared_ptr<Traffic::State> st,
                                    std::atomic<size_t>* in_flight, uint64_t client) {
   std::unique_ptr<http::Connection> conn;
-  while (!st->stop) co_await one_request(o, st, in_flight, client, &conn);
+  net::steady_timer pause(co_await net::this_coro::executor);
+  while (!st->stop) {
+    const bool reached = co_await one_request(o, st, in_flight, client, &conn);
+    if (reached) continue;
+    // The gateway is down (a drill restarts it): try again shortly, not in a tight loop.
+    pause.expires_after(std::chrono::milliseconds(50));
+    boost::system::error_code ec;
+    co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
 }
 
 net::awaitable<void> open_request(TrafficOptions o, std::shared_ptr<Traffic::State> st,
                                   std::atomic<size_t>* in_flight, uint64_t client) {
   std::unique_ptr<http::Connection> conn;
-  co_await one_request(o, st, in_flight, client, &conn);
+  (void)co_await one_request(o, st, in_flight, client, &conn);
 }
 
 net::awaitable<void> open_loop(TrafficOptions o, std::shared_ptr<Traffic::State> st,
@@ -325,6 +424,181 @@ void Traffic::stop(double timeout_s) {
 std::vector<StreamRecord> Traffic::records() const {
   std::lock_guard<std::mutex> l(state_->mu);
   return state_->records;
+}
+
+// ---- Probes and figures of processes ----
+
+EndpointProbe::EndpointProbe(uint16_t port, std::vector<std::string> targets) {
+  thread_ = std::thread([this, port, targets = std::move(targets)] {
+    while (!stop_) {
+      for (const std::string& target : targets) {
+        http::SyncClient c("127.0.0.1", port,
+                           http::ClientOptions{.connect_timeout = std::chrono::milliseconds(5000),
+                                               .request_timeout = std::chrono::milliseconds(5000)});
+        const double t0 = now_s();
+        auto r = c.get(target);
+        const double took = now_s() - t0;
+        if (!r.ok() || r->status != 200) ++failures_;
+        slowest_ = std::max(slowest_.load(), took);
+        ++probes_;
+      }
+      sleep_s(0.05);
+    }
+  });
+}
+
+void EndpointProbe::finish() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t peak_rss_bytes(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  }
+  return 0;
+}
+
+bool pin_process(int pid, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  bool all = true;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& e : std::filesystem::directory_iterator(tasks)) {
+    const pid_t tid = static_cast<pid_t>(std::stol(e.path().filename().string()));
+    all &= ::sched_setaffinity(tid, sizeof set, &set) == 0;
+  }
+  return all;
+}
+
+std::string seconds_after(const std::optional<double>& t, double from) {
+  if (!t) return "never";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", *t - from);
+  return buf;
+}
+
+// ---- Partition ----
+
+Partition::Partition(const std::vector<uint16_t>& ports) : ports_(ports) {
+  for (uint16_t port : ports) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1) != 0) {
+      std::fprintf(stderr, "drill: partition relay cannot listen on 127.0.0.2:%u: %s\n", port,
+                   std::strerror(errno));
+      ::close(fd);
+      for (int l : listeners_) ::close(l);
+      listeners_.clear();
+      return;
+    }
+    listeners_.push_back(fd);
+  }
+  ready_ = true;
+  thread_ = std::thread([this] { run(); });
+}
+
+Partition::~Partition() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  for (int fd : listeners_) ::close(fd);
+}
+
+void Partition::run() {
+  // One relayed connection: bytes read from one side wait in `pending` until the other takes them.
+  struct Side {
+    int fd = -1;
+    std::string pending;  // bytes read from the other side, not yet written to this one
+    bool read_closed = false;
+  };
+  struct Pair {
+    Side a, b;  // a: the client's connection, b: the one to the worker
+  };
+  std::vector<std::unique_ptr<Pair>> pairs;
+  char buf[1 << 16];
+  while (!stop_) {
+    if (cut_) {  // nothing moves, nothing is accepted
+      sleep_s(0.01);
+      continue;
+    }
+    std::vector<pollfd> fds;
+    for (int l : listeners_) fds.push_back({l, POLLIN, 0});
+    for (auto& p : pairs) {
+      fds.push_back({p->a.fd,
+                     static_cast<short>((p->a.read_closed ? 0 : POLLIN) |
+                                        (p->a.pending.empty() ? 0 : POLLOUT)),
+                     0});
+      fds.push_back({p->b.fd,
+                     static_cast<short>((p->b.read_closed ? 0 : POLLIN) |
+                                        (p->b.pending.empty() ? 0 : POLLOUT)),
+                     0});
+    }
+    if (::poll(fds.data(), fds.size(), 10) <= 0) continue;
+    if (cut_) continue;
+    for (size_t i = 0; i < listeners_.size(); ++i) {
+      if (!(fds[i].revents & POLLIN)) continue;
+      const int client = ::accept4(listeners_[i], nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (client < 0) continue;
+      const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(ports_[i]);
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        ::close(upstream);
+        ::close(client);
+        continue;
+      }
+      ::fcntl(upstream, F_SETFL, ::fcntl(upstream, F_GETFL) | O_NONBLOCK);
+      auto p = std::make_unique<Pair>();
+      p->a.fd = client;
+      p->b.fd = upstream;
+      pairs.push_back(std::move(p));
+    }
+    size_t k = listeners_.size();
+    for (auto& p : pairs) {
+      const pollfd& fa = fds.size() > k ? fds[k] : pollfd{};
+      const pollfd& fb = fds.size() > k + 1 ? fds[k + 1] : pollfd{};
+      k += 2;
+      const auto move = [&](Side& from, Side& to, short revents) {
+        if (revents & (POLLIN | POLLHUP | POLLERR)) {
+          const ssize_t n = ::read(from.fd, buf, sizeof buf);
+          if (n > 0) {
+            to.pending.append(buf, static_cast<size_t>(n));
+          } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            from.read_closed = true;
+          }
+        }
+      };
+      move(p->a, p->b, fa.revents);
+      move(p->b, p->a, fb.revents);
+      for (Side* s : {&p->a, &p->b}) {
+        if (s->pending.empty() || s->fd < 0) continue;
+        const ssize_t n = ::send(s->fd, s->pending.data(), s->pending.size(), MSG_NOSIGNAL);
+        if (n > 0) s->pending.erase(0, static_cast<size_t>(n));
+      }
+      // One side gone and everything it sent delivered: close both.
+      if ((p->a.read_closed && p->b.pending.empty()) ||
+          (p->b.read_closed && p->a.pending.empty())) {
+        ::close(p->a.fd);
+        ::close(p->b.fd);
+        p->a.fd = p->b.fd = -1;
+      }
+    }
+    std::erase_if(pairs, [](const auto& p) { return p->a.fd < 0; });
+  }
+  for (auto& p : pairs) {
+    if (p->a.fd >= 0) ::close(p->a.fd);
+    if (p->b.fd >= 0) ::close(p->b.fd);
+  }
 }
 
 // ---- Summaries and reports ----

@@ -29,7 +29,7 @@ using SteadyClock = std::chrono::steady_clock;
 double now_s();
 void sleep_s(double s);
 
-// kvgate-mock with `workers` workers on free ports.
+// kvgate-mock with `workers` workers on free ports (or the ports `extra_args` names).
 class MockFleet {
  public:
   MockFleet(int workers, std::vector<std::string> extra_args);
@@ -39,36 +39,82 @@ class MockFleet {
   size_t size() const { return http_ports_.size(); }
   Child& process() { return *child_; }
   std::vector<std::string> urls() const;
+  // Arguments that bind a new kvgate-mock of one worker to worker `i`'s HTTP and KV ports, so a
+  // restarted engine answers where the old one did.
+  std::vector<std::string> same_ports_args(size_t i) const;
+  // Every port worker `i` listens on (HTTP first, then each rank's PUB and replay).
+  std::vector<uint16_t> ports_of(size_t i) const;
+  // POSTs a JSON body to worker `i` directly, not through the gateway (its admin routes such as
+  // /admin/fault/pause, or an inference route); true on 200.
+  bool post(size_t i, const std::string& route, const std::string& body = "{}") const;
+  // GETs one of worker `i`'s admin routes (/admin/truth, /admin/faults).
+  std::optional<std::string> admin_get(size_t i, const std::string& route) const;
+  // Blocks worker `i`'s engine holds now, over its ranks (from /admin/truth).
+  std::optional<size_t> resident_blocks(size_t i) const;
 
  private:
+  struct RankPorts {
+    uint16_t pub = 0, replay = 0;
+  };
   std::string port_file_;
   std::unique_ptr<Child> child_;
   std::vector<uint16_t> http_ports_;
+  std::vector<std::string> urls_;
+  std::vector<std::vector<RankPorts>> kv_ports_;
 };
 
 // What /workers says of one worker.
 struct WorkerView {
   std::string url;
   bool routable = false;
-  std::string health, breaker, liveness;
+  std::string health, breaker, liveness, load_source;
   uint64_t requests = 0;
+  uint64_t index_blocks = 0;
 };
 
-// The kvgate binary on a free loopback port.
+// Whether routing would send a new request to the worker: healthy, breaker closed and no liveness
+// veto (out_of_routing is the negation).
+inline bool in_routing(const WorkerView& v) { return v.routable && v.liveness == "live"; }
+inline bool out_of_routing(const WorkerView& v) { return !in_routing(v); }
+
+// The kvgate binary on a loopback port (`port` 0: a free one).
 class GatewayProcess {
  public:
-  GatewayProcess(const std::vector<std::string>& worker_urls, std::vector<std::string> extra_args);
+  GatewayProcess(const std::vector<std::string>& worker_urls, std::vector<std::string> extra_args,
+                 uint16_t port = 0);
   bool ready() const { return port_ != 0; }
   uint16_t port() const { return port_; }
   Child& process() { return *child_; }
   std::vector<WorkerView> workers() const;
+  std::optional<WorkerView> worker(const std::string& url) const;
   std::string metrics() const;
+  // The sum of the samples of `family` in /metrics whose line contains `with` (e.g. a label
+  // `disposition="replayed"`; empty: every sample); nullopt when absent.
+  std::optional<double> metric_sum(const std::string& family, const std::string& with = "") const;
   // Waits until `n` workers are routable.
   bool wait_routable(size_t n, double timeout_s) const;
 
  private:
   std::unique_ptr<Child> child_;
   uint16_t port_ = 0;
+};
+
+// Two one-worker kvgate-mock processes (a, which the drill faults, and b) behind a gateway with
+// default flags. `a` can be replaced by a new process on the same ports.
+struct TwoEngines {
+  std::unique_ptr<MockFleet> a = std::make_unique<MockFleet>(1, std::vector<std::string>{});
+  MockFleet b{1, {}};
+  GatewayProcess gw{{a->url(0), b.url(0)}, {"--log-level", "warn"}};
+  // Every process started and both workers routable.
+  bool ready() const { return a->ready() && b.ready() && gw.ready() && gw.wait_routable(2, 20); }
+  uint64_t requests_of(const std::string& url) const {
+    auto v = gw.worker(url);
+    return v ? v->requests : 0;
+  }
+  uint64_t index_blocks_of(const std::string& url) const {
+    auto v = gw.worker(url);
+    return v ? v->index_blocks : 0;
+  }
 };
 
 // Polls /workers every 50 ms and keeps each worker's changes with their times.
@@ -155,6 +201,55 @@ struct TrafficSummary {
   std::string describe() const;
 };
 TrafficSummary summarize(const std::vector<StreamRecord>& records);
+
+// Probes `targets` (e.g. /health, /metrics) every 50 ms on fresh connections until finish();
+// keeps the slowest answer and counts the failures.
+class EndpointProbe {
+ public:
+  EndpointProbe(uint16_t port, std::vector<std::string> targets);
+  ~EndpointProbe() { finish(); }
+  void finish();
+  double slowest() const { return slowest_; }
+  int failures() const { return failures_; }
+  int probes() const { return probes_; }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<double> slowest_{0};
+  std::atomic<int> failures_{0}, probes_{0};
+  std::thread thread_;
+};
+
+// Peak resident set of a process (VmHWM), in bytes.
+uint64_t peak_rss_bytes(int pid);
+
+// Pins every thread of process `pid` to CPU `cpu` (false when it could not).
+bool pin_process(int pid, int cpu);
+
+// "%.1f s" of an optional time relative to `from`, or "never".
+std::string seconds_after(const std::optional<double>& t, double from);
+
+// A TCP relay on 127.0.0.2 for each of `ports`, to the same port on 127.0.0.1: point a worker's
+// URL and advertised KV endpoints at 127.0.0.2 and cut() partitions it. Cut, the relay stops
+// accepting and stops moving bytes both ways (what a dropped link looks like to TCP: nothing
+// arrives, nothing is refused); heal() lets the held bytes and connections through again.
+class Partition {
+ public:
+  explicit Partition(const std::vector<uint16_t>& ports);
+  ~Partition();
+  bool ready() const { return ready_; }
+  void cut() { cut_ = true; }
+  void heal() { cut_ = false; }
+
+ private:
+  void run();
+  std::vector<int> listeners_;
+  std::vector<uint16_t> ports_;
+  bool ready_ = false;
+  std::atomic<bool> cut_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // Prints "drill <name>: PASS|FAIL | <measured>" and appends a table row to $KVGATE_DRILL_REPORT.
 void report(const std::string& name, const std::string& rule, const std::string& measured,

@@ -40,5 +40,36 @@ TEST(Worker, EngineLoadRoundTripsAndInFlightCounts) {
   EXPECT_TRUE(w.routable());
 }
 
+// A probe that passes is contact: it ends an unreachable veto at once. It is also one passing
+// probe, and the health checker alone decides when a demoted worker has passed enough of them.
+TEST(Worker, OnePassingProbeEndsAStallVetoButDoesNotRepromote) {
+  ManualClock clock;
+  WorkerOptions options;
+  options.health = {.failure_threshold = 3, .success_threshold = 2};
+  options.liveness = {.wedge = std::chrono::seconds(3), .stall = std::chrono::seconds(2)};
+  Worker w(WorkerId(1), "http://127.0.0.1:8000", options, clock);
+  w.health().record(true);
+  ASSERT_TRUE(w.routable());
+  for (int i = 0; i < 3; ++i) {  // the engine went away: probes and connections fail
+    w.health().record(false);
+    w.liveness().note_connect_failed();
+  }
+  clock.advance(std::chrono::seconds(3));
+  (void)w.liveness().evaluate();
+  ASSERT_EQ(w.liveness().state(), Liveness::kUnreachable);
+  ASSERT_FALSE(w.routable());
+
+  // The first probe that passes again.
+  w.health().record(true);
+  w.liveness().note_contact();
+  (void)w.liveness().evaluate();
+  EXPECT_EQ(w.liveness().state(), Liveness::kLive);
+  EXPECT_EQ(w.health().state(), Health::kUnhealthy);
+  EXPECT_FALSE(w.routable()) << "one passing probe re-promoted a demoted worker";
+
+  w.health().record(true);  // the success threshold's second
+  EXPECT_TRUE(w.routable());
+}
+
 }  // namespace
 }  // namespace kvgate::workers

@@ -59,7 +59,8 @@ struct SubscriptionOptions {
   // A replay that sends nothing for this long has failed (measured from the request or the last
   // replay message).
   std::chrono::milliseconds replay_timeout{2000};
-  std::chrono::milliseconds reconnect_max{5000};
+  // A restarted engine is resubscribed within about this long of its port answering again.
+  std::chrono::milliseconds reconnect_max{1000};
   std::chrono::milliseconds heartbeat{1000};  // ZMTP heartbeat interval (timeout: 3x)
 };
 

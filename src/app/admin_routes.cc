@@ -2,8 +2,11 @@
 // Prometheus metrics, and the operator's worker admin API.
 //
 //   GET  /v1/models   the union of the workers' models (OpenAI list shape)
+//   GET  /v1/models/{id}  one model (404 for one no worker serves)
+//   GET  /version     {"version": ...}
 //   GET  /liveness    200 while the process runs
-//   GET  /readiness   200 when at least one worker is routable, else 503
+//   GET  /readiness   200 when at least one worker is routable and the gateway is not draining,
+//                     else 503
 //   GET  /health      /readiness with a summary body
 //   GET  /metrics     Prometheus text
 //   GET  /workers     every worker with its state
@@ -15,6 +18,7 @@
 #include <simdjson.h>
 
 #include "app/gateway_impl.h"
+#include "kvgate/app/gateway.h"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
 
@@ -56,41 +60,66 @@ std::string percent_decode(std::string_view s) {
 }  // namespace
 
 void GatewayImpl::add_info_routes() {
-  server_->route(
-      http::Verb::get, "/v1/models", sync([this](const http::Request&) {
-        const auto fleet = workers_.snapshot();
-        std::string body;
-        JsonWriter w(&body);
-        w.begin_object().member("object", "list").key("data").begin_array();
-        for (const auto& m : fleet->models) {
-          w.begin_object().member("id", m).member("object", "model").member("created", 0);
-          w.member("owned_by", "kvgate").end_object();
-        }
-        w.end_array().end_object();
-        return http::Response::json(200, std::move(body));
-      }));
-  server_->route(http::Verb::get, "/liveness", sync([](const http::Request&) {
-                   return http::Response::json(200, R"({"status":"alive"})");
-                 }));
+  route(http::Verb::get, "/v1/models", Access::kClient, sync([this](const http::Request&) {
+          const auto fleet = workers_.snapshot();
+          std::string body;
+          JsonWriter w(&body);
+          w.begin_object().member("object", "list").key("data").begin_array();
+          for (const auto& m : fleet->models) {
+            w.begin_object().member("id", m).member("object", "model").member("created", 0);
+            w.member("owned_by", "kvgate").end_object();
+          }
+          w.end_array().end_object();
+          return http::Response::json(200, std::move(body));
+        }));
+  // One model, as OpenAI's API answers GET /v1/models/{id} (ids may hold '/': "org/name").
+  server_->route_prefix(
+      http::Verb::get, "/v1/models/",
+      access_.wrap(
+          Access::kClient, sync([this](const http::Request& req) {
+            const std::string id =
+                percent_decode(req.path().substr(std::string_view("/v1/models/").size()));
+            const auto fleet = workers_.snapshot();
+            if (!fleet->knows_model(id)) {
+              return http::Response::error(404, "The model '" + id + "' does not exist",
+                                           "not_found_error");
+            }
+            std::string body;
+            JsonWriter w(&body);
+            w.begin_object().member("id", id).member("object", "model").member("created", 0);
+            w.member("owned_by", "kvgate").end_object();
+            return http::Response::json(200, std::move(body));
+          })));
+  route(http::Verb::get, "/version", Access::kOpen, sync([](const http::Request&) {
+          return http::Response::json(200, std::string(R"({"version":")") + kVersion + "\"}");
+        }));
+  route(http::Verb::get, "/liveness", Access::kOpen, sync([](const http::Request&) {
+          return http::Response::json(200, R"({"status":"alive"})");
+        }));
   const auto readiness = [this](bool detailed) {
     return sync([this, detailed](const http::Request&) {
       const auto fleet = workers_.snapshot();
-      const size_t ready = routable_workers(*fleet);
+      const size_t routable = routable_workers(*fleet);
+      // A draining gateway is not ready, whatever its workers: the load balancer stops sending.
+      const bool draining = draining_.load(std::memory_order_relaxed);
+      const bool ready = routable > 0 && !draining;
       std::string body;
       JsonWriter w(&body);
-      w.begin_object().member("status", ready > 0 ? "ready" : "no routable worker");
-      if (detailed) w.member("workers", fleet->workers.size()).member("routable_workers", ready);
+      w.begin_object().member("status", draining ? "draining"
+                                        : ready  ? "ready"
+                                                 : "no routable worker");
+      if (detailed) w.member("workers", fleet->workers.size()).member("routable_workers", routable);
       w.end_object();
-      http::Response r = http::Response::json(ready > 0 ? 200 : 503, std::move(body));
-      if (ready == 0) r.headers.emplace_back("retry-after", "1");
+      http::Response r = http::Response::json(ready ? 200 : 503, std::move(body));
+      if (!ready) r.headers.emplace_back("retry-after", "1");
       return r;
     });
   };
-  server_->route(http::Verb::get, "/readiness", readiness(false));
-  server_->route(http::Verb::get, "/health", readiness(true));
-  server_->route(http::Verb::get, "/metrics", sync([this](const http::Request&) {
-                   return http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
-                 }));
+  route(http::Verb::get, "/readiness", Access::kOpen, readiness(false));
+  route(http::Verb::get, "/health", Access::kOpen, readiness(true));
+  route(http::Verb::get, "/metrics", Access::kOpen, sync([this](const http::Request&) {
+          return http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
+        }));
 }
 
 std::string GatewayImpl::metrics_text() {
@@ -104,8 +133,8 @@ std::string GatewayImpl::metrics_text() {
 }
 
 void GatewayImpl::add_admin_routes() {
-  server_->route(
-      http::Verb::get, "/workers", sync([this](const http::Request&) {
+  route(
+      http::Verb::get, "/workers", Access::kClient, sync([this](const http::Request&) {
         const auto fleet = workers_.snapshot();
         std::string body;
         JsonWriter w(&body);
@@ -147,69 +176,66 @@ void GatewayImpl::add_admin_routes() {
         w.end_array().end_object();
         return http::Response::json(200, std::move(body));
       }));
-  server_->route(http::Verb::post, "/workers", sync([this](const http::Request& req) {
-                   simdjson::dom::parser parser;
-                   simdjson::dom::element doc;
-                   std::string_view url;
-                   if (parser.parse(req.body()).get(doc) != simdjson::SUCCESS ||
-                       doc["url"].get_string().get(url) != simdjson::SUCCESS) {
-                     return http::Response::error(
-                         400, "expected a JSON body with \"url\": \"http://host:port\"");
-                   }
-                   std::vector<workers::KvEndpoint> eps;
-                   simdjson::dom::array arr;
-                   if (doc["kv_events_endpoints"].get_array().get(arr) == simdjson::SUCCESS) {
-                     for (auto e : arr) {
-                       workers::KvEndpoint k;
-                       std::string_view s;
-                       uint64_t rank = 0;
-                       if (e["endpoint"].get_string().get(s) != simdjson::SUCCESS) {
-                         return http::Response::error(
-                             400, "each kv_events_endpoints entry needs \"endpoint\"");
-                       }
-                       k.publisher = std::string(s);
-                       if (e["replay_endpoint"].get_string().get(s) == simdjson::SUCCESS)
-                         k.replay = std::string(s);
-                       if (e["topic"].get_string().get(s) == simdjson::SUCCESS)
-                         k.topic = std::string(s);
-                       if (e["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS)
-                         k.rank = static_cast<DpRank>(rank);
-                       eps.push_back(std::move(k));
-                     }
-                   }
-                   const Status s = control_->add(url, std::move(eps));
-                   if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))
-                     return http::Response::error(409, message_of(s), "conflict_error");
-                   if (absl::IsFailedPrecondition(s))
-                     return http::Response::error(503, message_of(s));
-                   if (!s.ok()) return http::Response::error(400, message_of(s));
-                   std::string body;
-                   JsonWriter(&body)
-                       .begin_object()
-                       .member("url", *workers::WorkerRegistry::normalize_url(url))
-                       .end_object();
-                   return http::Response::json(201, std::move(body));
-                 }));
-  server_->route(http::Verb::delete_, "/workers", sync([this](const http::Request& req) {
-                   std::string url;
-                   if (auto q = req.query_param("url")) url = percent_decode(*q);
-                   if (url.empty()) {
-                     simdjson::dom::parser parser;
-                     simdjson::dom::element doc;
-                     std::string_view u;
-                     if (!req.body().empty() &&
-                         parser.parse(req.body()).get(doc) == simdjson::SUCCESS &&
-                         doc["url"].get_string().get(u) == simdjson::SUCCESS) {
-                       url = std::string(u);
-                     }
-                   }
-                   if (url.empty())
-                     return http::Response::error(
-                         400, "name the worker: DELETE /workers?url=http://host:port");
-                   if (!control_->remove(url))
-                     return http::Response::error(404, "no such worker: " + url, "not_found_error");
-                   return http::Response::json(200, R"({"removed":true})");
-                 }));
+  route(http::Verb::post, "/workers", Access::kControl, sync([this](const http::Request& req) {
+          simdjson::dom::parser parser;
+          simdjson::dom::element doc;
+          std::string_view url;
+          if (parser.parse(req.body()).get(doc) != simdjson::SUCCESS ||
+              doc["url"].get_string().get(url) != simdjson::SUCCESS) {
+            return http::Response::error(400,
+                                         "expected a JSON body with \"url\": \"http://host:port\"");
+          }
+          std::vector<workers::KvEndpoint> eps;
+          simdjson::dom::array arr;
+          if (doc["kv_events_endpoints"].get_array().get(arr) == simdjson::SUCCESS) {
+            for (auto e : arr) {
+              workers::KvEndpoint k;
+              std::string_view s;
+              uint64_t rank = 0;
+              if (e["endpoint"].get_string().get(s) != simdjson::SUCCESS) {
+                return http::Response::error(400,
+                                             "each kv_events_endpoints entry needs \"endpoint\"");
+              }
+              k.publisher = std::string(s);
+              if (e["replay_endpoint"].get_string().get(s) == simdjson::SUCCESS)
+                k.replay = std::string(s);
+              if (e["topic"].get_string().get(s) == simdjson::SUCCESS) k.topic = std::string(s);
+              if (e["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS)
+                k.rank = static_cast<DpRank>(rank);
+              eps.push_back(std::move(k));
+            }
+          }
+          const Status s = control_->add(url, std::move(eps));
+          if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))
+            return http::Response::error(409, message_of(s), "conflict_error");
+          if (absl::IsFailedPrecondition(s)) return http::Response::error(503, message_of(s));
+          if (!s.ok()) return http::Response::error(400, message_of(s));
+          std::string body;
+          JsonWriter(&body)
+              .begin_object()
+              .member("url", *workers::WorkerRegistry::normalize_url(url))
+              .end_object();
+          return http::Response::json(201, std::move(body));
+        }));
+  route(http::Verb::delete_, "/workers", Access::kControl, sync([this](const http::Request& req) {
+          std::string url;
+          if (auto q = req.query_param("url")) url = percent_decode(*q);
+          if (url.empty()) {
+            simdjson::dom::parser parser;
+            simdjson::dom::element doc;
+            std::string_view u;
+            if (!req.body().empty() && parser.parse(req.body()).get(doc) == simdjson::SUCCESS &&
+                doc["url"].get_string().get(u) == simdjson::SUCCESS) {
+              url = std::string(u);
+            }
+          }
+          if (url.empty())
+            return http::Response::error(400,
+                                         "name the worker: DELETE /workers?url=http://host:port");
+          if (!control_->remove(url))
+            return http::Response::error(404, "no such worker: " + url, "not_found_error");
+          return http::Response::json(200, R"({"removed":true})");
+        }));
 }
 
 }  // namespace kvgate::app

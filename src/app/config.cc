@@ -9,6 +9,8 @@
 namespace kvgate::app {
 namespace {
 
+void add_compatibility_flags(CLI::App& app, GatewayConfig& c);
+
 std::chrono::milliseconds seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000.0)));
 }
@@ -113,6 +115,27 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "Request bodies held at once, in bytes; a request beyond gets 429 (413 if it "
                  "alone is larger) before its body is kept")
       ->capture_default_str()
+      ->group("Listening");
+  app.add_option_function<double>(
+         "--shutdown-grace-period-secs",
+         [&c](double s) {
+           positive_seconds(s, "--shutdown-grace-period-secs");
+           c.shutdown_grace_period = seconds(s);
+         },
+         "On SIGTERM or SIGINT: /readiness answers 503, new requests get 503, and requests in "
+         "flight have this long to finish; then streams end with an error event and the rest "
+         "with a 503, and kvgate exits 0. A second signal exits at once")
+      ->default_str("180")
+      ->group("Listening");
+  app.add_option("--api-key", c.api_key,
+                 "Clients must send \"Authorization: Bearer KEY\" (401 otherwise); also from "
+                 "$KVGATE_API_KEY, which keeps the key out of the process list. Never logged")
+      ->envname("KVGATE_API_KEY")
+      ->group("Listening");
+  app.add_option("--admin-api-key", c.admin_api_key,
+                 "Key for the control routes (POST and DELETE /workers); also from "
+                 "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
+      ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
   app.add_option("--max-model-len", c.max_model_len,
                  "Prompt tokens at most, for workers that do not report their context length in "
@@ -310,7 +333,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   secs("--stream-idle-timeout-secs", c.stream_idle_timeout,
        "Silence allowed between two pieces of a running stream", "Upstream");
   app.add_option(
-         "--max-retries", c.max_retries,
+         "--max-retries,--retry-max-retries", c.max_retries,
          "Retries on another worker after a connection error, 408, 429 or 5xx, before the first "
          "byte reached the client")
       ->capture_default_str()
@@ -344,13 +367,13 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->check(CLI::Range(1, 1000))
       ->group("Workers");
   app.add_option(
-         "--circuit-breaker-failures", c.breaker.consecutive_failures,
+         "--circuit-breaker-failures,--cb-failure-threshold", c.breaker.consecutive_failures,
          "Consecutive 5xx / timeouts / connection failures that open a worker's circuit breaker "
          "(client 4xx never count; 0 disables)")
       ->capture_default_str()
       ->group("Workers");
   app.add_option_function<double>(
-         "--circuit-breaker-open-secs",
+         "--circuit-breaker-open-secs,--cb-timeout-duration-secs",
          [&c](double s) {
            positive_seconds(s, "--circuit-breaker-open-secs");
            c.breaker.open_for = seconds(s);
@@ -386,11 +409,31 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical, off")
       ->capture_default_str()
       ->group("Logging");
+  app.add_flag_function(
+         "--log-json", [&c](int64_t) { c.log_format = "json"; }, "The same as --log-format json")
+      ->group("Logging");
   app.add_option("--log-format", c.log_format, "text or json (one JSON object per line)")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}))
       ->group("Logging");
+  add_compatibility_flags(app, c);
 }
+
+namespace {
+
+void add_compatibility_flags(CLI::App& app, GatewayConfig& c) {
+  // Launch lines written for the SGLang model gateway keep working: its names for kvgate's flags
+  // are aliases above; these tune its approximate radix tree, which kvgate does not have.
+  for (const char* name : {"--cache-threshold", "--eviction-interval-secs", "--max-tree-size"}) {
+    app.add_option_function<std::string>(
+           name, [&c, name](const std::string&) { c.ignored_flags.emplace_back(name); },
+           "Accepted for SGLang model gateway launch lines and ignored with a warning: kvgate's "
+           "index follows the engines' KV events and has no approximate tree to tune")
+        ->group("Compatibility");
+  }
+}
+
+}  // namespace
 
 Status finish_config(GatewayConfig& c) {
   for (const auto& url : c.worker_urls) {

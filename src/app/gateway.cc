@@ -20,6 +20,9 @@ namespace net = boost::asio;
 
 namespace {
 
+// After a drain's grace period, how long the requests it cut get to write their error answers.
+constexpr std::chrono::seconds kShutdownAnswerTime{5};
+
 // Pins executor thread i to the i-th CPU this process may use, the CPUs of one NUMA node before
 // the next's, so with one thread per core every context owns a core and, on several nodes, the
 // contexts fill one node's cores before spilling to the next.
@@ -66,6 +69,7 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
     : config_(std::move(config)),
       clock_(clock),
       instance_id_(random_instance_id()),
+      access_(config_.api_key, config_.admin_api_key),
       io_(default_threads(config_.threads)),
       workers_({.health = config_.health, .breaker = config_.breaker, .liveness = config_.liveness},
                clock),
@@ -128,12 +132,17 @@ Status GatewayImpl::init() {
       co_await serve_generation(route, req, res);
     };
   };
-  server_->route(http::Verb::post, "/v1/completions", generation(ApiRoute::kCompletions));
-  server_->route(http::Verb::post, "/v1/chat/completions", generation(ApiRoute::kChatCompletions));
-  server_->route(http::Verb::post, "/generate", generation(ApiRoute::kGenerate));
+  route(http::Verb::post, "/v1/completions", Access::kClient, generation(ApiRoute::kCompletions));
+  route(http::Verb::post, "/v1/chat/completions", Access::kClient,
+        generation(ApiRoute::kChatCompletions));
+  route(http::Verb::post, "/generate", Access::kClient, generation(ApiRoute::kGenerate));
   add_info_routes();
   add_admin_routes();
   return absl::OkStatus();
+}
+
+void GatewayImpl::route(http::Verb method, std::string path, Access access, http::Handler handler) {
+  server_->route(method, std::move(path), access_.wrap(access, std::move(handler)));
 }
 
 Status GatewayImpl::start() {
@@ -161,6 +170,27 @@ Status GatewayImpl::start() {
   return absl::OkStatus();
 }
 
+size_t GatewayImpl::drain(std::chrono::milliseconds grace) {
+  if (!started_) return 0;
+  draining_.store(true);
+  server_->begin_drain();
+  const auto wait_until = [this](std::chrono::steady_clock::time_point deadline) {
+    while (active_generations_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  wait_until(std::chrono::steady_clock::now() + grace);
+  const int64_t left = active_generations_.load();
+  if (left <= 0) return 0;
+  // The grace period is over: every attempt still at a worker is told (streams end with an error
+  // event, the others answer 503), and a request between attempts stops at the next one.
+  shutting_down_.store(true);
+  const auto fleet = workers_.snapshot();
+  for (const auto& w : fleet->workers) w->inflight().veto_all(workers::VetoKind::kShutdown);
+  wait_until(std::chrono::steady_clock::now() + kShutdownAnswerTime);
+  return static_cast<size_t>(left);
+}
+
 void GatewayImpl::stop(std::chrono::milliseconds grace) {
   if (!started_) return;
   started_ = false;
@@ -185,6 +215,7 @@ Gateway::~Gateway() {
   if (impl_) impl_->stop(std::chrono::milliseconds(1000));
 }
 Status Gateway::start() { return impl_->start(); }
+size_t Gateway::drain(std::chrono::milliseconds grace) { return impl_->drain(grace); }
 void Gateway::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
 uint16_t Gateway::port() const { return impl_->server_->port(); }
 Status Gateway::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {

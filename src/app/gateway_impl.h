@@ -2,6 +2,7 @@
 // operator's routes (admin_routes.cc).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 
+#include "app/access.h"
 #include "app/gateway_metrics.h"
 #include "app/request_model.h"
 #include "app/upstream_pool.h"
@@ -31,11 +33,14 @@ class GatewayImpl {
   GatewayImpl(GatewayConfig config, const Clock& clock);
   Status init();
   Status start();
+  size_t drain(std::chrono::milliseconds grace);
   void stop(std::chrono::milliseconds grace);
 
   // proxy.cc
   boost::asio::awaitable<void> serve_generation(ApiRoute route, const http::Request& req,
                                                 http::Responder& res);
+  // Registers a route behind the access rule for it (app/access.h).
+  void route(http::Verb method, std::string path, Access access, http::Handler handler);
   // admin_routes.cc
   void add_admin_routes();
   void add_info_routes();
@@ -44,6 +49,7 @@ class GatewayImpl {
   GatewayConfig config_;
   const Clock& clock_;
   const std::string instance_id_;  // this process, in the hop header of forwarded requests
+  const AccessGuard access_;
   http::IoPool io_;
   // One thread for parsing large request bodies (parse_thread_ runs it).
   boost::asio::io_context parse_context_;
@@ -64,6 +70,11 @@ class GatewayImpl {
   TestTokenizer tokenizer_;
   BlockHasher hasher_;
   bool started_ = false;
+  // Graceful shutdown (drain()): draining_ refuses new generations and fails readiness;
+  // shutting_down_ (the grace period ended) cuts what still runs.
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<int64_t> active_generations_{0};  // generation handlers running (proxy.cc)
 };
 
 }  // namespace kvgate::app

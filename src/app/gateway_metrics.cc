@@ -32,6 +32,8 @@ const char* error_reason_name(ErrorReason r) {
       return "loop";
     case ErrorReason::kPromptTooLong:
       return "prompt_too_long";
+    case ErrorReason::kDraining:
+      return "draining";
     case ErrorReason::kCount:
       break;
   }

@@ -37,6 +37,7 @@ enum class ErrorReason : uint8_t {
   kWorkerVetoed,       // a stream underway on a worker the liveness tracker vetoed as wedged
   kLoop,               // the request had passed this gateway already (508)
   kPromptTooLong,      // longer than any worker's context (400)
+  kDraining,           // the gateway is shutting down: refused, or cut at the grace period (503)
   kCount,
 };
 const char* error_reason_name(ErrorReason r);

@@ -3,7 +3,10 @@
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "kvgate/app/config.h"
 #include "kvgate/app/gateway.h"
@@ -13,8 +16,22 @@ int main(int argc, char** argv) {
   kvgate::app::GatewayConfig config;
   CLI::App cli;
   kvgate::app::add_flags(cli, config);
-  cli.set_version_flag("--version", "kvgate 0.1.0");
-  CLI11_PARSE(cli, argc, argv);
+  cli.set_version_flag("--version", std::string("kvgate ") + kvgate::app::kVersion);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return cli.exit(e);
+  } catch (const CLI::ExtrasError& e) {
+    // "The following arguments were not expected: --a --b": name the flags first.
+    const std::string what = e.what();
+    const size_t colon = what.find(": ");
+    std::fprintf(stderr, "kvgate: %s: not a kvgate flag (kvgate --help lists them)\n",
+                 colon == std::string::npos ? what.c_str() : what.substr(colon + 2).c_str());
+    return 2;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "kvgate: %s (kvgate --help explains every flag)\n", e.what());
+    return 2;
+  }
   if (kvgate::Status s = kvgate::app::finish_config(config); !s.ok()) {
     std::fprintf(stderr, "kvgate: %s\n", std::string(kvgate::message_of(s)).c_str());
     return 2;
@@ -26,6 +43,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto logger = kvgate::log::get("main");
+  for (const auto& flag : config.ignored_flags) {
+    logger->warn("{} has no effect: kvgate's index follows the engines' KV events", flag);
+  }
 
   // Block the stop signals before any thread starts, so only sigwait() below sees them.
   sigset_t stop_signals;
@@ -61,7 +81,23 @@ int main(int argc, char** argv) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  logger->info("signal {}: stopping", sig);
+  // A second signal while draining means "now": exit without waiting for anything.
+  std::thread([stop_signals, logger] {
+    int again = 0;
+    sigwait(&stop_signals, &again);
+    logger->warn("signal {} while draining: exiting at once", again);
+    kvgate::log::shutdown();
+    std::_Exit(1);
+  }).detach();
+  const auto grace = config.shutdown_grace_period;
+  logger->info("signal {}: draining (new requests get 503; {} s for those in flight)", sig,
+               std::chrono::duration<double>(grace).count());
+  const size_t cut = (*gateway)->drain(grace);
+  if (cut > 0) {
+    logger->warn("grace period over: {} requests still running were ended", cut);
+  } else {
+    logger->info("drained: every request in flight finished");
+  }
   (*gateway)->stop();
   gateway->reset();
   kvgate::log::shutdown();

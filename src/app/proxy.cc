@@ -1,5 +1,7 @@
 // The generation path: parse, hash, route, forward (retrying elsewhere while nothing reached the
 // client), stream back with backpressure, and account for the request's end on every path.
+#include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "app/gateway_impl.h"
@@ -56,6 +58,38 @@ std::shared_ptr<spdlog::logger> logger() {
 
 bool retryable_status(unsigned s) { return s == 408 || s == 429 || s >= 500; }
 
+constexpr std::string_view kRequestIdHeader = "x-request-id";
+
+// The client's x-request-id when it sent a usable one (printable, at most 128 bytes), else 32 hex
+// digits made here.
+std::string request_id_of(const http::Request& req) {
+  const std::string_view given = req.header(kRequestIdHeader);
+  if (!given.empty() && given.size() <= 128 &&
+      std::all_of(given.begin(), given.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; })) {
+    return std::string(given);
+  }
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char id[33];
+  std::snprintf(id, sizeof id, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return id;
+}
+
+constexpr std::string_view kShutdownMessage =
+    "this gateway is shutting down and its grace period ended before the request did; retry it";
+
+// Counts a generation request for the whole of its handler, so a drain knows when none is left.
+class ActiveGeneration {
+ public:
+  explicit ActiveGeneration(std::atomic<int64_t>& n) : n_(n) { n_.fetch_add(1); }
+  ~ActiveGeneration() { n_.fetch_sub(1); }
+  ActiveGeneration(const ActiveGeneration&) = delete;
+  ActiveGeneration& operator=(const ActiveGeneration&) = delete;
+
+ private:
+  std::atomic<int64_t>& n_;
+};
+
 // The request's end reaches the worker's load counter, its breaker, its liveness pile and the
 // policy exactly once, whichever way the attempt ends (the default, if nobody says otherwise, is a
 // cancellation).
@@ -92,7 +126,8 @@ class Dispatch {
 // connection is closed, which wakes the attempt's pending read with an error: an attempt that
 // has sent nothing to its client then goes to another worker at once, and a stream underway on
 // a wedged worker ends with an error event. A stream underway on a worker vetoed for another
-// reason (unreachable, unhealthy) is left alone: it either makes progress or fails by itself.
+// reason (unreachable, unhealthy) is left alone: it either makes progress or fails by itself. The
+// gateway's own shutdown veto (its drain deadline passed) ends every attempt, started or not.
 class VetoWatch {
  public:
   VetoWatch(workers::Worker& w, net::any_io_executor executor)
@@ -125,7 +160,10 @@ class VetoWatch {
     std::shared_ptr<State> state = static_cast<VetoWatch*>(context)->state_;
     net::post(state->executor, [state, kind] {
       if (state->fired) return;
-      if (state->client_started && kind != workers::VetoKind::kWedged) return;
+      if (state->client_started && kind != workers::VetoKind::kWedged &&
+          kind != workers::VetoKind::kShutdown) {
+        return;
+      }
       state->fired = kind;
       if (state->conn != nullptr) state->conn->close();
     });
@@ -162,6 +200,8 @@ std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
       return "worker " + w.url() + " became unreachable";
     case workers::VetoKind::kUnhealthy:
       return "worker " + w.url() + " failed its health checks";
+    case workers::VetoKind::kShutdown:
+      return "the gateway is shutting down and its grace period ended; the request was cut short";
   }
   return "worker " + w.url() + " was taken out of routing";
 }
@@ -169,16 +209,19 @@ std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
 // The request as the worker gets it. Its body is the client's own bytes (not copied: `req`
 // outlives every attempt). Header 0 is the authorization slot (set_authorization), header 1 the
 // data-parallel rank's (empty headers are not sent).
-http::ClientRequest upstream_request(const http::Request& req, std::string_view self) {
+http::ClientRequest upstream_request(const http::Request& req, std::string_view self,
+                                     std::string_view request_id) {
   http::ClientRequest c;
   c.method = http::Verb::post;
   c.target = std::string(req.target());
   c.body_view = req.body();
-  const std::string_view ct = req.header("content-type");
-  c.content_type = ct.empty() ? "application/json" : std::string(ct);
+  // The body parsed as JSON, whatever the client called it: engines refuse anything else (curl -d
+  // sends application/x-www-form-urlencoded).
+  c.content_type = "application/json";
   c.headers.emplace_back("authorization", std::string(req.header("authorization")));
   c.headers.emplace_back(std::string(kRankHeader), std::string());  // set per attempt
-  for (std::string_view h : {"x-request-id", "traceparent"}) {
+  c.headers.emplace_back(std::string(kRequestIdHeader), std::string(request_id));
+  for (std::string_view h : {"traceparent", "tracestate"}) {
     const std::string_view v = req.header(h);
     if (!v.empty()) c.headers.emplace_back(std::string(h), std::string(v));
   }
@@ -241,8 +284,11 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                                                    http::Responder& res) {
   const MonoTime t0 = clock_.now();
   unsigned final_status = 0;
+  // The client's request id, or one made here: sent to the worker, returned on every answer.
+  const std::string request_id = request_id_of(req);
   const auto reply = [&](http::Response r) -> net::awaitable<void> {
     final_status = r.status;
+    r.headers.emplace_back(std::string(kRequestIdHeader), request_id);
     (void)co_await res.send(std::move(r));  // a failed write is the client's loss, nothing to do
   };
   // Error answers are built first and then sent: kvgate never puts a temporary inside a co_await
@@ -254,6 +300,17 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     return r;
   };
 
+  const ActiveGeneration active(active_generations_);
+  if (draining_.load(std::memory_order_relaxed)) {
+    {
+      http::Response err = error_answer(
+          ErrorReason::kDraining, 503,
+          "this gateway is shutting down and takes no new requests; send it to another replica");
+      co_await reply(std::move(err));
+    }
+    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    co_return;
+  }
   if (is_loop(req.header(kHopsHeader), instance_id_)) {
     {
       http::Response err =
@@ -322,13 +379,18 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                           .routing_key = req.header(config_.routing_key_header),
                           .model = p.model,
                           .dp_aware = config_.dp_aware};
-  http::ClientRequest upstream_req = upstream_request(req, instance_id_);
+  http::ClientRequest upstream_req = upstream_request(req, instance_id_, request_id);
   std::optional<http::Response> last_answer;
   Status last_failure;
   std::mt19937_64 jitter(std::hash<const void*>{}(&req) ^
                          static_cast<uint64_t>(t0.time_since_epoch().count()));
 
   for (uint32_t attempt = 0; attempt <= config_.max_retries;) {
+    if (shutting_down_.load(std::memory_order_relaxed)) {
+      http::Response err = error_answer(ErrorReason::kDraining, 503, kShutdownMessage);
+      co_await reply(std::move(err));
+      break;
+    }
     fleet = workers_.snapshot();
     rr.exclude = tried;
     const MonoTime td = clock_.now();
@@ -485,7 +547,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         liveness.note_progress();
         const std::string_view ct = head->header("content-type");
         // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.)
-        std::vector<http::Header> stream_headers = {{std::string(kWorkerHeader), worker->url()}};
+        // An SSE stream must reach the client piece by piece: no-cache, and no buffering by an
+        // nginx in front (X-Accel-Buffering).
+        std::vector<http::Header> stream_headers = {{std::string(kWorkerHeader), worker->url()},
+                                                    {"cache-control", "no-cache"},
+                                                    {"x-accel-buffering", "no"},
+                                                    {std::string(kRequestIdHeader), request_id}};
         if (rank)
           stream_headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
         const Status started =
@@ -505,14 +572,17 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                                                  : "the worker failed mid-stream: " +
                                                        std::string(message_of(piece.status()));
             dispatch.set(veto.fired() ? Outcome::kCancelled : outcome_of_failure(piece.status()));
-            metrics_->error(veto.fired() ? ErrorReason::kWorkerVetoed
-                                         : ErrorReason::kUpstreamMidStream);
+            metrics_->error(!veto.fired() ? ErrorReason::kUpstreamMidStream
+                            : veto.fired() == workers::VetoKind::kShutdown
+                                ? ErrorReason::kDraining
+                                : ErrorReason::kWorkerVetoed);
             KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 1000, "stream from {} ended: {}",
                                 worker->url(), why);
-            const std::string event = sse_error(why, 502);
+            const bool shutdown = veto.fired() == workers::VetoKind::kShutdown;
+            const std::string event = sse_error(why, shutdown ? 503 : 502);
             (void)co_await res.write_sse(event);
             (void)co_await res.finish();
-            final_status = 502;
+            final_status = shutdown ? 503 : 502;
             break;
           }
           if (piece->empty()) {
@@ -539,6 +609,11 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       }
     }
     if (a.done) break;
+    if (a.vetoed && shutting_down_.load(std::memory_order_relaxed)) {
+      http::Response err = error_answer(ErrorReason::kDraining, 503, kShutdownMessage);
+      co_await reply(std::move(err));
+      break;
+    }
     if (!a.retry) {
       // A timeout: the request may still be running there; do not send it twice.
       {

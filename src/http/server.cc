@@ -157,6 +157,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
   beast::flat_buffer buffer;
   boost::system::error_code ec;
   tcp::endpoint remote = s->stream.socket().remote_endpoint(ec);
+  uint64_t served = 0;  // requests read on this connection
   for (;;) {
     beast_http::request_parser<beast_http::string_body> parser;
     parser.body_limit(st->options.body_limit);
@@ -164,7 +165,10 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     // The keep-alive wait: until the next request's first byte (or what the last read buffered).
     if (buffer.size() == 0) {
       s->idle_since_ns.store(steady_ns(), std::memory_order_relaxed);
-      s->idle.store(true, std::memory_order_release);
+      s->idle.store(true);
+      // No next request on a kept-alive connection while draining; a new connection's first
+      // request is still read and answered (a readiness probe learns the gateway is draining).
+      if (served > 0 && st->draining.load()) break;
       s->stream.expires_after(st->options.idle_timeout);
       const size_t n = co_await s->stream.async_read_some(
           buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
@@ -233,8 +237,9 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     if (parser.chunked() && parser.get().body().size() > kChunkedReservation) {
       reservation.take(parser.get().body().size() - kChunkedReservation, /*force=*/true);
     }
+    ++served;
     Request req{parser.release(), remote};
-    Responder responder = s->responder(req.msg.keep_alive());
+    Responder responder = s->responder(req.msg.keep_alive() && !st->draining.load());
     unsigned error_status = 0;
     const Handler* handler = st->find(req.method(), req.path(), &error_status);
     std::string failure;
@@ -555,6 +560,20 @@ bool Server::listening() const {
   MutexLock l(&state_->mu);
   return state_->acceptor != nullptr;
 }
+
+void Server::begin_drain() {
+  state_->draining.store(true);
+  std::vector<std::shared_ptr<Session>> idle;
+  {
+    MutexLock l(&state_->mu);
+    for (auto& [id, weak] : state_->sessions) {
+      if (auto s = weak.lock(); s && s->idle.load()) idle.push_back(std::move(s));
+    }
+  }
+  for (auto& s : idle) s->close_async();
+}
+
+bool Server::draining() const { return state_->draining.load(std::memory_order_relaxed); }
 
 void Server::request_stop() {
   {

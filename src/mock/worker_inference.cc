@@ -67,6 +67,18 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
                                              http::Responder& res) {
   const MonoTime arrival = Clock::real().now();
   const WallTime arrival_wall = Clock::real().wall();
+  // FastAPI (vLLM's and SGLang's servers) reads a body as JSON only under a JSON content type:
+  // curl -d sends application/x-www-form-urlencoded, and the engines answer 422.
+  if (const std::string_view ct = req.header("content-type");
+      !ct.empty() && ct.find("json") == std::string_view::npos) {
+    Response reply =
+        Response::error(422,
+                        "Input should be a valid dictionary or object: the body must be sent as "
+                        "application/json, not " +
+                            std::string(ct));
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
   auto parsed = parse_api_request(kind, req.body(), tokenizer_, json_);
   if (!parsed.ok()) {
     Response reply = Response::error(400, std::string(parsed.status().message()));

@@ -10,6 +10,8 @@ const char* veto_kind_name(VetoKind k) {
       return "unreachable";
     case VetoKind::kUnhealthy:
       return "unhealthy";
+    case VetoKind::kShutdown:
+      return "shutdown";
   }
   return "unknown";
 }

@@ -236,8 +236,16 @@ TEST_F(RebuildTest, EngineBeyondItsReplayWindowIsRebuiltPartialAndRecoversOnClea
         return gateway_->metrics_text().find("kvgate_events_degraded_ranks 1") != std::string::npos;
       },
       5s));
-  // The content is read once every batch received has applied (the fleet is idle: no lane writes).
-  std::this_thread::sleep_for(300ms);
+  // The content is read once no batch is left to apply: the fleet is idle, but the start replay
+  // may still be arriving (slowly under a sanitizer), so wait until the applied count holds still.
+  double applied = -1;
+  for (int i = 0; i < 50; ++i) {
+    gateway_->flush_events();
+    const double now = sum_of(gateway_->metrics_text(), "kvgate_events_batches_total{");
+    if (now == applied) break;
+    applied = now;
+    std::this_thread::sleep_for(300ms);
+  }
   gateway_->flush_events();
   const auto fleet = gateway_->registry().snapshot();
   const HolderId holder = fleet->infos[0]->holders.at(0);

@@ -81,7 +81,7 @@ TEST(Drill, EnginePausedWithHealthAnswering) {
   ASSERT_TRUE(f.a->post(0, "/admin/fault/pause", R"({"paused":true,"duration_ms":8000})"));
   sleep_s(kPause);
   const uint64_t before_resume = f.requests_of(url);
-  sleep_s(8);
+  sleep_s(5);
   traffic.stop(30);
   const auto vetoed = watcher.first(url, paused_at, out_of_routing);
   const auto back = watcher.first(url, paused_at + kPause, in_routing);

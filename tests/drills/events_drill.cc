@@ -103,7 +103,7 @@ TEST(Drill, PublisherRestartedCacheKept) {
   {
     Traffic fill(prompts);
     fill.start_closed(16);
-    sleep_s(6);
+    sleep_s(5);
     fill.stop(30);
   }
   const double restarts0 = gw.metric_sum("kvgate_events_publisher_restarts_total").value_or(0);
@@ -127,7 +127,7 @@ TEST(Drill, PublisherRestartedCacheKept) {
   {
     Traffic hits(prompts);
     hits.start_closed(16);
-    sleep_s(8);
+    sleep_s(6);
     hits.stop(30);
   }
   const uint64_t a_hits = requests_of(a.url(0)) - a0;

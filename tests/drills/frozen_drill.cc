@@ -22,7 +22,7 @@ TEST(Drill, EngineFrozenBySigstop) {
   Watcher watcher(gw);
   Traffic traffic({.port = gw.port(), .max_tokens = 200});
   traffic.start_open(20);
-  sleep_s(5);
+  sleep_s(4);
 
   const auto requests_of_a = [&] { return f.requests_of(a.url(0)); };
   const double frozen_at = now_s();
@@ -43,7 +43,7 @@ TEST(Drill, EngineFrozenBySigstop) {
   const auto veto_lasted = watcher.first(a.url(0), vetoed_at, vetoed);  // still vetoed: same
   ASSERT_TRUE(a.process().signal(SIGCONT));
   const double thawed_at = now_s();
-  sleep_s(12);
+  sleep_s(6);
   traffic.stop();
 
   const auto live_again =

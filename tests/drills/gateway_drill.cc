@@ -40,7 +40,7 @@ TEST(Drill, GatewayRestartedUnderLoad) {
   Traffic traffic({.port = port, .max_tokens = 32});
   traffic.start_closed(16);
   const double steady_from = now_s();
-  sleep_s(8);
+  sleep_s(6);
   const uint64_t blocks_before = index_blocks(*gw);
   const double killed_at = now_s();
   ASSERT_TRUE(gw->process().signal(SIGKILL));
@@ -52,7 +52,7 @@ TEST(Drill, GatewayRestartedUnderLoad) {
   while (index_blocks(*gw) < blocks_before && now_s() < listening_at + 5) sleep_s(0.05);
   const uint64_t blocks_rebuilt = index_blocks(*gw);
   const double rebuilt_at = now_s();
-  sleep_s(std::max(0.0, killed_at + 18 - now_s()));
+  sleep_s(std::max(0.0, killed_at + 12 - now_s()));
   traffic.stop(30);
   const auto records = traffic.records();
   std::optional<double> serving;
@@ -60,7 +60,7 @@ TEST(Drill, GatewayRestartedUnderLoad) {
     if (r.start >= killed_at && r.ok() && (!serving || r.end < *serving)) serving = r.end;
   }
   const double steady_p99 = p99_latency(records, steady_from + 2, killed_at);
-  const double after_p99 = serving ? p99_latency(records, *serving, killed_at + 18) : 0;
+  const double after_p99 = serving ? p99_latency(records, *serving, killed_at + 12) : 0;
   const double replays = gw->metric_sum("kvgate_events_replays_total").value_or(0);
   char measured[300];
   std::snprintf(measured, sizeof measured,
@@ -97,7 +97,7 @@ TEST(Drill, Overload512ConcurrentStreams) {
   EndpointProbe probe(gw.port(), {"/health", "/metrics"});
   Traffic traffic({.port = gw.port(), .max_tokens = 64});
   traffic.start_closed(512);
-  sleep_s(12);
+  sleep_s(8);
   traffic.stop(60);
   const size_t hung = traffic.in_flight();
   probe.finish();

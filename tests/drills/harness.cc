@@ -281,8 +281,8 @@ std::string request_body(const TrafficOptions& o, uint64_t id, uint64_t client) 
   for (int i = 0; i < o.prompt_words; ++i)
     prompt += " word" + std::to_string((client * 7 + i) % 97);
   prompt += " and asks question " + std::to_string(id);
-  return R"({"model":"mock-8b","stream":true,"max_tokens":)" + std::to_string(o.max_tokens) +
-         R"(,"prompt":")" + prompt + "\"}";
+  return R"({"model":"mock-8b","stream":)" + std::string(o.stream ? "true" : "false") +
+         R"(,"max_tokens":)" + std::to_string(o.max_tokens) + R"(,"prompt":")" + prompt + "\"}";
 }
 
 // One streamed request over `conn` (opened or replaced as needed); false when the gateway could
@@ -292,6 +292,7 @@ net::awaitable<bool> one_request(TrafficOptions o, std::shared_ptr<Traffic::Stat
                                  std::unique_ptr<http::Connection>* conn) {
   ++*in_flight;
   StreamRecord rec;
+  rec.streamed = o.stream;
   rec.start = now_s();
   const uint64_t id = st->next_id++;
   http::ClientRequest req;
@@ -334,7 +335,9 @@ net::awaitable<bool> one_request(TrafficOptions o, std::shared_ptr<Traffic::Stat
       if (rec.first < 0) rec.first = t;
       rec.longest_wait = std::max(rec.longest_wait, t - last);
       last = t;
-      if (body.size() < (1 << 16)) body.append(*piece);
+      // Bounded, and always holding the end: [DONE] or an error event is in the last pieces.
+      if (body.size() > (1 << 16)) body.erase(0, body.size() - (1 << 12));
+      body.append(*piece);
     }
     if (rec.status != 200 && rec.failure.empty()) {
       rec.failure = "status " + std::to_string(rec.status) + ": " + body.substr(0, 200);
@@ -343,7 +346,8 @@ net::awaitable<bool> one_request(TrafficOptions o, std::shared_ptr<Traffic::Stat
   }
   rec.end = now_s();
   if (rec.first < 0) rec.longest_wait = std::max(rec.longest_wait, rec.end - rec.start);
-  rec.done = body.find("[DONE]") != std::string::npos;
+  rec.done = o.stream ? body.find("[DONE]") != std::string::npos
+                      : rec.status == 200 && body.find("\"choices\"") != std::string::npos;
   rec.error_event = body.find("\"error\"") != std::string::npos;
   if (!(*conn) || !(*conn)->reusable()) conn->reset();
   {
@@ -413,6 +417,14 @@ void Traffic::start_closed(int clients) {
 void Traffic::start_open(double rate) {
   state_->stop = false;
   net::co_spawn(io_.context(0), open_loop(options_, state_, &in_flight_, rate), net::detached);
+}
+
+void Traffic::start_burst(int n) {
+  state_->stop = false;
+  for (int i = 0; i < n; ++i) {
+    net::co_spawn(io_.context(0), open_request(options_, state_, &in_flight_, i % 64),
+                  net::detached);
+  }
 }
 
 void Traffic::stop(double timeout_s) {

@@ -149,14 +149,15 @@ class Watcher {
   std::thread thread_;
 };
 
-// One streamed request as its client saw it.
+// One request (streamed unless TrafficOptions::stream is false) as its client saw it.
 struct StreamRecord {
+  bool streamed = true;
   double start = 0;
   double first = -1;        // first body piece (-1: none)
   double end = -1;          // the stream's end or failure
   double longest_wait = 0;  // before the first piece, or between two pieces
   unsigned status = 0;
-  bool done = false;         // ended with [DONE]
+  bool done = false;         // ended with [DONE] (streamed) or carried choices (not streamed)
   bool error_event = false;  // carried an error event
   std::string worker;        // x-kvgate-worker
   std::string failure;       // transport failure or non-200 status
@@ -168,6 +169,7 @@ struct TrafficOptions {
   uint16_t port = 0;
   int max_tokens = 16;
   int prompt_words = 40;  // prompts share a prefix of this many words per client
+  bool stream = true;
   std::chrono::milliseconds timeout{600'000};
 };
 
@@ -179,6 +181,8 @@ class Traffic {
   ~Traffic();
   void start_closed(int clients);
   void start_open(double rate);
+  // `n` requests at once, each on its own connection.
+  void start_burst(int n);
   // Stops sending; waits up to `timeout_s` for the requests in flight.
   void stop(double timeout_s = 60);
   std::vector<StreamRecord> records() const;

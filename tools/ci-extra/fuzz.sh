@@ -4,7 +4,8 @@
 #   tools/ci-extra/fuzz.sh            configure the `fuzz` preset, build only events_decode_fuzz,
 #                                     run it FUZZ_SECONDS (default 60) from the seed corpus
 #   FUZZ_SECONDS=300 tools/ci-extra/fuzz.sh
-#   KVGATE_FUZZ_BUILD_DIR=build/x ... build somewhere else (default build/fuzz-events)
+#   KVGATE_FUZZ_BUILD_DIR=build/x ... build somewhere else (default build/fuzz-events; CI uses
+#                                     build/asan, whose preset builds the fuzz targets too)
 #
 # Exits non-zero on a finding (libFuzzer writes the crashing input as crash-* / leak-* /
 # timeout-* in FUZZ_ARTIFACTS, default build/fuzz-artifacts) or on a build failure. Two cores:

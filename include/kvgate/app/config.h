@@ -39,6 +39,13 @@ struct GatewayConfig {
   size_t max_inflight_body_bytes = 256 << 20;
   // Prompt tokens at most when no worker reports its context length (0: no bound then).
   size_t max_model_len = 0;
+  // On SIGTERM / SIGINT, how long requests in flight may run before they are ended (Gateway::
+  // drain). Long enough for a long answer to finish, short of a pod's termination grace period.
+  std::chrono::milliseconds shutdown_grace_period{180'000};
+  // Clients must send "Authorization: Bearer <api_key>" (empty: no check). Control routes need
+  // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
+  std::string api_key;
+  std::string admin_api_key;
 
   // Fleet
   std::vector<std::string> worker_urls;
@@ -93,6 +100,9 @@ struct GatewayConfig {
   // Logging
   std::string log_level = "info";
   std::string log_format = "text";
+
+  // Flags given that kvgate accepts and ignores (other gateways' tuning knobs), for a warning each.
+  std::vector<std::string> ignored_flags;
 };
 
 // Registers every flag on `app`, writing into `config`; call validate() after parsing.

@@ -19,6 +19,9 @@ namespace kvgate::app {
 
 class GatewayImpl;
 
+// kvgate's version, as --version and GET /version give it.
+inline constexpr const char* kVersion = "0.1.0";
+
 class Gateway {
  public:
   static Result<std::unique_ptr<Gateway>> create(GatewayConfig config,
@@ -27,6 +30,12 @@ class Gateway {
 
   // Listens, then registers the configured workers (their discovery runs in the background).
   Status start();
+  // Graceful shutdown, before stop(): /readiness and /health answer 503 "draining", new
+  // generation requests are refused with 503 (a load balancer retries them on another replica),
+  // every response closes its connection, and the requests in flight go on until they end or
+  // `grace` passes. Then what still runs is ended: a stream with an SSE error event, a request
+  // that has sent nothing yet with a 503. Returns how many were still running at `grace`.
+  size_t drain(std::chrono::milliseconds grace);
   // Stops listening, lets in-flight requests end (up to `grace`), stops every background task.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 

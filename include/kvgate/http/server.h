@@ -23,9 +23,10 @@
 // `pin_context` when it is set, else the listener on context 0 and connections round-robin), and a
 // handler runs on its connection's context; with `pin_context` every handler of the server runs on
 // that one thread, so the owner may keep its state unsynchronized. Routes are added before start()
-// and not changed afterwards. start(), close_listener(), reopen_listener(), stats() and
-// open_connections() are safe from any thread. stop() waits for connections to end and so must be
-// called from outside the pool (request_stop() works anywhere). The pool must outlive the server.
+// and not changed afterwards. start(), close_listener(), reopen_listener(), begin_drain(), stats()
+// and open_connections() are safe from any thread. stop() waits for connections to end and so must
+// be called from outside the pool (request_stop() works anywhere). The pool must outlive the
+// server.
 #pragma once
 
 #include <chrono>
@@ -190,6 +191,13 @@ class Server {
   // Listens again on the same address and port.
   Status reopen_listener();
   bool listening() const;
+
+  // Graceful shutdown's first step: the listener stays open (readiness probes and late clients
+  // get the application's answer, typically a 503), but every response from now on closes its
+  // connection and connections waiting for their next request are closed. Requests in flight
+  // go on. From any thread; stop() ends it.
+  void begin_drain();
+  bool draining() const;
 
   // Stops listening, closes every connection and waits up to `grace` for their handlers to end.
   // Returns whether all ended in time. Call from outside the pool.

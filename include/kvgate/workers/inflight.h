@@ -19,7 +19,8 @@
 
 namespace kvgate::workers {
 
-enum class VetoKind : uint8_t { kWedged, kUnreachable, kUnhealthy };
+// kShutdown is the gateway's own: its drain deadline passed and what still runs is ended.
+enum class VetoKind : uint8_t { kWedged, kUnreachable, kUnhealthy, kShutdown };
 const char* veto_kind_name(VetoKind k);
 
 class InflightRequests {

@@ -71,6 +71,10 @@ struct ServerState {
   bool started KVGATE_GUARDED_BY(mu) = false;
   uint64_t next_session_id KVGATE_GUARDED_BY(mu) = 1;
 
+  // Draining (begin_drain): every response closes its connection, and a connection about to wait
+  // for its next request closes instead. (Sequentially consistent with Session::idle: either the
+  // session sees it before waiting, or begin_drain sees the session idle and closes it.)
+  std::atomic<bool> draining{false};
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bad_requests{0};

@@ -1,0 +1,67 @@
+// The command line: SGLang model gateway launch lines parse (its names for kvgate's flags are
+// aliases, its radix-tree knobs are accepted and ignored), and keys come from the environment.
+#include "kvgate/app/config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <CLI/CLI.hpp>
+
+namespace kvgate::app {
+namespace {
+
+GatewayConfig parse(std::vector<std::string> args) {
+  GatewayConfig c;
+  CLI::App app;
+  add_flags(app, c);
+  std::vector<const char*> argv = {"kvgate"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  EXPECT_TRUE(finish_config(c).ok());
+  return c;
+}
+
+TEST(Config, SglangModelGatewayFlagNamesParse) {
+  const GatewayConfig c = parse(
+      {"--retry-max-retries", "7", "--cb-failure-threshold", "9", "--cb-timeout-duration-secs",
+       "12", "--log-json", "--api-key", "k", "--shutdown-grace-period-secs", "30", "--dp-aware",
+       "--cache-threshold", "0.5", "--eviction-interval-secs", "60", "--max-tree-size", "1000000"});
+  EXPECT_EQ(c.max_retries, 7u);
+  EXPECT_EQ(c.breaker.consecutive_failures, 9u);
+  EXPECT_EQ(c.breaker.open_for, std::chrono::seconds(12));
+  EXPECT_EQ(c.log_format, "json");
+  EXPECT_EQ(c.api_key, "k");
+  EXPECT_EQ(c.shutdown_grace_period, std::chrono::seconds(30));
+  EXPECT_TRUE(c.dp_aware);
+  EXPECT_EQ(c.ignored_flags,
+            (std::vector<std::string>{"--cache-threshold", "--eviction-interval-secs",
+                                      "--max-tree-size"}));
+}
+
+TEST(Config, KeysComeFromTheEnvironment) {
+  setenv("KVGATE_API_KEY", "from-env", 1);
+  setenv("KVGATE_ADMIN_API_KEY", "admin-from-env", 1);
+  const GatewayConfig c = parse({});
+  unsetenv("KVGATE_API_KEY");
+  unsetenv("KVGATE_ADMIN_API_KEY");
+  EXPECT_EQ(c.api_key, "from-env");
+  EXPECT_EQ(c.admin_api_key, "admin-from-env");
+}
+
+TEST(Config, ServingDefaults) {
+  const GatewayConfig c = parse({});
+  EXPECT_EQ(c.shutdown_grace_period, std::chrono::seconds(180));
+  EXPECT_TRUE(c.api_key.empty());
+  EXPECT_TRUE(c.ignored_flags.empty());
+}
+
+TEST(Config, AnUnknownFlagIsAnError) {
+  GatewayConfig c;
+  CLI::App app;
+  add_flags(app, c);
+  const char* argv[] = {"kvgate", "--no-such-flag"};
+  EXPECT_THROW(app.parse(2, argv), CLI::ExtrasError);
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -1,0 +1,179 @@
+// What every client-facing answer carries: a request id (the client's own, or one made here) on
+// every answer, and on streamed answers the headers that keep proxies in front from buffering.
+#include "app/gateway_fixture.h"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/read.hpp"
+#include "boost/asio/write.hpp"
+
+namespace kvgate::app {
+namespace {
+
+namespace net = boost::asio;
+
+class FrontDoorTest : public GatewayTest {
+ protected:
+  // `workers` mock workers, the first behind a gateway configured by `tweak`; true when routable.
+  bool start(size_t workers = 1, const std::function<void(GatewayConfig&)>& tweak = {}) {
+    for (size_t i = 0; i < workers; ++i) start_worker();
+    auto cfg = base_config();
+    cfg.worker_urls = {url_of(0)};
+    if (tweak) tweak(cfg);
+    start_gateway(cfg);
+    return wait_routable(1);
+  }
+};
+
+// One HTTP/1.1 request from a socket bound to `source` (127.0.0.2 stands in for a remote peer);
+// the response's status, 0 when none came.
+unsigned status_from(const std::string& source, uint16_t port, const std::string& method,
+                     const std::string& target, const std::string& body,
+                     const std::string& authorization = {}) {
+  net::io_context ctx;
+  net::ip::tcp::socket s(ctx);
+  boost::system::error_code ec;
+  s.open(net::ip::tcp::v4(), ec);
+  s.bind({net::ip::make_address(source), 0}, ec);
+  if (ec) return 0;
+  s.connect({net::ip::make_address("127.0.0.1"), port}, ec);
+  if (ec) return 0;
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  if (!authorization.empty()) req += "Authorization: " + authorization + "\r\n";
+  req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+  net::write(s, net::buffer(req), ec);
+  std::string answer;
+  char buf[4096];
+  for (;;) {
+    const size_t n = s.read_some(net::buffer(buf), ec);
+    answer.append(buf, n);
+    if (ec) break;
+  }
+  if (answer.rfind("HTTP/1.1 ", 0) != 0) return 0;
+  return static_cast<unsigned>(std::stoi(answer.substr(9, 3)));
+}
+
+TEST_F(FrontDoorTest, ClientsNeedTheApiKeyWhenOneIsSet) {
+  ASSERT_TRUE(start(1, [](GatewayConfig& c) { c.api_key = "sk-test-key"; }));
+  http::SyncClient c("127.0.0.1", gateway_->port());
+  auto none = c.post("/v1/completions", completion("hello", 4));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->status, 401u);
+  EXPECT_NE(none->body.find("\"error\""), std::string::npos) << none->body;
+  http::ClientRequest wrong{
+      .method = http::Verb::post, .target = "/v1/completions", .body = completion("hello", 4)};
+  wrong.headers.emplace_back("authorization", "Bearer sk-wrong");
+  auto w = c.request(wrong);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->status, 401u);
+  http::ClientRequest right = wrong;
+  right.headers.back().second = "Bearer sk-test-key";
+  auto r = c.request(right);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200u) << r->body;
+  // Probes need no key.
+  auto h = c.get("/health");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->status, 200u);
+}
+
+TEST_F(FrontDoorTest, ControlRoutesRefuseARemotePeerWithoutTheAdminKey) {
+  ASSERT_TRUE(start(2));
+  const uint16_t port = gateway_->port();
+  const std::string add = R"({"url":")" + url_of(1) + R"("})";
+  EXPECT_EQ(status_from("127.0.0.2", port, "POST", "/workers", add), 403u);
+  EXPECT_EQ(status_from("127.0.0.2", port, "DELETE", "/workers?url=" + url_of(0), ""), 403u);
+  EXPECT_EQ(status_from("127.0.0.2", port, "GET", "/workers", ""), 200u) << "reading is a client's";
+  EXPECT_EQ(gateway_->registry().snapshot()->workers.size(), 1u);
+  EXPECT_EQ(status_from("127.0.0.1", port, "POST", "/workers", add), 201u);
+}
+
+TEST_F(FrontDoorTest, ControlRoutesWithAnAdminKeyTakeItFromAnyPeer) {
+  ASSERT_TRUE(start(2, [](GatewayConfig& c) { c.admin_api_key = "admin-key"; }));
+  const uint16_t port = gateway_->port();
+  const std::string add = R"({"url":")" + url_of(1) + R"("})";
+  EXPECT_EQ(status_from("127.0.0.1", port, "POST", "/workers", add), 401u);
+  EXPECT_EQ(status_from("127.0.0.2", port, "POST", "/workers", add, "Bearer wrong"), 401u);
+  EXPECT_EQ(status_from("127.0.0.2", port, "POST", "/workers", add, "Bearer admin-key"), 201u);
+}
+
+TEST_F(FrontDoorTest, StreamedAnswersTellProxiesNotToBuffer) {
+  ASSERT_TRUE(start());
+  http::SyncClient c("127.0.0.1", gateway_->port());
+  auto r = c.stream({.method = http::Verb::post,
+                     .target = "/v1/completions",
+                     .body = completion("tell me a story", 8, /*stream=*/true)},
+                    [](std::string_view) { return Status(); });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("cache-control"), "no-cache");
+  EXPECT_EQ(r->header("x-accel-buffering"), "no");
+  EXPECT_NE(r->header("content-type").find("text/event-stream"), std::string_view::npos);
+}
+
+TEST_F(FrontDoorTest, RequestIdIsTheClientsOrMadeHereAndComesBackOnEveryAnswer) {
+  ASSERT_TRUE(start());
+  http::SyncClient c("127.0.0.1", gateway_->port());
+  http::ClientRequest given{
+      .method = http::Verb::post, .target = "/v1/completions", .body = completion("hello", 4)};
+  given.headers.emplace_back("x-request-id", "client-chosen-42");
+  auto r = c.request(given);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("x-request-id"), "client-chosen-42");
+
+  // None given: 32 hex digits, different per request.
+  auto a = c.post("/v1/completions", completion("hello", 4));
+  auto b = c.post("/v1/completions", completion("hello", 4));
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string ida(a->header("x-request-id")), idb(b->header("x-request-id"));
+  EXPECT_EQ(ida.size(), 32u) << ida;
+  EXPECT_EQ(ida.find_first_not_of("0123456789abcdef"), std::string::npos) << ida;
+  EXPECT_NE(ida, idb);
+
+  // Error answers carry it too.
+  http::ClientRequest bad{.method = http::Verb::post, .target = "/v1/completions", .body = "{"};
+  bad.headers.emplace_back("x-request-id", "bad-one");
+  auto e = c.request(bad);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->status, 400u);
+  EXPECT_EQ(e->header("x-request-id"), "bad-one");
+}
+
+TEST_F(FrontDoorTest, OneModelAndTheVersionAnswerAsClientsExpect) {
+  ASSERT_TRUE(start());
+  auto c = client();
+  auto m = c.get("/v1/models/mock-8b");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, 200u);
+  EXPECT_NE(m->body.find(R"("id":"mock-8b")"), std::string::npos) << m->body;
+  auto missing = c.get("/v1/models/no-such-model");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status, 404u);
+  EXPECT_NE(missing->body.find("no-such-model"), std::string::npos) << missing->body;
+  auto v = c.get("/version");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->status, 200u);
+  EXPECT_NE(v->body.find(kVersion), std::string::npos) << v->body;
+}
+
+// curl -d sends application/x-www-form-urlencoded; engines refuse it (422). The gateway has parsed
+// the body as JSON and says so upstream.
+TEST_F(FrontDoorTest, AJsonBodySentAsAFormReachesTheWorkerAsJson) {
+  ASSERT_TRUE(start());
+  http::ClientRequest form{.method = http::Verb::post,
+                           .target = "/v1/completions",
+                           .body = completion("hello", 4),
+                           .content_type = "application/x-www-form-urlencoded"};
+  http::SyncClient direct("127.0.0.1", worker_port(0));
+  auto refused = direct.request(form);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 422u) << "the mock refuses a form body as the engines do";
+  auto c = client();
+  auto r = c.request(form);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200u) << r->body;
+}
+
+}  // namespace
+}  // namespace kvgate::app

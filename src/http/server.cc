@@ -165,14 +165,16 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     // The keep-alive wait: until the next request's first byte (or what the last read buffered).
     if (buffer.size() == 0) {
       s->idle_since_ns.store(steady_ns(), std::memory_order_relaxed);
-      s->idle.store(true);
+      s->idle.store(true, std::memory_order_release);
       // No next request on a kept-alive connection while draining; a new connection's first
       // request is still read and answered (a readiness probe learns the gateway is draining).
+      s->awaiting_next.store(served > 0);
       if (served > 0 && st->draining.load()) break;
       s->stream.expires_after(st->options.idle_timeout);
       const size_t n = co_await s->stream.async_read_some(
           buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
       s->idle.store(false, std::memory_order_release);
+      s->awaiting_next.store(false);
       if (ec) break;
       buffer.commit(n);
     }
@@ -567,7 +569,7 @@ void Server::begin_drain() {
   {
     MutexLock l(&state_->mu);
     for (auto& [id, weak] : state_->sessions) {
-      if (auto s = weak.lock(); s && s->idle.load()) idle.push_back(std::move(s));
+      if (auto s = weak.lock(); s && s->awaiting_next.load()) idle.push_back(std::move(s));
     }
   }
   for (auto& s : idle) s->close_async();

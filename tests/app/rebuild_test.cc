@@ -115,6 +115,14 @@ double sum_of(const std::string& text, const std::string& prefix) {
   return total;
 }
 
+// The engine runs and queues nothing (its /load).
+bool engine_idle(uint16_t port) {
+  http::SyncClient c("127.0.0.1", port);
+  auto r = c.get("/load");
+  return r.ok() && r->body.find("\"running\":0,") != std::string::npos &&
+         r->body.find("\"waiting\":0,") != std::string::npos;
+}
+
 class RebuildTest : public GatewayTest {
  protected:
   // Sends `clients` concurrent streams of distinct prompts to each worker directly (no gateway)
@@ -238,11 +246,14 @@ TEST_F(RebuildTest, EngineBeyondItsReplayWindowIsRebuiltPartialAndRecoversOnClea
       5s));
   // The content is read once no batch is left to apply: the fleet is idle, but the start replay
   // may still be arriving (slowly under a sanitizer), so wait until the applied count holds still.
+  // The engine's last requests may still be finishing, too: wait until it runs nothing and the
+  // count has held for two rounds.
   double applied = -1;
-  for (int i = 0; i < 50; ++i) {
+  int still = 0;
+  for (int i = 0; i < 100 && still < 2; ++i) {
     gateway_->flush_events();
     const double now = sum_of(gateway_->metrics_text(), "kvgate_events_batches_total{");
-    if (now == applied) break;
+    still = now == applied && engine_idle(worker_port(0)) ? still + 1 : 0;
     applied = now;
     std::this_thread::sleep_for(300ms);
   }

@@ -187,6 +187,7 @@ std::vector<WorkerView> GatewayProcess::workers() const {
     v.liveness = std::string(w["liveness"].get_string().value());
     v.requests = w["requests"].get_uint64().value();
     v.index_blocks = w["index_blocks"].get_uint64().value();
+    v.in_flight = w["in_flight"].get_uint64().value();
     v.load_source = std::string(w["load_source"].get_string().value());
     out.push_back(std::move(v));
   }

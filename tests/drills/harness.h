@@ -69,6 +69,7 @@ struct WorkerView {
   bool routable = false;
   std::string health, breaker, liveness, load_source;
   uint64_t requests = 0;
+  uint64_t in_flight = 0;
   uint64_t index_blocks = 0;
 };
 

@@ -36,6 +36,9 @@ struct Session : std::enable_shared_from_this<Session> {
   // longest-idle connection is the one shed at the connection limit.
   std::atomic<bool> idle{false};
   std::atomic<int64_t> idle_since_ns{0};
+  // Waiting for a request after the first: what a drain closes (a new connection's first request
+  // is still read and answered). Sequentially consistent with ServerState::draining.
+  std::atomic<bool> awaiting_next{false};
 };
 
 struct Route {

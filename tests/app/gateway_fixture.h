@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <chrono>
 #include <functional>
@@ -104,6 +105,18 @@ class GatewayTest : public ::testing::Test {
   }
 
   http::SyncClient client() { return http::SyncClient("127.0.0.1", gateway_->port()); }
+
+  // The engine's usage.prompt_tokens_details.cached_tokens of an answer (0 when absent).
+  static uint64_t cached_tokens(const std::string& body) {
+    simdjson::dom::parser p;
+    simdjson::dom::element doc;
+    uint64_t v = 0;
+    if (p.parse(body).get(doc) != simdjson::SUCCESS) return 0;
+    if (doc["usage"]["prompt_tokens_details"]["cached_tokens"].get_uint64().get(v) !=
+        simdjson::SUCCESS)
+      return 0;
+    return v;
+  }
 
   static std::string completion(const std::string& prompt, int max_tokens = 4,
                                 bool stream = false) {

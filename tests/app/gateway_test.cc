@@ -19,17 +19,6 @@ std::string worker_header(const http::ClientResponse& r) {
   return std::string(r.header("x-kvgate-worker"));
 }
 
-uint64_t cached_tokens(const std::string& body) {
-  simdjson::dom::parser p;
-  simdjson::dom::element doc;
-  uint64_t v = 0;
-  if (p.parse(body).get(doc) != simdjson::SUCCESS) return 0;
-  if (doc["usage"]["prompt_tokens_details"]["cached_tokens"].get_uint64().get(v) !=
-      simdjson::SUCCESS)
-    return 0;
-  return v;
-}
-
 std::set<uint64_t> truth_seq_hashes(uint16_t port) {
   http::SyncClient c("127.0.0.1", port);
   auto r = c.get("/admin/truth");

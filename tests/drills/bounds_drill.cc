@@ -30,7 +30,7 @@ TEST(Drill, HugePromptsStayWithinMemoryAndHealthAnswers) {
   GatewayProcess gw(fleet.urls(), {"--log-level", "warn"});
   ASSERT_TRUE(gw.ready());
   ASSERT_TRUE(gw.wait_routable(1, 20));
-  const uint64_t before = peak_rss_bytes(gw.process().pid());
+  const uint64_t before = gw.process().peak_rss_bytes();
   std::string prompt;
   prompt.reserve(50 << 20);
   while (prompt.size() < (50u << 20)) prompt += "lorem ipsum dolor sit amet ";
@@ -50,7 +50,7 @@ TEST(Drill, HugePromptsStayWithinMemoryAndHealthAnswers) {
   for (auto& t : clients) t.join();
   sleep_s(0.3);
   health.finish();
-  const uint64_t after = peak_rss_bytes(gw.process().pid());
+  const uint64_t after = gw.process().peak_rss_bytes();
   int refused_long = 0, refused_busy = 0;
   for (int i = 0; i < 8; ++i) {
     refused_long += statuses[i] == 400;

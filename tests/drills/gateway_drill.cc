@@ -101,7 +101,7 @@ TEST(Drill, Overload512ConcurrentStreams) {
   traffic.stop(60);
   const size_t hung = traffic.in_flight();
   probe.finish();
-  const uint64_t peak = peak_rss_bytes(gw.process().pid());
+  const uint64_t peak = gw.process().peak_rss_bytes();
   const double grew_mb = (static_cast<double>(peak) - static_cast<double>(rss0)) / (1 << 20);
   const TrafficSummary s = summarize(traffic.records());
   char measured[300];

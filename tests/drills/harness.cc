@@ -465,15 +465,6 @@ void EndpointProbe::finish() {
   if (thread_.joinable()) thread_.join();
 }
 
-uint64_t peak_rss_bytes(int pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
-
 bool pin_process(int pid, int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -225,9 +225,6 @@ class EndpointProbe {
   std::thread thread_;
 };
 
-// Peak resident set of a process (VmHWM), in bytes.
-uint64_t peak_rss_bytes(int pid);
-
 // Pins every thread of process `pid` to CPU `cpu` (false when it could not).
 bool pin_process(int pid, int cpu);
 

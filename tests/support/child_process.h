@@ -105,17 +105,20 @@ class Child {
     return double(utime + stime) / double(sysconf(_SC_CLK_TCK));
   }
 
-  // Resident set size in bytes, from /proc (0 when gone).
-  uint64_t rss_bytes() const {
+  // Resident set size in bytes, now and at its peak, from /proc (0 when gone).
+  uint64_t rss_bytes() const { return status_kib("VmRSS:") * 1024; }
+  uint64_t peak_rss_bytes() const { return status_kib("VmHWM:") * 1024; }
+
+ private:
+  // A "Name:   N kB" line of /proc/<pid>/status.
+  uint64_t status_kib(const std::string& name) const {
     std::istringstream status(read_file("/proc/" + std::to_string(pid_) + "/status"));
     std::string line;
     while (std::getline(status, line)) {
-      if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+      if (line.rfind(name, 0) == 0) return std::stoull(line.substr(name.size()));
     }
     return 0;
   }
-
- private:
   static std::string read_file(const std::string& path) {
     std::ifstream f(path);
     return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -7,23 +7,14 @@
 #include "harness/exactness.h"
 #include "index/reference_indexer.h"
 #include "kvgate/index/indexer.h"
+#include "support/sanitizer.h"
 
 namespace kvgate::index::harness {
 namespace {
 
 // Sanitizer builds run a third of the corpus so the asan and tsan presets stay within ctest's
 // timeout; the release build runs the full 300,000 events per seed.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr uint64_t kEvents = 100'000;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr uint64_t kEvents = 100'000;
-#else
-constexpr uint64_t kEvents = 300'000;
-#endif
-#else
-constexpr uint64_t kEvents = 300'000;
-#endif
+constexpr uint64_t kEvents = testing_support::kUnderSanitizer ? 100'000 : 300'000;
 
 IndexerFactory factory(IndexKind kind, bool synchronized = false) {
   return [kind, synchronized]() -> std::unique_ptr<Indexer> {

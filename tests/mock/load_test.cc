@@ -44,43 +44,50 @@ struct WorkerClient {
 
 net::awaitable<void> one_request(WorkerClient* w, std::string body, Stats* stats) {
   ++stats->started;
-  std::unique_ptr<http::Connection> conn;
-  // The engine closes keep-alive connections idle past its timeout: skip those.
-  while (!conn && !w->idle.empty()) {
-    conn = std::move(w->idle.back());
-    w->idle.pop_back();
-    if (!conn->idle_and_open()) conn.reset();
-  }
-  if (!conn) {
-    auto c = co_await http::Connection::connect("127.0.0.1", w->port);
-    if (!c.ok()) {
-      ++stats->errors;
-      co_return;
-    }
-    conn = std::move(*c);
-  }
   http::ClientRequest req;
   req.method = http::Verb::post;
   req.target = "/v1/completions";
   req.body = std::move(body);
-  auto t0 = std::chrono::steady_clock::now();
-  bool first = true;
-  auto r = co_await conn->send_streaming(req, [&](std::string_view piece) {
-    if (first) {
-      first = false;
-      std::lock_guard<std::mutex> l(stats->mu);
-      stats->ttft.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // The engine closes keep-alive connections idle past its timeout. One it closed between the
+  // check and the request fails before any response byte: that request goes again, once, on a
+  // fresh connection, as a gateway sends it.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<http::Connection> conn;
+    while (!conn && attempt == 0 && !w->idle.empty()) {
+      conn = std::move(w->idle.back());
+      w->idle.pop_back();
+      if (!conn->idle_and_open()) conn.reset();
     }
-    stats->bytes += piece.size();
-    return Status();
-  });
-  if (!r.ok() || r->status != 200) {
-    ++stats->errors;
+    const bool reused = conn != nullptr;
+    if (!conn) {
+      auto c = co_await http::Connection::connect("127.0.0.1", w->port);
+      if (!c.ok()) {
+        ++stats->errors;
+        co_return;
+      }
+      conn = std::move(*c);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    bool first = true;
+    auto r = co_await conn->send_streaming(req, [&](std::string_view piece) {
+      if (first) {
+        first = false;
+        std::lock_guard<std::mutex> l(stats->mu);
+        stats->ttft.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      stats->bytes += piece.size();
+      return Status();
+    });
+    if (!r.ok() && reused && first) continue;
+    if (!r.ok() || r->status != 200) {
+      ++stats->errors;
+      co_return;
+    }
+    ++stats->completed;
+    if (conn->reusable()) w->idle.push_back(std::move(conn));
     co_return;
   }
-  ++stats->completed;
-  if (conn->reusable()) w->idle.push_back(std::move(conn));
 }
 
 double percentile(std::vector<double> v, double p) {

@@ -3,6 +3,9 @@
 //
 //   GET  /v1/models   the union of the workers' models (OpenAI list shape)
 //   GET  /v1/models/{id}  one model (404 for one no worker serves)
+//   GET  /get_model_info, /get_server_info, /health_generate
+//                     SGLang's routes, answered by the least busy routable worker (503 with
+//                     none): clients written for one engine learn the model through them
 //   GET  /version     {"version": ...}
 //   GET  /liveness    200 while the process runs
 //   GET  /readiness   200 when at least one worker is routable and the gateway is not draining,
@@ -75,21 +78,23 @@ void GatewayImpl::add_info_routes() {
   // One model, as OpenAI's API answers GET /v1/models/{id} (ids may hold '/': "org/name").
   server_->route_prefix(
       http::Verb::get, "/v1/models/",
-      access_.wrap(
-          Access::kClient, sync([this](const http::Request& req) {
-            const std::string id =
-                percent_decode(req.path().substr(std::string_view("/v1/models/").size()));
-            const auto fleet = workers_.snapshot();
-            if (!fleet->knows_model(id)) {
-              return http::Response::error(404, "The model '" + id + "' does not exist",
-                                           "not_found_error");
-            }
-            std::string body;
-            JsonWriter w(&body);
-            w.begin_object().member("id", id).member("object", "model").member("created", 0);
-            w.member("owned_by", "kvgate").end_object();
-            return http::Response::json(200, std::move(body));
-          })));
+      guarded(Access::kClient, sync([this](const http::Request& req) {
+                const std::string id =
+                    percent_decode(req.path().substr(std::string_view("/v1/models/").size()));
+                const auto fleet = workers_.snapshot();
+                if (!fleet->knows_model(id)) {
+                  return http::Response::error(404, "The model '" + id + "' does not exist",
+                                               "not_found_error");
+                }
+                std::string body;
+                JsonWriter w(&body);
+                w.begin_object().member("id", id).member("object", "model").member("created", 0);
+                w.member("owned_by", "kvgate").end_object();
+                return http::Response::json(200, std::move(body));
+              })));
+  route(http::Verb::get, "/get_model_info", Access::kClient, worker_answer("/get_model_info"));
+  route(http::Verb::get, "/get_server_info", Access::kClient, worker_answer("/get_server_info"));
+  route(http::Verb::get, "/health_generate", Access::kClient, worker_answer("/health_generate"));
   route(http::Verb::get, "/version", Access::kOpen, sync([](const http::Request&) {
           return http::Response::json(200, std::string(R"({"version":")") + kVersion + "\"}");
         }));
@@ -120,6 +125,52 @@ void GatewayImpl::add_info_routes() {
   route(http::Verb::get, "/metrics", Access::kOpen, sync([this](const http::Request&) {
           return http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
         }));
+}
+
+http::Handler GatewayImpl::worker_answer(std::string path) {
+  return [this, path = std::move(path)](const http::Request& req,
+                                        http::Responder& res) -> net::awaitable<void> {
+    const auto fleet = workers_.snapshot();
+    std::shared_ptr<workers::Worker> pick;
+    for (const auto& w : fleet->workers) {
+      if (w->routable() && (!pick || w->in_flight() < pick->in_flight())) pick = w;
+    }
+    if (!pick) {
+      http::Response r = http::Response::error(503, "no routable worker; retry later");
+      r.headers.emplace_back("retry-after", "1");
+      (void)co_await res.send(std::move(r));
+      co_return;
+    }
+    auto lease = co_await upstream_->acquire(pick->id(), pick->host(), pick->port(),
+                                             UpstreamPool::Source::kFresh);
+    Result<http::ClientResponse> answer = absl::UnknownError("not sent");
+    if (!lease.ok()) {
+      answer = lease.status();
+    } else {
+      http::ClientRequest get;
+      get.method = http::Verb::get;
+      get.target = path;
+      const std::string auth = pick->authorization().empty()
+                                   ? std::string(req.header("authorization"))
+                                   : pick->authorization();
+      if (!auth.empty()) get.headers.emplace_back("authorization", auth);
+      answer = co_await lease->conn->send(get);
+    }
+    if (!answer.ok()) {
+      http::Response r = http::Response::error(502, "the worker did not answer " + path + ": " +
+                                                        std::string(message_of(answer.status())));
+      (void)co_await res.send(std::move(r));
+      co_return;
+    }
+    upstream_->release(pick->id(), std::move(lease->conn));
+    http::Response r;
+    r.status = answer->status;
+    const std::string_view ct = answer->header("content-type");
+    r.content_type = ct.empty() ? "application/json" : std::string(ct);
+    r.body = std::move(answer->body);
+    r.headers.emplace_back(std::string(kWorkerHeader), pick->url());
+    (void)co_await res.send(std::move(r));
+  };
 }
 
 std::string GatewayImpl::metrics_text() {

@@ -137,6 +137,13 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
+  app.add_option(
+         "--cors-allowed-origins", c.cors_allowed_origins,
+         "Web origins (scheme://host[:port], or * for any) whose pages may call the "
+         "gateway from a browser: answers carry CORS headers and OPTIONS preflights get "
+         "204. Several after the flag, comma-separated, or the flag repeated. Default: none")
+      ->delimiter(',')
+      ->group("Listening");
   app.add_option("--max-model-len", c.max_model_len,
                  "Prompt tokens at most, for workers that do not report their context length in "
                  "/v1/models (0: no bound then); a longer prompt gets 400 without being "

@@ -70,6 +70,7 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
       clock_(clock),
       instance_id_(random_instance_id()),
       access_(config_.api_key, config_.admin_api_key),
+      cors_(config_.cors_allowed_origins),
       io_(default_threads(config_.threads)),
       workers_({.health = config_.health, .breaker = config_.breaker, .liveness = config_.liveness},
                clock),
@@ -136,13 +137,31 @@ Status GatewayImpl::init() {
   route(http::Verb::post, "/v1/chat/completions", Access::kClient,
         generation(ApiRoute::kChatCompletions));
   route(http::Verb::post, "/generate", Access::kClient, generation(ApiRoute::kGenerate));
+  // Pooling and Responses routes go the same way: cache-aware on their prompt, proxied whole.
+  route(http::Verb::post, "/v1/embeddings", Access::kClient, generation(ApiRoute::kEmbeddings));
+  route(http::Verb::post, "/v1/responses", Access::kClient, generation(ApiRoute::kResponses));
+  route(http::Verb::post, "/v1/rerank", Access::kClient, generation(ApiRoute::kRerank));
+  route(http::Verb::post, "/v1/score", Access::kClient, generation(ApiRoute::kScore));
   add_info_routes();
   add_admin_routes();
+  if (cors_.enabled()) {
+    server_->route_every_path(
+        http::Verb::options,
+        [this](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+          http::Response r = cors_.preflight(req);
+          (void)co_await res.send(std::move(r));
+        });
+  }
   return absl::OkStatus();
 }
 
 void GatewayImpl::route(http::Verb method, std::string path, Access access, http::Handler handler) {
-  server_->route(method, std::move(path), access_.wrap(access, std::move(handler)));
+  server_->route(method, std::move(path), guarded(access, std::move(handler)));
+}
+
+http::Handler GatewayImpl::guarded(Access access, http::Handler handler) const {
+  // CORS outermost: a browser reads a refusal (401) only when it carries the CORS headers.
+  return cors_.wrap(access_.wrap(access, std::move(handler)));
 }
 
 Status GatewayImpl::start() {

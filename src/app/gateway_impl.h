@@ -11,6 +11,7 @@
 #include "boost/asio/io_context.hpp"
 
 #include "app/access.h"
+#include "app/cors.h"
 #include "app/gateway_metrics.h"
 #include "app/request_model.h"
 #include "app/upstream_pool.h"
@@ -28,6 +29,9 @@
 
 namespace kvgate::app {
 
+// Names the worker that answered, on every answer a worker produced.
+inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+
 class GatewayImpl {
  public:
   GatewayImpl(GatewayConfig config, const Clock& clock);
@@ -41,15 +45,20 @@ class GatewayImpl {
                                                 http::Responder& res);
   // Registers a route behind the access rule for it (app/access.h).
   void route(http::Verb method, std::string path, Access access, http::Handler handler);
+  // `handler` behind the access rule and the CORS answer (every route goes through it).
+  http::Handler guarded(Access access, http::Handler handler) const;
   // admin_routes.cc
   void add_admin_routes();
   void add_info_routes();
+  // A GET of `path` answered by the least busy routable worker.
+  http::Handler worker_answer(std::string path);
   std::string metrics_text();
 
   GatewayConfig config_;
   const Clock& clock_;
   const std::string instance_id_;  // this process, in the hop header of forwarded requests
   const AccessGuard access_;
+  const Cors cors_;
   http::IoPool io_;
   // One thread for parsing large request bodies (parse_thread_ runs it).
   boost::asio::io_context parse_context_;

@@ -82,7 +82,7 @@ class GatewayMetrics {
   metrics::Histogram& lookup_seconds() { return *lookup_seconds_; }
 
  private:
-  static constexpr size_t kRoutes = 3;
+  static constexpr size_t kRoutes = kApiRouteCount;
   std::array<std::array<metrics::Counter*, static_cast<size_t>(StatusClass::kCount)>, kRoutes>
       requests_{};
   std::array<metrics::Histogram*, kRoutes> duration_{};

@@ -20,7 +20,6 @@ using workers::Outcome;
 
 namespace {
 
-constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
 // The data-parallel rank a request is pinned to: vLLM's OpenAI server and SGLang both honour it.
 constexpr std::string_view kRankHeader = "x-data-parallel-rank";
 // Tells the client which rank served it.

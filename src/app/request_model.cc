@@ -157,6 +157,69 @@ Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, Parsed
   return encode_within(tok, render_chat(msgs), limit, &out->tokens);
 }
 
+// A Responses input: a text (one user message) or message items ({role, content} with content a
+// text or a list of parts; items of other types are skipped). Appends to `msgs`, whose texts
+// `texts` owns.
+Status read_response_input(od::value v, std::vector<std::string>* roles,
+                           std::vector<std::string>* texts) {
+  od::json_type t;
+  if (v.type().get(t) != simdjson::SUCCESS) return bad("input", "is not valid JSON");
+  if (t == od::json_type::string) {
+    std::string_view text;
+    if (v.get_string().get(text) != simdjson::SUCCESS) return bad("input", "is not a valid string");
+    roles->emplace_back("user");
+    texts->emplace_back(text);
+    return absl::OkStatus();
+  }
+  od::array items;
+  if (t != od::json_type::array || v.get_array().get(items) != simdjson::SUCCESS)
+    return bad("input", "must be a string or a list of items");
+  for (auto el : items) {
+    od::object item;
+    if (el.get_object().get(item) != simdjson::SUCCESS) return bad("input", "must hold objects");
+    std::string role, content;
+    for (auto f : item) {
+      std::string_view key;
+      if (f.unescaped_key().get(key) != simdjson::SUCCESS) return bad("input", "is not valid JSON");
+      od::value val;
+      if (f.value().get(val) != simdjson::SUCCESS) return bad("input", "is not valid JSON");
+      if (key == "role") {
+        std::string_view r;
+        if (val.get_string().get(r) != simdjson::SUCCESS)
+          return bad("input.role", "must be a string");
+        role = r;
+      } else if (key == "content") {
+        od::json_type ct;
+        if (val.type().get(ct) != simdjson::SUCCESS)
+          return bad("input.content", "is not valid JSON");
+        if (ct == od::json_type::string) {
+          std::string_view c;
+          if (val.get_string().get(c) != simdjson::SUCCESS)
+            return bad("input.content", "is not a valid string");
+          content = c;
+        } else if (ct == od::json_type::array) {
+          od::array parts;
+          if (val.get_array().get(parts) != simdjson::SUCCESS)
+            return bad("input.content", "is not a valid list");
+          for (auto part : parts) {
+            od::object po;
+            if (part.get_object().get(po) != simdjson::SUCCESS)
+              return bad("input.content", "parts must be objects");
+            std::string_view text;
+            if (po["text"].get_string().get(text) == simdjson::SUCCESS) content.append(text);
+          }
+        } else {
+          return bad("input.content", "must be a string or a list of content parts");
+        }
+      }
+    }
+    if (role.empty()) continue;  // not a message item (a tool call's output, a reference)
+    roles->push_back(std::move(role));
+    texts->push_back(std::move(content));
+  }
+  return absl::OkStatus();
+}
+
 struct ParserState {
   od::parser parser;
   std::string buffer;
@@ -176,6 +239,14 @@ const char* api_route_name(ApiRoute r) {
       return "chat_completions";
     case ApiRoute::kGenerate:
       return "generate";
+    case ApiRoute::kEmbeddings:
+      return "embeddings";
+    case ApiRoute::kResponses:
+      return "responses";
+    case ApiRoute::kRerank:
+      return "rerank";
+    case ApiRoute::kScore:
+      return "score";
   }
   return "unknown";
 }
@@ -229,9 +300,13 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
   // to at least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many
   // over kMaxTokenBytes tokens.
   if (body.size() > kKeptParserBytes && max_prompt_tokens != kNoTokenLimit) {
-    const std::string_view key = route == ApiRoute::kCompletions ? "prompt"
-                                 : route == ApiRoute::kGenerate  ? "text"
-                                                                 : "";
+    const std::string_view key = route == ApiRoute::kCompletions  ? "prompt"
+                                 : route == ApiRoute::kGenerate   ? "text"
+                                 : route == ApiRoute::kEmbeddings ? "input"
+                                 : route == ApiRoute::kResponses  ? "input"
+                                 : route == ApiRoute::kRerank     ? "query"
+                                 : route == ApiRoute::kScore      ? "text_1"
+                                                                  : "";
     if (!key.empty()) {
       if (auto raw = top_level_string_bytes(body, key)) {
         const size_t at_least = *raw / 6 / TestTokenizer::kMaxTokenBytes;
@@ -254,6 +329,9 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
     return absl::InvalidArgumentError("the request body must be a JSON object");
   }
   bool have_prompt = false;
+  bool have_second = false;  // rerank's documents, score's text_2
+  std::string instructions;  // a Responses request's, the system message before its input
+  std::vector<std::string> roles, texts;
   for (auto field : obj) {
     std::string_view key;
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) {
@@ -288,6 +366,33 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
       if (Status s = read_prompt(v, "input_ids", tokenizer, max_prompt_tokens, out); !s.ok())
         return s;
       have_prompt = true;
+    } else if ((route == ApiRoute::kEmbeddings && key == "input") ||
+               (route == ApiRoute::kScore && key == "text_1")) {
+      if (Status s = read_prompt(v, key, tokenizer, max_prompt_tokens, out); !s.ok()) return s;
+      have_prompt = true;
+    } else if (route == ApiRoute::kScore && key == "text_2") {
+      have_second = true;
+    } else if (route == ApiRoute::kRerank && key == "query") {
+      std::string_view q;
+      if (v.get_string().get(q) != simdjson::SUCCESS) return bad("query", "must be a string");
+      if (Status s = encode_within(tokenizer, q, max_prompt_tokens, &out->tokens); !s.ok())
+        return s;
+      have_prompt = true;
+    } else if (route == ApiRoute::kRerank && key == "documents") {
+      od::array docs;
+      if (v.get_array().get(docs) != simdjson::SUCCESS)
+        return bad("documents", "must be a list of texts");
+      have_second = true;
+    } else if (route == ApiRoute::kResponses && key == "instructions") {
+      od::json_type t;
+      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
+      std::string_view text;
+      if (v.get_string().get(text) != simdjson::SUCCESS)
+        return bad("instructions", "must be a string");
+      instructions = text;
+    } else if (route == ApiRoute::kResponses && key == "input") {
+      if (Status s = read_response_input(v, &roles, &texts); !s.ok()) return s;
+      have_prompt = true;
     } else if (route == ApiRoute::kGenerate && key == "text") {
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
@@ -303,7 +408,25 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
         return bad("messages", "is required");
       case ApiRoute::kGenerate:
         return bad("text", "or 'input_ids' is required");
+      case ApiRoute::kEmbeddings:
+      case ApiRoute::kResponses:
+        return bad("input", "is required");
+      case ApiRoute::kRerank:
+        return bad("query", "is required");
+      case ApiRoute::kScore:
+        return bad("text_1", "is required");
     }
+  }
+  if (route == ApiRoute::kRerank && !have_second) return bad("documents", "is required");
+  if (route == ApiRoute::kScore && !have_second) return bad("text_2", "is required");
+  if (route == ApiRoute::kResponses) {
+    // Rendered as the chat route renders messages, so a conversation continued through either
+    // API shares its prefix blocks.
+    std::vector<ChatMessage> msgs;
+    if (!instructions.empty()) msgs.push_back({"system", instructions});
+    for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], texts[i]});
+    if (msgs.empty()) return bad("input", "holds no message");
+    return encode_within(tokenizer, render_chat(msgs), max_prompt_tokens, &out->tokens);
   }
   return absl::OkStatus();
 }

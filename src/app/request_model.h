@@ -6,6 +6,11 @@
 //   /v1/chat/completions  model, messages [{role, content (text | [{type:"text", text}])}],
 //                         stream, cache_salt; rendered with core's render_chat() then tokenized
 //   /generate (SGLang)    text | input_ids, stream (top level or in sampling params: top level)
+//   /v1/embeddings        model, input (as a completions prompt: the first one routes)
+//   /v1/responses         model, instructions, input (text | message items), stream; rendered
+//                         as a chat (instructions as the system message) then tokenized
+//   /v1/rerank            model, query (routes), documents (a list)
+//   /v1/score             model, text_1 (text or list: the first routes), text_2
 //
 // A body that is not JSON, or a known field of the wrong type, is a client error (400) naming the
 // field. Unknown fields are ignored.
@@ -25,7 +30,16 @@
 
 namespace kvgate::app {
 
-enum class ApiRoute { kCompletions, kChatCompletions, kGenerate };
+enum class ApiRoute {
+  kCompletions,
+  kChatCompletions,
+  kGenerate,
+  kEmbeddings,
+  kResponses,
+  kRerank,
+  kScore,
+};
+inline constexpr size_t kApiRouteCount = 7;
 const char* api_route_name(ApiRoute r);
 
 struct ParsedRequest {

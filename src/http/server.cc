@@ -47,14 +47,15 @@ const Handler* ServerState::find(Verb method, std::string_view path, unsigned* e
       }
     }
   }
-  if (routes == nullptr) {
-    *error_status = 404;
-    return nullptr;
+  if (routes != nullptr) {
+    for (const Route& r : *routes) {
+      if (r.method == method) return &r.handler;
+    }
   }
-  for (const Route& r : *routes) {
+  for (const Route& r : every_path) {
     if (r.method == method) return &r.handler;
   }
-  *error_status = 405;
+  *error_status = routes == nullptr ? 404 : 405;
   return nullptr;
 }
 
@@ -388,12 +389,14 @@ net::awaitable<Status> Responder::send(Response response) {
     co_return absl::FailedPreconditionError("response already started");
   }
   state_ = State::kDone;
+  status_ = response.status;
   keep_alive_ = keep_alive_ && !response.close;
   beast_http::response<beast_http::string_body> res{
       static_cast<beast_http::status>(response.status), 11};
   res.set(beast_http::field::server, session_->options.server_name);
   res.set(beast_http::field::content_type, response.content_type);
   for (auto& [k, v] : response.headers) res.set(k, v);
+  for (const auto& [k, v] : added_headers_) res.set(k, v);
   res.keep_alive(keep_alive_);
   res.body() = std::move(response.body);
   res.prepare_payload();
@@ -411,10 +414,12 @@ net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view
     co_return absl::FailedPreconditionError("response already started");
   }
   state_ = State::kStreaming;
+  status_ = status;
   beast_http::response<beast_http::empty_body> res{static_cast<beast_http::status>(status), 11};
   res.set(beast_http::field::server, session_->options.server_name);
   res.set(beast_http::field::content_type, content_type);
   for (const auto& [k, v] : headers) res.set(k, v);
+  for (const auto& [k, v] : added_headers_) res.set(k, v);
   res.keep_alive(keep_alive_);
   res.chunked(true);
   beast_http::response_serializer<beast_http::empty_body> sr{res};
@@ -424,6 +429,10 @@ net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view
                                           net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return fail("write header", ec);
   co_return Status();
+}
+
+void Responder::add_header(std::string name, std::string value) {
+  added_headers_.emplace_back(std::move(name), std::move(value));
 }
 
 net::awaitable<Status> Responder::start_sse(unsigned status) {
@@ -494,6 +503,16 @@ void Server::route(Verb method, std::string path, Handler handler) {
 
 void Server::always_available(std::string path) {
   state_->always_available.insert(std::move(path));
+}
+
+void Server::route_every_path(Verb method, Handler handler) {
+  for (auto& r : state_->every_path) {
+    if (r.method == method) {
+      r.handler = std::move(handler);
+      return;
+    }
+  }
+  state_->every_path.push_back({method, std::move(handler)});
 }
 
 void Server::route_prefix(Verb method, std::string prefix, Handler handler) {

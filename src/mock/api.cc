@@ -1,5 +1,7 @@
 #include "mock/detail/api.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "kvgate/core/json_writer.h"
@@ -129,6 +131,57 @@ Status read_chat(const element& messages, const TestTokenizer& tok, ApiRequest* 
   return Status();
 }
 
+// A Responses request's prompt: `instructions` as a system message, then `input` (a text, or
+// message items whose content is a text or a list of parts), rendered as a chat.
+Status read_responses_input(const object& o, const TestTokenizer& tok, ApiRequest* r) {
+  std::vector<ChatMessage> msgs;
+  std::vector<std::string> texts;  // owns what msgs point into
+  std::string_view instructions;
+  if (o.at_key("instructions").get(instructions) == simdjson::SUCCESS && !instructions.empty()) {
+    texts.emplace_back(instructions);
+  }
+  element input;
+  if (o.at_key("input").get(input) != simdjson::SUCCESS) return bad("input is required");
+  std::vector<std::string_view> roles;
+  if (!texts.empty()) roles.push_back("system");
+  std::string_view text;
+  array items;
+  if (input.get(text) == simdjson::SUCCESS) {
+    roles.push_back("user");
+    texts.emplace_back(text);
+  } else if (input.get(items) == simdjson::SUCCESS && items.size() > 0) {
+    for (element item : items) {
+      object io;
+      std::string_view role;
+      if (item.get(io) != simdjson::SUCCESS) return bad("input items must be objects");
+      if (io.at_key("role").get(role) != simdjson::SUCCESS) continue;  // not a message item
+      std::string content;
+      element c;
+      array parts;
+      if (io.at_key("content").get(c) == simdjson::SUCCESS) {
+        if (c.get(text) == simdjson::SUCCESS) {
+          content = text;
+        } else if (c.get(parts) == simdjson::SUCCESS) {
+          for (element part : parts) {
+            if (part.at_key("text").get(text) == simdjson::SUCCESS) content.append(text);
+          }
+        } else {
+          return bad("input item content must be a string or a list of parts");
+        }
+      }
+      roles.push_back(role);
+      texts.push_back(std::move(content));
+    }
+  } else {
+    return bad("input must be a string or a non-empty list of items");
+  }
+  if (roles.empty()) return bad("input holds no message");
+  for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], texts[i]});
+  r->prompts.emplace_back();
+  tok.encode(render_chat(msgs), &r->prompts.back());
+  return Status();
+}
+
 constexpr std::string_view kWords[] = {
     "the",  "of",    "and",   "to",    "in",   "is",   "that", "for",  "it",   "as",   "was",
     "on",   "with",  "be",    "by",    "at",   "this", "are",  "from", "or",   "an",   "not",
@@ -229,6 +282,13 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
       r.max_tokens = *mt > 0 ? *mt : *legacy;
       break;
     }
+    case ApiKind::kResponses: {
+      if (Status s = read_responses_input(o, tokenizer, &r); !s.ok()) return s;
+      auto mt = read_count(o, "max_output_tokens", 16);
+      if (!mt.ok()) return mt.status();
+      r.max_tokens = *mt;
+      break;
+    }
     case ApiKind::kGenerate: {
       if (o.at_key("input_ids").get(e) == simdjson::SUCCESS) {
         if (Status s = read_prompts(e, tokenizer, &r, "input_ids"); !s.ok()) return s;
@@ -259,10 +319,56 @@ void append_token_text(std::span<const TokenId> tokens, std::string* out) {
   }
 }
 
+namespace {
+
+// The Responses API's response object for one choice; the mock stops only at the token limit,
+// which the API reports as "incomplete" (max_output_tokens).
+void write_responses_object(JsonWriter& w, const ResponseIds& ids, const ChoiceResult& c,
+                            bool done) {
+  std::string text;
+  append_token_text(c.tokens, &text);
+  w.begin_object().member("id", ids.id).member("object", "response");
+  w.member("created_at", ids.created).member("model", ids.model);
+  const bool cut = c.finished && !c.aborted;
+  w.member("status", !done       ? "in_progress"
+                     : c.aborted ? "cancelled"
+                     : cut       ? "incomplete"
+                                 : "completed");
+  if (done && cut) {
+    w.key("incomplete_details").begin_object().member("reason", "max_output_tokens").end_object();
+  }
+  w.key("output").begin_array();
+  if (done) {
+    w.begin_object().member("type", "message").member("id", "msg_" + ids.id);
+    w.member("role", "assistant").member("status", "completed");
+    w.key("content").begin_array().begin_object().member("type", "output_text");
+    w.member("text", text).key("annotations").begin_array().end_array();
+    w.end_object().end_array().end_object();
+  }
+  w.end_array();
+  w.key("usage").begin_object();
+  w.member("input_tokens", c.prompt_tokens);
+  w.key("input_tokens_details")
+      .begin_object()
+      .member("cached_tokens", c.cached_tokens)
+      .end_object();
+  w.member("output_tokens", c.output_tokens);
+  w.key("output_tokens_details").begin_object().member("reasoning_tokens", 0).end_object();
+  w.member("total_tokens", c.prompt_tokens + c.output_tokens);
+  w.end_object();
+  w.end_object();
+}
+
+}  // namespace
+
 std::string render_response(const ApiRequest& req, const ResponseIds& ids,
                             const std::vector<ChoiceResult>& choices, double e2e_seconds) {
   std::string out;
   JsonWriter w(&out);
+  if (req.kind == ApiKind::kResponses) {
+    write_responses_object(w, ids, choices.at(0), /*done=*/true);
+    return out;
+  }
   std::string text;
   if (req.kind == ApiKind::kGenerate) {
     if (req.batch) w.begin_array();
@@ -319,6 +425,15 @@ std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t i
     w.end_object();
     return out;
   }
+  if (req.kind == ApiKind::kResponses) {
+    std::string delta;
+    append_token_text(choice.tokens, &delta);
+    w.begin_object().member("type", "response.output_text.delta");
+    w.member("sequence_number", choice.output_tokens + 1).member("item_id", "msg_" + ids.id);
+    w.member("output_index", 0).member("content_index", 0).member("delta", delta);
+    w.end_object();
+    return out;
+  }
   const bool chat = req.kind == ApiKind::kChat;
   std::string text;
   append_token_text(choice.tokens, &text);
@@ -349,6 +464,183 @@ std::string render_usage_chunk(const ApiRequest& req, const ResponseIds& ids,
   w.member("created", ids.created).member("model", ids.model);
   w.key("choices").begin_array().end_array();
   write_usage(w, choices);
+  w.end_object();
+  return out;
+}
+
+}  // namespace kvgate::mock::detail
+
+namespace kvgate::mock::detail {
+
+std::string render_response_created(const ResponseIds& ids, uint64_t sequence) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().member("type", "response.created").member("sequence_number", sequence);
+  w.key("response");
+  write_responses_object(w, ids, ChoiceResult{}, /*done=*/false);
+  w.end_object();
+  return out;
+}
+
+std::string render_response_completed(const ApiRequest&, const ResponseIds& ids,
+                                      const ChoiceResult& choice, uint64_t sequence) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().member("type", "response.completed").member("sequence_number", sequence);
+  w.key("response");
+  write_responses_object(w, ids, choice, /*done=*/true);
+  w.end_object();
+  return out;
+}
+
+}  // namespace kvgate::mock::detail
+
+namespace kvgate::mock::detail {
+namespace {
+
+// A deterministic unit vector for a prompt: the mock's "embedding".
+std::vector<double> embed(std::span<const TokenId> tokens) {
+  constexpr size_t kDims = 8;
+  std::vector<double> v(kDims, 0.0);
+  for (TokenId t : tokens) {
+    for (size_t d = 0; d < kDims; ++d) {
+      v[d] += static_cast<double>((uint64_t{t} * 2654435761u + d * 40503u) % 1000) / 1000.0 - 0.5;
+    }
+  }
+  double norm = 0;
+  for (double x : v) norm += x * x;
+  norm = std::sqrt(norm);
+  if (norm > 0) {
+    for (double& x : v) x /= norm;
+  }
+  return v;
+}
+
+// How much of the query a document covers: the share of the query's distinct tokens it holds.
+double relevance(std::span<const TokenId> query, std::span<const TokenId> doc) {
+  std::vector<TokenId> q(query.begin(), query.end()), d(doc.begin(), doc.end());
+  std::sort(q.begin(), q.end());
+  q.erase(std::unique(q.begin(), q.end()), q.end());
+  std::sort(d.begin(), d.end());
+  if (q.empty()) return 0;
+  size_t hit = 0;
+  for (TokenId t : q) hit += std::binary_search(d.begin(), d.end(), t);
+  return static_cast<double>(hit) / static_cast<double>(q.size());
+}
+
+// Texts given as one string or a list of strings (rerank documents may be {"text": ...}).
+Status read_texts(const element& e, std::string_view what, const TestTokenizer& tok,
+                  std::vector<std::string>* texts, std::vector<std::vector<TokenId>>* tokens) {
+  std::string_view text;
+  array arr;
+  if (e.get(text) == simdjson::SUCCESS) {
+    texts->emplace_back(text);
+  } else if (e.get(arr) == simdjson::SUCCESS && arr.size() > 0) {
+    for (element x : arr) {
+      if (x.get(text) != simdjson::SUCCESS && x.at_key("text").get(text) != simdjson::SUCCESS) {
+        return bad(std::string(what) + " must hold strings");
+      }
+      texts->emplace_back(text);
+    }
+  } else {
+    return bad(std::string(what) + " must be a string or a non-empty list of strings");
+  }
+  for (const auto& t : *texts) tok.encode(t, &tokens->emplace_back());
+  return Status();
+}
+
+void write_pool_usage(JsonWriter& w, uint64_t tokens) {
+  w.key("usage").begin_object().member("prompt_tokens", tokens).member("total_tokens", tokens);
+  w.end_object();
+}
+
+}  // namespace
+
+Result<std::string> render_pooling(PoolingKind kind, std::string_view body,
+                                   const TestTokenizer& tokenizer, simdjson::dom::parser& parser,
+                                   const ResponseIds& ids) {
+  element doc;
+  if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
+    return bad("body is not valid JSON");
+  }
+  object o;
+  if (doc.get(o) != simdjson::SUCCESS) return bad("body must be a JSON object");
+  std::string out;
+  JsonWriter w(&out);
+  uint64_t used = 0;
+  element e;
+  switch (kind) {
+    case PoolingKind::kEmbeddings: {
+      ApiRequest r;
+      if (o.at_key("input").get(e) != simdjson::SUCCESS) return bad("input is required");
+      if (Status s = read_prompts(e, tokenizer, &r, "input"); !s.ok()) return s;
+      w.begin_object().member("id", ids.id).member("object", "list");
+      w.member("created", ids.created).member("model", ids.model);
+      w.key("data").begin_array();
+      for (size_t i = 0; i < r.prompts.size(); ++i) {
+        used += r.prompts[i].size();
+        w.begin_object().member("index", i).member("object", "embedding");
+        w.key("embedding").begin_array();
+        for (double x : embed(r.prompts[i])) w.value(x);
+        w.end_array().end_object();
+      }
+      w.end_array();
+      break;
+    }
+    case PoolingKind::kRerank: {
+      std::vector<std::string> query_text, docs;
+      std::vector<std::vector<TokenId>> query, doc_tokens;
+      if (o.at_key("query").get(e) != simdjson::SUCCESS) return bad("query is required");
+      std::string_view q;
+      if (e.get(q) != simdjson::SUCCESS) return bad("query must be a string");
+      if (Status s = read_texts(e, "query", tokenizer, &query_text, &query); !s.ok()) return s;
+      if (o.at_key("documents").get(e) != simdjson::SUCCESS) return bad("documents is required");
+      if (Status s = read_texts(e, "documents", tokenizer, &docs, &doc_tokens); !s.ok()) return s;
+      auto top_n = read_count(o, "top_n", static_cast<uint32_t>(docs.size()));
+      if (!top_n.ok()) return top_n.status();
+      std::vector<std::pair<double, size_t>> ranked;
+      used = query[0].size();
+      for (size_t i = 0; i < docs.size(); ++i) {
+        used += query[0].size() + doc_tokens[i].size();
+        ranked.emplace_back(relevance(query[0], doc_tokens[i]), i);
+      }
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      ranked.resize(std::min<size_t>(ranked.size(), *top_n));
+      w.begin_object().member("id", ids.id).member("model", ids.model);
+      w.key("results").begin_array();
+      for (const auto& [score, i] : ranked) {
+        w.begin_object().member("index", i);
+        w.key("document").begin_object().member("text", docs[i]).end_object();
+        w.member("relevance_score", score).end_object();
+      }
+      w.end_array();
+      break;
+    }
+    case PoolingKind::kScore: {
+      std::vector<std::string> t1, t2;
+      std::vector<std::vector<TokenId>> k1, k2;
+      if (o.at_key("text_1").get(e) != simdjson::SUCCESS) return bad("text_1 is required");
+      if (Status s = read_texts(e, "text_1", tokenizer, &t1, &k1); !s.ok()) return s;
+      if (o.at_key("text_2").get(e) != simdjson::SUCCESS) return bad("text_2 is required");
+      if (Status s = read_texts(e, "text_2", tokenizer, &t2, &k2); !s.ok()) return s;
+      if (k1.size() != 1 && k1.size() != k2.size()) {
+        return bad("text_1 must be one text or as many texts as text_2");
+      }
+      w.begin_object().member("id", ids.id).member("object", "list");
+      w.member("created", ids.created).member("model", ids.model);
+      w.key("data").begin_array();
+      for (size_t i = 0; i < k2.size(); ++i) {
+        const auto& first = k1.size() == 1 ? k1[0] : k1[i];
+        used += first.size() + k2[i].size();
+        w.begin_object().member("index", i).member("object", "score");
+        w.member("score", relevance(first, k2[i])).end_object();
+      }
+      w.end_array();
+      break;
+    }
+  }
+  write_pool_usage(w, used);
   w.end_object();
   return out;
 }

@@ -139,6 +139,20 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   server_->route(Verb::post, "/v1/completions", infer(ApiKind::kCompletion));
   server_->route(Verb::post, "/v1/chat/completions", infer(ApiKind::kChat));
   server_->route(Verb::post, "/generate", infer(ApiKind::kGenerate));
+  server_->route(Verb::post, "/v1/responses", infer(ApiKind::kResponses));
+  auto pooling = [this](PoolingKind kind) {
+    return [this, kind](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+      co_await serve_pooling(kind, req, res);
+    };
+  };
+  server_->route(Verb::post, "/v1/embeddings", pooling(PoolingKind::kEmbeddings));
+  server_->route(Verb::post, "/v1/rerank", pooling(PoolingKind::kRerank));
+  server_->route(Verb::post, "/rerank", pooling(PoolingKind::kRerank));
+  server_->route(Verb::post, "/v1/score", pooling(PoolingKind::kScore));
+  server_->route(Verb::post, "/score", pooling(PoolingKind::kScore));
+  server_->route(Verb::get, "/get_model_info", sync(&Worker::model_info));
+  // SGLang's generation probe: a healthy engine answers it after running one token.
+  server_->route(Verb::get, "/health_generate", sync(&Worker::health));
   auto admin = [this](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
     co_await serve_admin(req, res);
   };

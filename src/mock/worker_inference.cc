@@ -45,9 +45,10 @@ void Worker::record(const Part& p, std::string_view status) {
   r.seq = next_record_seq_++;
   r.id = p.rid;
   r.rank = p.rank;
-  r.api = p.kind == ApiKind::kChat       ? "chat"
-          : p.kind == ApiKind::kGenerate ? "generate"
-                                         : "completion";
+  r.api = p.kind == ApiKind::kChat        ? "chat"
+          : p.kind == ApiKind::kGenerate  ? "generate"
+          : p.kind == ApiKind::kResponses ? "responses"
+                                          : "completion";
   r.status = status;
   r.arrival = to_unix_seconds(p.arrival_wall);
   MonoTime end = p.finish.value_or(Clock::real().now());
@@ -63,20 +64,48 @@ void Worker::record(const Part& p, std::string_view status) {
   while (records_.size() > options_.request_records) records_.pop_front();
 }
 
+std::optional<Response> Worker::refuse_non_json(const http::Request& req) const {
+  // FastAPI (vLLM's and SGLang's servers) reads a body as JSON only under a JSON content type:
+  // curl -d sends application/x-www-form-urlencoded, and the engines answer 422.
+  const std::string_view ct = req.header("content-type");
+  if (ct.empty() || ct.find("json") != std::string_view::npos) return std::nullopt;
+  return Response::error(422,
+                         "Input should be a valid dictionary or object: the body must be sent as "
+                         "application/json, not " +
+                             std::string(ct));
+}
+
+net::awaitable<void> Worker::serve_pooling(PoolingKind kind, const http::Request& req,
+                                           http::Responder& res) {
+  if (auto refusal = refuse_non_json(req)) {
+    (void)co_await res.send(std::move(*refusal));
+    co_return;
+  }
+  if (auto status = injected_failure()) {
+    Response reply = Response::error(*status, "injected failure (mock fault hook)",
+                                     http::error_type_for(*status));
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
+  const char* prefix = kind == PoolingKind::kEmbeddings ? "embd-"
+                       : kind == PoolingKind::kRerank   ? "rerank-"
+                                                        : "score-";
+  const ResponseIds ids{prefix + std::string("w") + std::to_string(options_.index) + "-" +
+                            std::to_string(next_request_++),
+                        static_cast<int64_t>(to_unix_seconds(Clock::real().wall())),
+                        options_.model};
+  auto body = render_pooling(kind, req.body(), tokenizer_, json_, ids);
+  Response reply = body.ok() ? Response::json(200, std::move(*body))
+                             : Response::error(400, std::string(body.status().message()));
+  (void)co_await res.send(std::move(reply));
+}
+
 net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& req,
                                              http::Responder& res) {
   const MonoTime arrival = Clock::real().now();
   const WallTime arrival_wall = Clock::real().wall();
-  // FastAPI (vLLM's and SGLang's servers) reads a body as JSON only under a JSON content type:
-  // curl -d sends application/x-www-form-urlencoded, and the engines answer 422.
-  if (const std::string_view ct = req.header("content-type");
-      !ct.empty() && ct.find("json") == std::string_view::npos) {
-    Response reply =
-        Response::error(422,
-                        "Input should be a valid dictionary or object: the body must be sent as "
-                        "application/json, not " +
-                            std::string(ct));
-    (void)co_await res.send(std::move(reply));
+  if (auto refusal = refuse_non_json(req)) {
+    (void)co_await res.send(std::move(*refusal));
     co_return;
   }
   auto parsed = parse_api_request(kind, req.body(), tokenizer_, json_);
@@ -129,6 +158,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
 
   const std::string_view prefix = kind == ApiKind::kChat         ? "chatcmpl-"
                                   : kind == ApiKind::kCompletion ? "cmpl-"
+                                  : kind == ApiKind::kResponses  ? "resp_"
                                                                  : "";
   const std::string base_id = std::string(prefix) + "w" + std::to_string(options_.index) + "-" +
                               std::to_string(next_request_++);
@@ -211,16 +241,29 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
         p.pending.clear();
         if (kind == ApiKind::kGenerate) append_token_text(c.tokens, &p.text_so_far);
         if (kind == ApiKind::kGenerate) c.tokens = p.all;  // SGLang streams cumulative ids
+        if (kind == ApiKind::kResponses && !p.first_written) {
+          const std::string created = render_response_created(rids, 0);
+          if (!(co_await res.write_sse(created)).ok()) co_return;
+        }
         std::string chunk = render_chunk(api, rids, i, c, !p.first_written, p.text_so_far);
         p.first_written = true;
         if (c.finished || c.aborted) p.final_written = true;
         wrote = true;
         if (!(co_await res.write_sse(chunk)).ok()) co_return;
+        if (kind == ApiKind::kResponses && p.final_written) {
+          const std::string completed =
+              render_response_completed(api, rids, result_of(p, p.all), p.all.size() + 2);
+          if (!(co_await res.write_sse(completed)).ok()) co_return;
+        }
       }
       if (!p.final_written) all_written = false;
     }
     if (all_written) break;
     if (!wrote) co_await wait();
+  }
+  if (kind == ApiKind::kResponses) {  // a Responses stream ends with response.completed
+    (void)co_await res.finish();
+    co_return;
   }
   if (api.include_usage && kind != ApiKind::kGenerate) {
     std::vector<ChoiceResult> choices;

@@ -21,6 +21,16 @@ Response Worker::models() const {
   return Response::json(200, std::move(out));
 }
 
+// SGLang's /get_model_info.
+Response Worker::model_info() const {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().member("model_path", options_.model).member("tokenizer_path", options_.model);
+  w.member("is_generation", true).key("preferred_sampling_params").null();
+  w.member("weight_version", "default").end_object();
+  return Response::json(200, std::move(out));
+}
+
 Response Worker::load_report() const {
   std::string out;
   JsonWriter w(&out);

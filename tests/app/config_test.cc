@@ -25,7 +25,8 @@ TEST(Config, SglangModelGatewayFlagNamesParse) {
   const GatewayConfig c = parse(
       {"--retry-max-retries", "7", "--cb-failure-threshold", "9", "--cb-timeout-duration-secs",
        "12", "--log-json", "--api-key", "k", "--shutdown-grace-period-secs", "30", "--dp-aware",
-       "--cache-threshold", "0.5", "--eviction-interval-secs", "60", "--max-tree-size", "1000000"});
+       "--cache-threshold", "0.5", "--eviction-interval-secs", "60", "--max-tree-size", "1000000",
+       "--cors-allowed-origins", "https://a.example,https://b.example", "http://c.example:8080"});
   EXPECT_EQ(c.max_retries, 7u);
   EXPECT_EQ(c.breaker.consecutive_failures, 9u);
   EXPECT_EQ(c.breaker.open_for, std::chrono::seconds(12));
@@ -33,6 +34,9 @@ TEST(Config, SglangModelGatewayFlagNamesParse) {
   EXPECT_EQ(c.api_key, "k");
   EXPECT_EQ(c.shutdown_grace_period, std::chrono::seconds(30));
   EXPECT_TRUE(c.dp_aware);
+  EXPECT_EQ(c.cors_allowed_origins,
+            (std::vector<std::string>{"https://a.example", "https://b.example",
+                                      "http://c.example:8080"}));
   EXPECT_EQ(c.ignored_flags,
             (std::vector<std::string>{"--cache-threshold", "--eviction-interval-secs",
                                       "--max-tree-size"}));

@@ -11,18 +11,7 @@ namespace {
 
 namespace net = boost::asio;
 
-class FrontDoorTest : public GatewayTest {
- protected:
-  // `workers` mock workers, the first behind a gateway configured by `tweak`; true when routable.
-  bool start(size_t workers = 1, const std::function<void(GatewayConfig&)>& tweak = {}) {
-    for (size_t i = 0; i < workers; ++i) start_worker();
-    auto cfg = base_config();
-    cfg.worker_urls = {url_of(0)};
-    if (tweak) tweak(cfg);
-    start_gateway(cfg);
-    return wait_routable(1);
-  }
-};
+using FrontDoorTest = GatewayTest;
 
 // One HTTP/1.1 request from a socket bound to `source` (127.0.0.2 stands in for a remote peer);
 // the response's status, 0 when none came.

@@ -104,6 +104,16 @@ class GatewayTest : public ::testing::Test {
     return cond();
   }
 
+  // `workers` mock workers, the first behind a gateway configured by `tweak`; true when routable.
+  bool start(size_t workers = 1, const std::function<void(GatewayConfig&)>& tweak = {}) {
+    for (size_t i = 0; i < workers; ++i) start_worker();
+    auto cfg = base_config();
+    cfg.worker_urls = {url_of(0)};
+    if (tweak) tweak(cfg);
+    start_gateway(cfg);
+    return wait_routable(1);
+  }
+
   http::SyncClient client() { return http::SyncClient("127.0.0.1", gateway_->port()); }
 
   // The engine's usage.prompt_tokens_details.cached_tokens of an answer (0 when absent).

@@ -101,6 +101,37 @@ TEST_F(ServerTest, RoutesNotFoundAndWrongMethod) {
   EXPECT_EQ(c.connects(), 1u);
 }
 
+// A method served on every path (CORS preflights) answers wherever no route takes it; other
+// methods still get 404 on unknown paths and 405 on known ones. A handler's added headers ride
+// on its answer, and the responder reports the status it sent.
+TEST_F(ServerTest, EveryPathRouteAndAddedHeaders) {
+  server_ = std::make_unique<Server>(pool_, ServerOptions{});
+  add_routes();
+  server_->route_every_path(Verb::options,
+                            [](const Request& req, Responder& r) -> net::awaitable<void> {
+                              r.add_header("x-added", "yes");
+                              Response out = Response::text(204, "");
+                              out.headers.emplace_back("x-path", std::string(req.path()));
+                              (void)co_await r.send(std::move(out));
+                              EXPECT_EQ(r.status(), 204u);
+                            });
+  ASSERT_TRUE(server_->start().ok());
+  SyncClient c("127.0.0.1", server_->port());
+  for (const char* path : {"/hello", "/files/x", "/anything/else"}) {
+    auto r = c.request({.method = Verb::options, .target = path});
+    ASSERT_TRUE(r.ok()) << path;
+    EXPECT_EQ(r->status, 204u) << path;
+    EXPECT_EQ(r->header("x-path"), path);
+    EXPECT_EQ(r->header("x-added"), "yes");
+  }
+  auto nope = c.get("/nope");
+  ASSERT_TRUE(nope.ok());
+  EXPECT_EQ(nope->status, 404u);
+  auto wrong = c.post("/hello", "{}");
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->status, 405u);
+}
+
 TEST_F(ServerTest, KeepAliveReusesOneConnection) {
   start();
   SyncClient c("127.0.0.1", server_->port());

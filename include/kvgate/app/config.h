@@ -46,6 +46,8 @@ struct GatewayConfig {
   // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
   std::string api_key;
   std::string admin_api_key;
+  // Web origins whose pages may call the gateway ("*": any; empty: no CORS), app/cors.h.
+  std::vector<std::string> cors_allowed_origins;
 
   // Fleet
   std::vector<std::string> worker_urls;

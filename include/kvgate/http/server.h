@@ -37,6 +37,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "boost/asio/awaitable.hpp"
 #include "boost/asio/ip/tcp.hpp"
@@ -131,6 +132,12 @@ class Responder {
   // waiting, not while a response is being written by another coroutine.
   DisconnectWatch watch_disconnect(std::function<void()> on_close);
 
+  // A header every response to this request carries, whichever way the handler answers (added
+  // before it answers: CORS, request ids). Overrides a handler's header of the same name.
+  void add_header(std::string name, std::string value);
+  // The status sent (0 until a response or stream has started).
+  unsigned status() const { return status_; }
+
   bool started() const { return state_ != State::kIdle; }
   bool streaming() const { return state_ == State::kStreaming; }
   bool failed() const { return failed_; }
@@ -149,6 +156,8 @@ class Responder {
   bool keep_alive_;
   State state_ = State::kIdle;
   bool failed_ = false;
+  unsigned status_ = 0;
+  std::vector<Header> added_headers_;
   std::string sse_scratch_;
 };
 
@@ -177,6 +186,8 @@ class Server {
   void route(Verb method, std::string path, Handler handler);
   // Every path starting with `prefix` (after exact routes; the longest prefix wins).
   void route_prefix(Verb method, std::string prefix, Handler handler);
+  // `method` on any path no exact or prefix route serves it on (CORS preflights: OPTIONS).
+  void route_every_path(Verb method, Handler handler);
   // The exact path stays served on the connections reserved beyond max_connections.
   void always_available(std::string path);
 

@@ -64,6 +64,7 @@ struct ServerState {
   absl::flat_hash_map<std::string, std::vector<Route>> exact;
   absl::flat_hash_set<std::string> always_available;
   std::map<std::string, std::vector<Route>, std::greater<>> prefixes;  // longest first
+  std::vector<Route> every_path;  // a method's handler for paths no other route takes it on
 
   mutable Mutex mu;
   std::condition_variable_any sessions_changed;  // with mu: a session ended

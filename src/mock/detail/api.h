@@ -15,7 +15,8 @@
 
 namespace kvgate::mock::detail {
 
-enum class ApiKind { kCompletion, kChat, kGenerate };
+// kResponses: OpenAI's Responses API (input items and instructions, rendered as a chat).
+enum class ApiKind { kCompletion, kChat, kGenerate, kResponses };
 
 struct ApiRequest {
   ApiKind kind = ApiKind::kCompletion;
@@ -62,5 +63,18 @@ std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t i
 // The final usage-only chunk (stream_options.include_usage).
 std::string render_usage_chunk(const ApiRequest& req, const ResponseIds& ids,
                                const std::vector<ChoiceResult>& choices);
+// A Responses stream's framing events: "response.created" before the first delta and
+// "response.completed" (carrying the whole response) after the last. `sequence` numbers events.
+std::string render_response_created(const ResponseIds& ids, uint64_t sequence);
+std::string render_response_completed(const ApiRequest& req, const ResponseIds& ids,
+                                      const ChoiceResult& choice, uint64_t sequence);
+
+// Pooling endpoints (vLLM serves them for embedding and cross-encoder models): answered at once,
+// from the prompt's tokens, with no generation and no KV events.
+enum class PoolingKind { kEmbeddings, kRerank, kScore };
+// The whole answer body for `body`, or a client error (400) saying what is wrong.
+Result<std::string> render_pooling(PoolingKind kind, std::string_view body,
+                                   const TestTokenizer& tokenizer, simdjson::dom::parser& parser,
+                                   const ResponseIds& ids);
 
 }  // namespace kvgate::mock::detail

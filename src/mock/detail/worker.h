@@ -68,8 +68,13 @@ class Worker {
   // Routes.
   boost::asio::awaitable<void> serve_inference(ApiKind kind, const http::Request& req,
                                                http::Responder& res);
+  boost::asio::awaitable<void> serve_pooling(PoolingKind kind, const http::Request& req,
+                                             http::Responder& res);
   boost::asio::awaitable<void> serve_admin(const http::Request& req, http::Responder& res);
+  // A refusal for a body not sent as JSON (FastAPI answers 422), or nothing.
+  std::optional<http::Response> refuse_non_json(const http::Request& req) const;
   http::Response health() const;
+  http::Response model_info() const;
   http::Response load_report() const;
   http::Response server_info() const;
   http::Response models() const;

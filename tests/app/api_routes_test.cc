@@ -1,0 +1,191 @@
+// The routes beyond generation that clients of vLLM and SGLang call (embeddings, Responses,
+// rerank, score, SGLang's info routes), proxied to a worker; and CORS for pages on other origins.
+#include "app/gateway_fixture.h"
+
+namespace kvgate::app {
+namespace {
+
+using ApiRoutesTest = GatewayTest;
+
+http::ClientRequest post_json(std::string target, std::string body) {
+  return {.method = http::Verb::post, .target = std::move(target), .body = std::move(body)};
+}
+
+TEST_F(ApiRoutesTest, PoolingRoutesReachAWorkerAndAnswerInTheirShape) {
+  ASSERT_TRUE(start());
+  auto c = client();
+  auto e = c.request(
+      post_json("/v1/embeddings", R"({"model":"mock-8b","input":["first text","second"]})"));
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->status, 200u) << e->body;
+  EXPECT_EQ(e->header("x-kvgate-worker"), url_of(0));
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(e->body).get(doc), simdjson::SUCCESS) << e->body;
+  EXPECT_EQ(doc["data"].get_array().size(), 2u);
+  EXPECT_EQ(doc["data"].at(0)["embedding"].get_array().size(), 8u);
+  EXPECT_GT(doc["usage"]["prompt_tokens"].get_uint64().value(), 0u);
+
+  auto r = c.request(post_json(
+      "/v1/rerank",
+      R"({"model":"mock-8b","query":"kv cache routing","documents":["a story about cats","kv cache routing explained"]})"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200u) << r->body;
+  ASSERT_EQ(p.parse(r->body).get(doc), simdjson::SUCCESS) << r->body;
+  EXPECT_EQ(doc["results"].at(0)["index"].get_uint64().value(), 1u) << "the relevant one first";
+
+  auto s = c.request(
+      post_json("/v1/score",
+                R"({"model":"mock-8b","text_1":"kv cache","text_2":["kv cache","other words"]})"));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->status, 200u) << s->body;
+  ASSERT_EQ(p.parse(s->body).get(doc), simdjson::SUCCESS) << s->body;
+  EXPECT_EQ(doc["data"].get_array().size(), 2u);
+  EXPECT_DOUBLE_EQ(doc["data"].at(0)["score"].get_double().value(), 1.0);
+
+  // The gateway reads what it routes on and names the missing field.
+  auto bad = c.request(post_json("/v1/embeddings", R"({"model":"mock-8b"})"));
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400u);
+  EXPECT_NE(bad->body.find("'input'"), std::string::npos) << bad->body;
+  auto no_docs = c.request(post_json("/v1/rerank", R"({"query":"q"})"));
+  ASSERT_TRUE(no_docs.ok());
+  EXPECT_EQ(no_docs->status, 400u);
+  EXPECT_NE(no_docs->body.find("'documents'"), std::string::npos) << no_docs->body;
+}
+
+// The Responses API, whole and streamed; a conversation continued through it reuses the blocks of
+// its earlier turns because the gateway renders it as the engine does and routes on that.
+TEST_F(ApiRoutesTest, ResponsesAnswerWholeAndStreamedAndHitTheCache) {
+  ASSERT_TRUE(start(/*workers=*/2, [&](GatewayConfig& c) {
+    c.worker_urls = {url_of(0), url_of(1)};
+  }));
+  ASSERT_TRUE(wait_routable(2));
+  auto c = client();
+  std::string instructions;
+  for (int i = 0; i < 60; ++i) instructions += "rule" + std::to_string(i) + " ";
+  const std::string first = R"({"model":"mock-8b","instructions":")" + instructions +
+                            R"(","input":"hello there","max_output_tokens":4})";
+  auto a = c.request(post_json("/v1/responses", first));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 200u) << a->body;
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(a->body).get(doc), simdjson::SUCCESS) << a->body;
+  EXPECT_EQ(doc["object"].get_string().value(), "response");
+  EXPECT_EQ(doc["output"].at(0)["content"].at(0)["type"].get_string().value(), "output_text");
+  const std::string worker(a->header("x-kvgate-worker"));
+  // The first turn's blocks reach the index through the worker's KV events.
+  ASSERT_TRUE(wait_for([&] { return gateway_->index().stats().memberships >= 4; },
+                       std::chrono::milliseconds(5000)));
+
+  // The next turn, as items: same instructions, the first turn, then more.
+  const std::string second =
+      R"({"model":"mock-8b","instructions":")" + instructions +
+      R"(","input":[{"role":"user","content":"hello there"},{"role":"assistant","content":[{"type":"output_text","text":"hi"}]},{"role":"user","content":"and more"}],"max_output_tokens":4})";
+  auto b = c.request(post_json("/v1/responses", second));
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->status, 200u) << b->body;
+  EXPECT_EQ(b->header("x-kvgate-worker"), worker) << "routed to the worker holding the prefix";
+  ASSERT_EQ(p.parse(b->body).get(doc), simdjson::SUCCESS) << b->body;
+  EXPECT_GE(doc["usage"]["input_tokens_details"]["cached_tokens"].get_uint64().value(), 48u)
+      << b->body;
+
+  std::string streamed;
+  auto s = c.stream(
+      post_json("/v1/responses",
+                R"({"model":"mock-8b","input":"stream me","stream":true,"max_output_tokens":3})"),
+      [&](std::string_view piece) {
+        streamed.append(piece);
+        return Status();
+      });
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->status, 200u);
+  EXPECT_EQ(s->header("cache-control"), "no-cache");
+  EXPECT_NE(streamed.find(R"("type":"response.created")"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find(R"("type":"response.output_text.delta")"), std::string::npos);
+  EXPECT_NE(streamed.find(R"("type":"response.completed")"), std::string::npos) << streamed;
+}
+
+TEST_F(ApiRoutesTest, SglangInfoRoutesAreAnsweredByAWorker) {
+  ASSERT_TRUE(start());
+  auto c = client();
+  for (const char* path : {"/get_model_info", "/get_server_info", "/health_generate"}) {
+    auto r = c.get(path);
+    ASSERT_TRUE(r.ok()) << path;
+    EXPECT_EQ(r->status, 200u) << path << ": " << r->body;
+    EXPECT_EQ(r->header("x-kvgate-worker"), url_of(0)) << path;
+  }
+  auto info = c.get("/get_model_info");
+  ASSERT_TRUE(info.ok());
+  EXPECT_NE(info->body.find(R"("model_path":"mock-8b")"), std::string::npos) << info->body;
+}
+
+TEST_F(ApiRoutesTest, WithNoRoutableWorkerTheInfoRoutesSayItAsAServerError) {
+  start_worker();
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0)};
+  fleets_[0]->stop();
+  start_gateway(cfg);
+  auto r = client().get("/get_model_info");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 503u);
+  EXPECT_EQ(r->body.find("invalid_request_error"), std::string::npos) << r->body;
+}
+
+TEST_F(ApiRoutesTest, CorsAnswersPreflightsAndMarksAnswersForAllowedOrigins) {
+  ASSERT_TRUE(start(1, [](GatewayConfig& c) {
+    c.cors_allowed_origins = {"https://app.example"};
+    c.api_key = "sk-cors";
+  }));
+  auto c = client();
+  http::ClientRequest pre{.method = http::Verb::options, .target = "/v1/chat/completions"};
+  pre.headers = {{"origin", "https://app.example"},
+                 {"access-control-request-method", "POST"},
+                 {"access-control-request-headers", "authorization, content-type"}};
+  auto p = c.request(pre);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->status, 204u) << "no key needed for a preflight";
+  EXPECT_EQ(p->header("access-control-allow-origin"), "https://app.example");
+  EXPECT_NE(p->header("access-control-allow-methods").find("POST"), std::string_view::npos);
+  EXPECT_EQ(p->header("access-control-allow-headers"), "authorization, content-type");
+
+  // A refusal carries the headers too, or the page could not read why.
+  http::ClientRequest get{.method = http::Verb::get, .target = "/v1/models"};
+  get.headers = {{"origin", "https://app.example"}};
+  auto refused = c.request(get);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 401u);
+  EXPECT_EQ(refused->header("access-control-allow-origin"), "https://app.example");
+  get.headers.emplace_back("authorization", "Bearer sk-cors");
+  auto ok = c.request(get);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200u);
+  EXPECT_EQ(ok->header("access-control-allow-origin"), "https://app.example");
+  EXPECT_NE(ok->header("access-control-expose-headers").find("x-request-id"),
+            std::string_view::npos);
+
+  // Another origin: no CORS headers, and its preflight is refused by name.
+  get.headers[0].second = "https://evil.example";
+  auto other = c.request(get);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->header("access-control-allow-origin"), "");
+  pre.headers[0].second = "https://evil.example";
+  auto denied = c.request(pre);
+  ASSERT_TRUE(denied.ok());
+  EXPECT_EQ(denied->status, 403u);
+  EXPECT_NE(denied->body.find("evil.example"), std::string::npos) << denied->body;
+}
+
+TEST_F(ApiRoutesTest, WithoutCorsConfiguredNoCorsHeadersAreSent) {
+  ASSERT_TRUE(start());
+  http::ClientRequest get{.method = http::Verb::get, .target = "/v1/models"};
+  get.headers = {{"origin", "https://app.example"}};
+  auto r = client().request(get);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("access-control-allow-origin"), "");
+}
+
+}  // namespace
+}  // namespace kvgate::app

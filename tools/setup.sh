@@ -15,6 +15,8 @@ PACKAGES=(
   libcli11-dev libnuma-dev libhiredis-dev libssl-dev
   # servers and tools the tests, benches and demo start themselves
   redis-server nginx-light wrk curl procps iproute2 xz-utils
+  # promtool (prometheus): the tests lint /metrics with it
+  prometheus
   # python helpers used by tests (Debian's /usr/bin/python3 only)
   python3 python3-zmq python3-msgpack
 )
@@ -51,8 +53,8 @@ if ! apt_install; then
   apt-get update -q
   apt_install
 fi
-# Installing nginx or redis-server may start system services; tests start their own on loopback ports.
-for svc in nginx redis-server; do
+# Installing nginx, redis-server or prometheus may start system services; tests start their own on loopback ports.
+for svc in nginx redis-server prometheus; do
   if command -v systemctl >/dev/null 2>&1; then systemctl disable --now "${svc}" >/dev/null 2>&1 || true; fi
   if command -v service >/dev/null 2>&1; then service "${svc}" stop >/dev/null 2>&1 || true; fi
 done

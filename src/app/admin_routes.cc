@@ -174,6 +174,7 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
 }
 
 std::string GatewayImpl::metrics_text() {
+  process_metrics_->update();
   const auto s = raw_index_->stats();
   metrics_->set_index(s.holders, s.resident_blocks, s.memberships, s.bytes);
   // Held for the loop: the range-for's temporary would be released before the loop body runs.

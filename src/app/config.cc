@@ -137,6 +137,15 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
+  app.add_option("--prometheus-port", c.prometheus_port,
+                 "Also serve GET /metrics on this port, a listener of its own that scrapes reach "
+                 "when the main port is saturated or closed to them (0: none; the main port "
+                 "serves /metrics either way)")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--prometheus-host", c.prometheus_host,
+                 "Address of the --prometheus-port listener (default: the --host address)")
+      ->group("Listening");
   app.add_option(
          "--cors-allowed-origins", c.cors_allowed_origins,
          "Web origins (scheme://host[:port], or * for any) whose pages may call the "

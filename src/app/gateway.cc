@@ -63,6 +63,20 @@ std::string random_instance_id() {
   return buf;
 }
 
+metrics::BuildInfo build_info() {
+#ifdef NDEBUG
+  constexpr const char* kBuildType = "release";
+#else
+  constexpr const char* kBuildType = "assertions";
+#endif
+#if defined(__clang__)
+  const std::string compiler = "clang " __clang_version__;
+#else
+  const std::string compiler = "g++ " __VERSION__;
+#endif
+  return {.version = kVersion, .compiler = compiler, .build_type = kBuildType};
+}
+
 }  // namespace
 
 GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
@@ -88,6 +102,7 @@ size_t connections_for_descriptor_limit() {
 Status GatewayImpl::init() {
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
+  process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
   auto idx = index::make_indexer(config_.kv_index, {.hash_seed = config_.hash_seed});
   if (!idx.ok()) return idx.status();
   raw_index_ = index::make_synchronized(std::move(*idx));
@@ -144,6 +159,20 @@ Status GatewayImpl::init() {
   route(http::Verb::post, "/v1/score", Access::kClient, generation(ApiRoute::kScore));
   add_info_routes();
   add_admin_routes();
+  if (config_.prometheus_port != 0) {
+    metrics_server_ = std::make_unique<http::Server>(
+        io_,
+        http::ServerOptions{
+            .address = config_.prometheus_host.empty() ? config_.host : config_.prometheus_host,
+            .port = config_.prometheus_port,
+            .server_name = "kvgate"});
+    metrics_server_->route(
+        http::Verb::get, "/metrics",
+        [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {
+          http::Response r = http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
+          (void)co_await res.send(std::move(r));
+        });
+  }
   if (cors_.enabled()) {
     server_->route_every_path(
         http::Verb::options,
@@ -173,6 +202,13 @@ Status GatewayImpl::start() {
   if (Status s = server_->start(); !s.ok()) {
     io_.stop();
     return s;
+  }
+  if (metrics_server_) {
+    if (Status s = metrics_server_->start(); !s.ok()) {
+      server_->stop(std::chrono::milliseconds(0));
+      io_.stop();
+      return Status(s.code(), "--prometheus-port: " + std::string(message_of(s)));
+    }
   }
   started_ = true;
   control_->set_listen_address(config_.host, server_->port());
@@ -214,6 +250,7 @@ void GatewayImpl::stop(std::chrono::milliseconds grace) {
   if (!started_) return;
   started_ = false;
   server_->stop(grace);
+  if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));
   control_->stop();
   upstream_->stop();
   if (ingest_) ingest_->stop();
@@ -237,6 +274,9 @@ Status Gateway::start() { return impl_->start(); }
 size_t Gateway::drain(std::chrono::milliseconds grace) { return impl_->drain(grace); }
 void Gateway::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
 uint16_t Gateway::port() const { return impl_->server_->port(); }
+uint16_t Gateway::metrics_port() const {
+  return impl_->metrics_server_ ? impl_->metrics_server_->port() : 0;
+}
 Status Gateway::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {
   return impl_->control_->add(url, std::move(kv_endpoints));
 }

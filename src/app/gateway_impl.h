@@ -24,6 +24,7 @@
 #include "kvgate/http/server.h"
 #include "kvgate/index/indexer.h"
 #include "kvgate/metrics/metrics.h"
+#include "kvgate/metrics/process.h"
 #include "kvgate/policy/policy.h"
 #include "kvgate/workers/registry.h"
 
@@ -76,6 +77,8 @@ class GatewayImpl {
   std::unique_ptr<UpstreamPool> upstream_;
   std::unique_ptr<WorkerControl> control_;
   std::unique_ptr<http::Server> server_;
+  std::unique_ptr<http::Server> metrics_server_;  // --prometheus-port
+  std::unique_ptr<metrics::ProcessMetrics> process_metrics_;
   TestTokenizer tokenizer_;
   BlockHasher hasher_;
   bool started_ = false;

@@ -52,7 +52,7 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
     for (size_t c = 0; c < static_cast<size_t>(StatusClass::kCount); ++c) {
       requests_[r][c] = &requests.Add({{"route", route}, {"status", kClasses[c]}});
     }
-    duration_[r] = &duration.Add({{"route", route}}, metrics::latency_buckets_seconds());
+    duration_[r] = &duration.Add({{"route", route}}, metrics::request_buckets_seconds());
   }
   auto& errors =
       metrics::counter_family(reg, "kvgate_request_errors_total",
@@ -74,7 +74,7 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   ttft_ = &metrics::histogram_family(
                reg, "kvgate_ttft_seconds",
                "Time from a streamed request's arrival to its first byte from the worker.")
-               .Add({}, metrics::latency_buckets_seconds());
+               .Add({}, metrics::request_buckets_seconds());
   retries_ =
       &metrics::counter_family(reg, "kvgate_upstream_retries_total",
                                "Requests sent again to another worker after a retryable failure.")

@@ -19,6 +19,13 @@ const prometheus::Histogram::BucketBoundaries& latency_buckets_seconds() {
   return b;
 }
 
+const prometheus::Histogram::BucketBoundaries& request_buckets_seconds() {
+  static const prometheus::Histogram::BucketBoundaries b = {
+      0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,  1.0,  2.5, 5.0,
+      10.0,  20.0, 30.0,  60.0, 120., 180., 300., 450., 600.};
+  return b;
+}
+
 const prometheus::Histogram::BucketBoundaries& fast_op_buckets_seconds() {
   static const prometheus::Histogram::BucketBoundaries b = {
       1e-7,   2.5e-7, 5e-7,    1e-6,    2e-6,    4e-6, 8e-6, 1.6e-5,

@@ -22,11 +22,27 @@ GatewayConfig parse(std::vector<std::string> args) {
 }
 
 TEST(Config, SglangModelGatewayFlagNamesParse) {
-  const GatewayConfig c = parse(
-      {"--retry-max-retries", "7", "--cb-failure-threshold", "9", "--cb-timeout-duration-secs",
-       "12", "--log-json", "--api-key", "k", "--shutdown-grace-period-secs", "30", "--dp-aware",
-       "--cache-threshold", "0.5", "--eviction-interval-secs", "60", "--max-tree-size", "1000000",
-       "--cors-allowed-origins", "https://a.example,https://b.example", "http://c.example:8080"});
+  const GatewayConfig c = parse({"--retry-max-retries",
+                                 "7",
+                                 "--cb-failure-threshold",
+                                 "9",
+                                 "--cb-timeout-duration-secs",
+                                 "12",
+                                 "--log-json",
+                                 "--api-key",
+                                 "k",
+                                 "--shutdown-grace-period-secs",
+                                 "30",
+                                 "--dp-aware",
+                                 "--cache-threshold",
+                                 "0.5",
+                                 "--eviction-interval-secs",
+                                 "60",
+                                 "--max-tree-size",
+                                 "1000000",
+                                 "--cors-allowed-origins",
+                                 "https://a.example,https://b.example",
+                                 "http://c.example:8080"});
   EXPECT_EQ(c.max_retries, 7u);
   EXPECT_EQ(c.breaker.consecutive_failures, 9u);
   EXPECT_EQ(c.breaker.open_for, std::chrono::seconds(12));

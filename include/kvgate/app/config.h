@@ -46,6 +46,10 @@ struct GatewayConfig {
   // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
   std::string api_key;
   std::string admin_api_key;
+  // A listener of its own for GET /metrics (0: none; the main port serves /metrics either way),
+  // on prometheus_host (empty: the main listener's host).
+  uint16_t prometheus_port = 0;
+  std::string prometheus_host;
   // Web origins whose pages may call the gateway ("*": any; empty: no CORS), app/cors.h.
   std::vector<std::string> cors_allowed_origins;
 

@@ -32,6 +32,9 @@ std::string text_exposition(const Registry& registry);
 
 // Histogram buckets for latencies from 1 µs to 60 s (roughly x2.5 per bucket).
 const prometheus::Histogram::BucketBoundaries& latency_buckets_seconds();
+// Histogram buckets for whole requests and their first tokens, 5 ms to 600 s (the default
+// request timeout), so a slow answer lands in a bucket instead of +Inf.
+const prometheus::Histogram::BucketBoundaries& request_buckets_seconds();
 // Histogram buckets for sub-millisecond operations, 100 ns to 10 ms.
 const prometheus::Histogram::BucketBoundaries& fast_op_buckets_seconds();
 

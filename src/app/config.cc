@@ -137,6 +137,13 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
+  app.add_option("--access-log", c.access_log,
+                 "One line per answered request on stdout (the log stays on stderr): off, text "
+                 "or json. Generation requests carry model, worker, rank, matched blocks, "
+                 "decision time, TTFT, duration, attempts and request id")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "text", "json"}))
+      ->group("Logging");
   app.add_option("--prometheus-port", c.prometheus_port,
                  "Also serve GET /metrics on this port, a listener of its own that scrapes reach "
                  "when the main port is saturated or closed to them (0: none; the main port "

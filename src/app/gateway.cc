@@ -100,6 +100,9 @@ size_t connections_for_descriptor_limit() {
 }
 
 Status GatewayImpl::init() {
+  auto access_format = parse_access_log_format(config_.access_log);
+  if (!access_format.ok()) return access_format.status();
+  access_log_ = std::make_unique<AccessLog>(*access_format, config_.access_log_sink);
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
   process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
@@ -143,20 +146,22 @@ Status GatewayImpl::init() {
   for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
     server_->always_available(path);
   }
-  const auto generation = [this](ApiRoute route) {
-    return [this, route](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
-      co_await serve_generation(route, req, res);
-    };
-  };
-  route(http::Verb::post, "/v1/completions", Access::kClient, generation(ApiRoute::kCompletions));
-  route(http::Verb::post, "/v1/chat/completions", Access::kClient,
-        generation(ApiRoute::kChatCompletions));
-  route(http::Verb::post, "/generate", Access::kClient, generation(ApiRoute::kGenerate));
-  // Pooling and Responses routes go the same way: cache-aware on their prompt, proxied whole.
-  route(http::Verb::post, "/v1/embeddings", Access::kClient, generation(ApiRoute::kEmbeddings));
-  route(http::Verb::post, "/v1/responses", Access::kClient, generation(ApiRoute::kResponses));
-  route(http::Verb::post, "/v1/rerank", Access::kClient, generation(ApiRoute::kRerank));
-  route(http::Verb::post, "/v1/score", Access::kClient, generation(ApiRoute::kScore));
+  // Generation, Responses and pooling routes: cache-aware on their prompt, proxied whole or
+  // streamed; the handler writes its own access-log line.
+  for (const auto& [path, api] :
+       {std::pair{"/v1/completions", ApiRoute::kCompletions},
+        std::pair{"/v1/chat/completions", ApiRoute::kChatCompletions},
+        std::pair{"/generate", ApiRoute::kGenerate},
+        std::pair{"/v1/embeddings", ApiRoute::kEmbeddings},
+        std::pair{"/v1/responses", ApiRoute::kResponses},
+        std::pair{"/v1/rerank", ApiRoute::kRerank}, std::pair{"/v1/score", ApiRoute::kScore}}) {
+    route(
+        http::Verb::post, path, Access::kClient,
+        [this, api = api](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+          co_await serve_generation(api, req, res);
+        },
+        /*logs_own_access=*/true);
+  }
   add_info_routes();
   add_admin_routes();
   if (config_.prometheus_port != 0) {
@@ -184,13 +189,26 @@ Status GatewayImpl::init() {
   return absl::OkStatus();
 }
 
-void GatewayImpl::route(http::Verb method, std::string path, Access access, http::Handler handler) {
-  server_->route(method, std::move(path), guarded(access, std::move(handler)));
+void GatewayImpl::route(http::Verb method, std::string path, Access access, http::Handler handler,
+                        bool logs_own_access) {
+  server_->route(method, std::move(path), guarded(access, std::move(handler), logs_own_access));
 }
 
-http::Handler GatewayImpl::guarded(Access access, http::Handler handler) const {
+http::Handler GatewayImpl::guarded(Access access, http::Handler handler,
+                                   bool logs_own_access) const {
   // CORS outermost: a browser reads a refusal (401) only when it carries the CORS headers.
-  return cors_.wrap(access_.wrap(access, std::move(handler)));
+  http::Handler h = cors_.wrap(access_.wrap(access, std::move(handler)));
+  if (logs_own_access || !access_log_->enabled()) return h;
+  return [this, h = std::move(h)](const http::Request& req,
+                                  http::Responder& res) -> net::awaitable<void> {
+    const MonoTime t0 = clock_.now();
+    co_await h(req, res);
+    access_log_->write({.method = boost::beast::http::to_string(req.method()),
+                        .path = req.path(),
+                        .request_id = req.header("x-request-id"),
+                        .status = res.status(),
+                        .duration_ms = to_seconds(clock_.now() - t0) * 1e3});
+  };
 }
 
 Status GatewayImpl::start() {

@@ -11,6 +11,7 @@
 #include "boost/asio/io_context.hpp"
 
 #include "app/access.h"
+#include "app/access_log.h"
 #include "app/cors.h"
 #include "app/gateway_metrics.h"
 #include "app/request_model.h"
@@ -44,10 +45,13 @@ class GatewayImpl {
   // proxy.cc
   boost::asio::awaitable<void> serve_generation(ApiRoute route, const http::Request& req,
                                                 http::Responder& res);
-  // Registers a route behind the access rule for it (app/access.h).
-  void route(http::Verb method, std::string path, Access access, http::Handler handler);
+  // Registers a route behind the access rule for it (app/access.h). Unless the handler writes
+  // its own access-log line (generation does, with the decision's fields), the route's is
+  // written for it.
+  void route(http::Verb method, std::string path, Access access, http::Handler handler,
+             bool logs_own_access = false);
   // `handler` behind the access rule and the CORS answer (every route goes through it).
-  http::Handler guarded(Access access, http::Handler handler) const;
+  http::Handler guarded(Access access, http::Handler handler, bool logs_own_access = false) const;
   // admin_routes.cc
   void add_admin_routes();
   void add_info_routes();
@@ -60,6 +64,7 @@ class GatewayImpl {
   const std::string instance_id_;  // this process, in the hop header of forwarded requests
   const AccessGuard access_;
   const Cors cors_;
+  std::unique_ptr<AccessLog> access_log_;
   http::IoPool io_;
   // One thread for parsing large request bodies (parse_thread_ runs it).
   boost::asio::io_context parse_context_;

@@ -299,6 +299,20 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     return r;
   };
 
+  // The end of every request: its metrics and its access-log line.
+  AccessRecord rec{.method = "POST", .path = req.path(), .request_id = request_id};
+  std::string worker_url;  // the last worker tried (rec.worker views it)
+  const auto done = [&] {
+    const unsigned status = final_status == 0 ? 500 : final_status;
+    const double seconds = to_seconds(clock_.now() - t0);
+    metrics_->request_done(route, status, seconds);
+    if (!access_log_->enabled()) return;
+    rec.status = status;
+    rec.duration_ms = seconds * 1e3;
+    rec.worker = worker_url;
+    access_log_->write(rec);
+  };
+
   const ActiveGeneration active(active_generations_);
   if (draining_.load(std::memory_order_relaxed)) {
     {
@@ -307,7 +321,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           "this gateway is shutting down and takes no new requests; send it to another replica");
       co_await reply(std::move(err));
     }
-    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    done();
     co_return;
   }
   if (is_loop(req.header(kHopsHeader), instance_id_)) {
@@ -318,7 +332,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                        "leads back to a gateway)");
       co_await reply(std::move(err));
     }
-    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    done();
     co_return;
   }
   auto fleet = workers_.snapshot();
@@ -346,15 +360,16 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           message_of(parsed));
       co_await reply(std::move(err));
     }
-    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    done();
     co_return;
   }
+  rec.model = p.model;
   if (!p.model.empty() && !fleet->knows_model(p.model)) {
     metrics_->error(ErrorReason::kUnknownModel);
     http::Response r =
         http::Response::error(404, "The model '" + p.model + "' does not exist", "not_found_error");
     co_await reply(std::move(r));
-    metrics_->request_done(route, final_status, to_seconds(clock_.now() - t0));
+    done();
     co_return;
   }
 
@@ -394,7 +409,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     rr.exclude = tried;
     const MonoTime td = clock_.now();
     const policy::Decision d = policy_->select(rr, *fleet, tl_scratch);
-    metrics_->decision(d.branch, to_seconds(clock_.now() - td));
+    const double decision_seconds = to_seconds(clock_.now() - td);
+    metrics_->decision(d.branch, decision_seconds);
+    rec.routed = true;
+    rec.decision_us = decision_seconds * 1e6;
+    rec.matched_blocks = d.matched_blocks;
+    rec.rank = d.rank;
     if (d.worker < 0) {
       if (d.branch == policy::Branch::kShed) {
         http::Response err =
@@ -423,6 +443,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       tried.push_back(worker->id());  // its breaker's one trial is taken: choose again
       continue;
     }
+    worker_url = worker->url();
+    ++rec.attempts;
     Attempt a;
     set_authorization(upstream_req, req, *worker);
     const std::optional<DpRank> rank =
@@ -562,7 +584,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           break;
         }
         final_status = 200;
-        metrics_->ttft(to_seconds(clock_.now() - t0));
+        const double ttft = to_seconds(clock_.now() - t0);
+        metrics_->ttft(ttft);
+        rec.ttft_ms = ttft * 1e3;
         for (;;) {
           if (!piece.ok()) {
             // The worker failed mid-stream, or a veto cut it: end the client's stream with an
@@ -653,8 +677,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     boost::system::error_code ec;
     co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
-  metrics_->request_done(route, final_status == 0 ? 500 : final_status,
-                         to_seconds(clock_.now() - t0));
+  done();
 }
 
 }  // namespace kvgate::app

@@ -166,3 +166,59 @@ TEST_F(FrontDoorTest, AJsonBodySentAsAFormReachesTheWorkerAsJson) {
 
 }  // namespace
 }  // namespace kvgate::app
+
+namespace kvgate::app {
+namespace {
+
+// Every answered request leaves one access-log line: generation with what the decision knew,
+// other routes with method, path, status and duration.
+TEST_F(FrontDoorTest, EachRequestLeavesOneAccessLogLine) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  ASSERT_TRUE(start(1, [&](GatewayConfig& c) {
+    c.access_log = "json";
+    c.access_log_sink = [&](std::string_view line) {
+      std::lock_guard<std::mutex> l(mu);
+      lines.emplace_back(line);
+    };
+  }));
+  auto c = client();
+  http::ClientRequest gen{.method = http::Verb::post,
+                          .target = "/v1/completions",
+                          .body = completion("log me", 4, /*stream=*/true)};
+  gen.headers.emplace_back("x-request-id", "logged-1");
+  ASSERT_TRUE(c.request(gen).ok());
+  ASSERT_TRUE(c.get("/v1/models").ok());
+  // A line is written once its answer has gone out, so it may trail the client a little.
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return lines.size() >= 2;
+      },
+      std::chrono::milliseconds(2000)));
+  std::lock_guard<std::mutex> l(mu);
+  ASSERT_EQ(lines.size(), 2u);
+  std::sort(lines.begin(), lines.end(), [](const std::string& a, const std::string& b) {
+    return a.find("/v1/completions") != std::string::npos &&
+           b.find("/v1/completions") == std::string::npos;
+  });
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(lines[0]).get(doc), simdjson::SUCCESS) << lines[0];
+  EXPECT_EQ(doc["path"].get_string().value(), "/v1/completions");
+  EXPECT_EQ(doc["status"].get_uint64().value(), 200u);
+  EXPECT_EQ(doc["model"].get_string().value(), "mock-8b");
+  EXPECT_EQ(doc["worker"].get_string().value(), url_of(0));
+  EXPECT_EQ(doc["request_id"].get_string().value(), "logged-1");
+  EXPECT_EQ(doc["attempts"].get_uint64().value(), 1u);
+  EXPECT_GE(doc["decision_us"].get_double().value(), 0.0);
+  EXPECT_GT(doc["ttft_ms"].get_double().value(), 0.0);
+  EXPECT_GE(doc["duration_ms"].get_double().value(), doc["ttft_ms"].get_double().value());
+  ASSERT_EQ(p.parse(lines[1]).get(doc), simdjson::SUCCESS) << lines[1];
+  EXPECT_EQ(doc["method"].get_string().value(), "GET");
+  EXPECT_EQ(doc["path"].get_string().value(), "/v1/models");
+  EXPECT_EQ(doc["status"].get_uint64().value(), 200u);
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvgate/core/result.h"
@@ -46,6 +48,10 @@ struct GatewayConfig {
   // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
   std::string api_key;
   std::string admin_api_key;
+  // One line per answered request on stdout: "off", "text" or "json" (app/access_log.h).
+  std::string access_log = "off";
+  // Where access-log lines go instead of stdout (tests).
+  std::function<void(std::string_view)> access_log_sink;
   // A listener of its own for GET /metrics (0: none; the main port serves /metrics either way),
   // on prometheus_host (empty: the main listener's host).
   uint16_t prometheus_port = 0;

@@ -1,0 +1,93 @@
+#include "app/access_log.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "kvgate/core/json_writer.h"
+
+namespace kvgate::app {
+namespace {
+
+void write_stdout(std::string_view line) {
+  // One write(2) per line: lines from several threads never interleave, nothing waits in a
+  // buffer while the process idles.
+  while (!line.empty()) {
+    const ssize_t n = ::write(STDOUT_FILENO, line.data(), line.size());
+    if (n <= 0) return;  // stdout closed or full: the access log is best effort
+    line.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void append_number(std::string& out, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  out += buf;
+}
+
+void append_field(std::string& out, std::string_view key, std::string_view value) {
+  out.append(" ").append(key).append("=").append(value.empty() ? "-" : value);
+}
+
+}  // namespace
+
+Result<AccessLogFormat> parse_access_log_format(std::string_view s) {
+  if (s == "off") return AccessLogFormat::kOff;
+  if (s == "text") return AccessLogFormat::kText;
+  if (s == "json") return AccessLogFormat::kJson;
+  return absl::InvalidArgumentError("--access-log must be off, text or json, not '" +
+                                    std::string(s) + "'");
+}
+
+AccessLog::AccessLog(AccessLogFormat format, Sink sink)
+    : format_(format), sink_(sink ? std::move(sink) : Sink(write_stdout)) {}
+
+void AccessLog::write(const AccessRecord& r) const {
+  if (!enabled()) return;
+  sink_(line(format_, r));
+}
+
+std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
+  std::string out;
+  if (format == AccessLogFormat::kJson) {
+    JsonWriter w(&out);
+    w.begin_object().member("method", r.method).member("path", r.path);
+    w.member("status", r.status).member("duration_ms", r.duration_ms);
+    if (!r.model.empty()) w.member("model", r.model);
+    if (!r.worker.empty()) w.member("worker", r.worker);
+    if (r.rank >= 0) w.member("rank", r.rank);
+    if (r.routed) w.member("matched_blocks", r.matched_blocks).member("decision_us", r.decision_us);
+    if (r.ttft_ms >= 0) w.member("ttft_ms", r.ttft_ms);
+    if (r.attempts > 0) w.member("attempts", r.attempts);
+    w.member("request_id", r.request_id).end_object();
+    out.push_back('\n');
+    return out;
+  }
+  out.append(r.method).append(" ").append(r.path).append(" ").append(std::to_string(r.status));
+  if (r.attempts > 0 || !r.model.empty()) {
+    append_field(out, "model", r.model);
+    append_field(out, "worker", r.worker);
+    append_field(out, "rank", r.rank >= 0 ? std::to_string(r.rank) : "");
+    append_field(out, "matched", r.routed ? std::to_string(r.matched_blocks) : "");
+    out.append(" decision_us=");
+    if (r.routed) {
+      append_number(out, r.decision_us);
+    } else {
+      out.push_back('-');
+    }
+    out.append(" ttft_ms=");
+    if (r.ttft_ms >= 0) {
+      append_number(out, r.ttft_ms);
+    } else {
+      out.push_back('-');
+    }
+  }
+  out.append(" duration_ms=");
+  append_number(out, r.duration_ms);
+  if (r.attempts > 0) out.append(" attempts=").append(std::to_string(r.attempts));
+  append_field(out, "id", r.request_id);
+  out.push_back('\n');
+  return out;
+}
+
+}  // namespace kvgate::app

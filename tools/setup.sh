@@ -21,6 +21,23 @@ PACKAGES=(
   python3 python3-zmq python3-msgpack
 )
 
+# npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).
+NPM_DIR="${KVGATE_NPM_DIR:-${HOME:-/root}/.cache/kvgate/npm}"
+NPM_PACKAGES=(
+  # the official OpenAI Node SDK; 6.x is the newest line that runs on Node 20
+  "openai@6"
+)
+npm_setup() {
+  if [[ -f "${NPM_DIR}/node_modules/openai/package.json" ]]; then return 0; fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: npm is missing; install Node.js 20 (or Debian's nodejs and npm)" >&2
+    return 1
+  fi
+  echo "setup: installing ${NPM_PACKAGES[*]} into ${NPM_DIR}"
+  mkdir -p "${NPM_DIR}"
+  npm install --prefix "${NPM_DIR}" --no-audit --no-fund --silent "${NPM_PACKAGES[@]}"
+}
+
 missing=()
 installed="$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)"
 for p in "${PACKAGES[@]}"; do
@@ -30,6 +47,7 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
+  if [[ "${1:-}" != "--check" ]]; then npm_setup; fi
   echo "setup: all ${#PACKAGES[@]} packages present"
   exit 0
 fi
@@ -58,4 +76,5 @@ for svc in nginx redis-server prometheus; do
   if command -v systemctl >/dev/null 2>&1; then systemctl disable --now "${svc}" >/dev/null 2>&1 || true; fi
   if command -v service >/dev/null 2>&1; then service "${svc}" stop >/dev/null 2>&1 || true; fi
 done
+npm_setup
 echo "setup: done"

@@ -1,0 +1,45 @@
+// The official OpenAI Node SDK (npm `openai`, installed by tools/setup.sh outside the repository)
+// runs a client's every call through the gateway: tests/app/clients/openai_sdk.cjs.
+#include <cstdlib>
+#include <filesystem>
+
+#include "app/gateway_fixture.h"
+#include "support/child_process.h"
+
+namespace kvgate::app {
+namespace {
+
+using OpenAiSdkTest = GatewayTest;
+
+// Where tools/setup.sh installed the npm packages the tests use.
+std::string npm_dir() {
+  if (const char* d = std::getenv("KVGATE_NPM_DIR"); d != nullptr && *d != '\0') return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/root") + "/.cache/kvgate/npm";
+}
+
+TEST_F(OpenAiSdkTest, EveryCallAClientMakesWorksThroughTheGateway) {
+  const std::string modules = npm_dir() + "/node_modules";
+  ASSERT_TRUE(std::filesystem::exists(modules + "/openai/package.json"))
+      << "the OpenAI SDK is not in " << modules << ": run tools/setup.sh (make setup)";
+  ASSERT_TRUE(start(1, [](GatewayConfig& c) { c.api_key = "sk-sdk-test"; }));
+  const char* source = std::getenv("KVGATE_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  testing::Child node({"/usr/bin/env", "NODE_PATH=" + modules, "node",
+                       std::string(source) + "/tests/app/clients/openai_sdk.cjs",
+                       "http://127.0.0.1:" + std::to_string(gateway_->port()) + "/v1",
+                       "sk-sdk-test", "mock-8b"});
+  ASSERT_TRUE(node.started());
+  const auto code = node.wait(std::chrono::seconds(60));
+  const std::string said = node.output() + node.errors();
+  ASSERT_TRUE(code.has_value()) << "node did not finish: " << said;
+  EXPECT_EQ(*code, 0) << said;
+  for (const char* step : {"ok models.list", "ok models.retrieve", "ok completions.create",
+                           "ok chat.completions.create\n", "ok chat.completions.create stream",
+                           "ok embeddings.create", "ok responses.create", "ok errors", "all ok"}) {
+    EXPECT_NE(said.find(step), std::string::npos) << step << " missing from:\n" << said;
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "kvgate/core/json_writer.h"
+#include "spdlog/sinks/rotating_file_sink.h"
+#include "spdlog/spdlog.h"
 
 namespace kvgate::app {
 namespace {
@@ -30,6 +32,22 @@ void append_field(std::string& out, std::string_view key, std::string_view value
 }
 
 }  // namespace
+
+Result<std::function<void(std::string_view)>> rotating_access_log(const std::string& path) {
+  std::shared_ptr<spdlog::logger> file;
+  try {
+    file = std::make_shared<spdlog::logger>(
+        "access", std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, 100 << 20, 5));
+  } catch (const spdlog::spdlog_ex& e) {
+    return absl::InvalidArgumentError("cannot write the access log " + path + ": " + e.what());
+  }
+  file->set_pattern("%v");
+  file->flush_on(spdlog::level::info);  // a line reaches the file when its request ends
+  return std::function<void(std::string_view)>([file](std::string_view line) {
+    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    file->info("{}", line);
+  });
+}
 
 Result<AccessLogFormat> parse_access_log_format(std::string_view s) {
   if (s == "off") return AccessLogFormat::kOff;

@@ -41,6 +41,9 @@ struct AccessRecord {
   uint32_t attempts = 0;
 };
 
+// A sink that appends lines to `path`, rotated at 100 MiB with five files kept (--log-dir).
+Result<std::function<void(std::string_view)>> rotating_access_log(const std::string& path);
+
 class AccessLog {
  public:
   using Sink = std::function<void(std::string_view line)>;

@@ -181,6 +181,7 @@ std::string GatewayImpl::metrics_text() {
   const auto fleet = workers_.snapshot();
   for (const auto& w : fleet->workers) metrics_->sync_worker(*w);
   metrics_->sync_upstream(upstream_->stats());
+  metrics_->sync_admission(admission_->stats());
   return metrics::text_exposition(registry_);
 }
 

@@ -137,6 +137,25 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
+  app.add_option("--max-concurrent-requests", c.max_concurrent_requests,
+                 "Generation requests this gateway runs at once; the next --queue-size wait for a "
+                 "slot and the rest get 429 (0: no limit; each worker's overload gate still "
+                 "sheds what no worker can take)")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option("--queue-size", c.queue_size,
+                 "Requests that wait for a slot when --max-concurrent-requests run")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option_function<double>(
+         "--queue-timeout-secs",
+         [&c](double s) {
+           c.queue_timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+         },
+         "How long a request waits for a slot before it gets 429")
+      ->default_str("60")
+      ->check(CLI::PositiveNumber)
+      ->group("Listening");
   app.add_option("--access-log", c.access_log,
                  "One line per answered request on stdout (the log stays on stderr): off, text "
                  "or json. Generation requests carry model, worker, rank, matched blocks, "
@@ -434,6 +453,11 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->group("Logging");
   app.add_flag_function(
          "--log-json", [&c](int64_t) { c.log_format = "json"; }, "The same as --log-format json")
+      ->group("Logging");
+  app.add_option("--log-dir", c.log_dir,
+                 "Write the log to DIR/kvgate.log and the access log to DIR/access.log, each "
+                 "rotated at 100 MiB with five kept, instead of stderr and stdout (created if "
+                 "missing)")
       ->group("Logging");
   app.add_option("--log-format", c.log_format, "text or json (one JSON object per line)")
       ->capture_default_str()

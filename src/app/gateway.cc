@@ -102,7 +102,15 @@ size_t connections_for_descriptor_limit() {
 Status GatewayImpl::init() {
   auto access_format = parse_access_log_format(config_.access_log);
   if (!access_format.ok()) return access_format.status();
-  access_log_ = std::make_unique<AccessLog>(*access_format, config_.access_log_sink);
+  AccessLog::Sink access_sink = config_.access_log_sink;
+  if (!access_sink && !config_.log_dir.empty() && *access_format != AccessLogFormat::kOff) {
+    auto file = rotating_access_log(config_.log_dir + "/access.log");
+    if (!file.ok()) return file.status();
+    access_sink = std::move(*file);
+  }
+  access_log_ = std::make_unique<AccessLog>(*access_format, std::move(access_sink));
+  admission_ = std::make_unique<AdmissionGate>(config_.max_concurrent_requests, config_.queue_size,
+                                               config_.queue_timeout);
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
   process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
@@ -215,7 +223,12 @@ Status GatewayImpl::start() {
   io_.start();
   if (config_.pin_threads) pin_threads(io_);
   parse_work_.emplace(parse_context_.get_executor());
-  parse_thread_ = std::thread([this] { parse_context_.run(); });
+  parse_thread_ = std::thread([this] {
+    // Large bodies parse here, whole seconds of CPU under a flood of huge prompts: at a lower
+    // priority than the I/O threads, so health checks and ordinary requests keep their turn.
+    (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 5);
+    parse_context_.run();
+  });
   upstream_->start();
   if (Status s = server_->start(); !s.ok()) {
     io_.stop();

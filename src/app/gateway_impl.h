@@ -12,6 +12,7 @@
 
 #include "app/access.h"
 #include "app/access_log.h"
+#include "app/admission_gate.h"
 #include "app/cors.h"
 #include "app/gateway_metrics.h"
 #include "app/request_model.h"
@@ -65,6 +66,7 @@ class GatewayImpl {
   const AccessGuard access_;
   const Cors cors_;
   std::unique_ptr<AccessLog> access_log_;
+  std::unique_ptr<AdmissionGate> admission_;  // --max-concurrent-requests
   http::IoPool io_;
   // One thread for parsing large request bodies (parse_thread_ runs it).
   boost::asio::io_context parse_context_;

@@ -34,6 +34,10 @@ const char* error_reason_name(ErrorReason r) {
       return "prompt_too_long";
     case ErrorReason::kDraining:
       return "draining";
+    case ErrorReason::kQueueFull:
+      return "queue_full";
+    case ErrorReason::kQueueTimeout:
+      return "queue_timeout";
     case ErrorReason::kCount:
       break;
   }
@@ -75,6 +79,14 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
                reg, "kvgate_ttft_seconds",
                "Time from a streamed request's arrival to its first byte from the worker.")
                .Add({}, metrics::request_buckets_seconds());
+  admission_running_ = &metrics::gauge_family(
+                            reg, "kvgate_admission_running",
+                            "Generation requests admitted and running (--max-concurrent-requests).")
+                            .Add({});
+  admission_queued_ =
+      &metrics::gauge_family(reg, "kvgate_admission_queued",
+                             "Generation requests waiting for a slot (--queue-size).")
+           .Add({});
   retries_ =
       &metrics::counter_family(reg, "kvgate_upstream_retries_total",
                                "Requests sent again to another worker after a retryable failure.")
@@ -210,6 +222,11 @@ void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {
       ->Add({{"to", workers::liveness_name(t.to)},
              {"reason", workers::liveness_reason_name(t.reason)}})
       .Increment();
+}
+
+void GatewayMetrics::sync_admission(const AdmissionStats& s) {
+  admission_running_->Set(static_cast<double>(s.running));
+  admission_queued_->Set(static_cast<double>(s.queued));
 }
 
 void GatewayMetrics::sync_upstream(const UpstreamPoolStats& s) {

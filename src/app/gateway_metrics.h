@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "app/admission_gate.h"
 #include "app/request_model.h"
 #include "app/upstream_pool.h"
 #include "kvgate/core/thread_annotations.h"
@@ -38,6 +39,8 @@ enum class ErrorReason : uint8_t {
   kLoop,               // the request had passed this gateway already (508)
   kPromptTooLong,      // longer than any worker's context (400)
   kDraining,           // the gateway is shutting down: refused, or cut at the grace period (503)
+  kQueueFull,          // --max-concurrent-requests running and --queue-size waiting (429)
+  kQueueTimeout,       // waited --queue-timeout-secs for a slot (429)
   kCount,
 };
 const char* error_reason_name(ErrorReason r);
@@ -70,6 +73,7 @@ class GatewayMetrics {
   void liveness_transition(const workers::LivenessTransition& t);
   // At scrape time: the upstream pool's totals.
   void sync_upstream(const UpstreamPoolStats& s);
+  void sync_admission(const AdmissionStats& s);
 
   void add_worker(const std::string& url);
   void remove_worker(const std::string& url);
@@ -90,6 +94,8 @@ class GatewayMetrics {
   std::array<metrics::Counter*, static_cast<size_t>(policy::Branch::kCount)> decisions_{};
   metrics::Histogram* decision_seconds_ = nullptr;
   metrics::Histogram* ttft_ = nullptr;
+  metrics::Gauge* admission_running_ = nullptr;
+  metrics::Gauge* admission_queued_ = nullptr;
   metrics::Counter* retries_ = nullptr;
   metrics::Counter* stale_retries_ = nullptr;
   metrics::Counter* vetoed_attempts_ = nullptr;

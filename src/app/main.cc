@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "kvgate/app/config.h"
@@ -37,7 +38,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto format = kvgate::log::parse_format(config.log_format);
-  if (kvgate::Status s = kvgate::log::init({.level = config.log_level, .format = *format});
+  std::string log_file;
+  if (!config.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(config.log_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "kvgate: --log-dir %s: %s\n", config.log_dir.c_str(),
+                   ec.message().c_str());
+      return 2;
+    }
+    log_file = config.log_dir + "/kvgate.log";  // the gateway opens DIR/access.log itself
+  }
+  if (kvgate::Status s =
+          kvgate::log::init({.level = config.log_level, .format = *format, .file = log_file});
       !s.ok()) {
     std::fprintf(stderr, "kvgate: %s\n", std::string(kvgate::message_of(s)).c_str());
     return 2;

@@ -335,6 +335,29 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     done();
     co_return;
   }
+  // --max-concurrent-requests: wait for a slot, or be refused.
+  AdmissionGate::Ticket admitted;
+  if (admission_->enabled()) {
+    const Status entered = co_await admission_->enter(&admitted, res);
+    if (absl::IsCancelled(entered)) {  // the client left while queued
+      metrics_->error(ErrorReason::kClientAbort);
+      final_status = 499;
+      done();
+      co_return;
+    }
+    if (!entered.ok()) {
+      {
+        http::Response err =
+            error_answer(absl::IsResourceExhausted(entered) ? ErrorReason::kQueueFull
+                                                            : ErrorReason::kQueueTimeout,
+                         429, std::string(message_of(entered)) + "; retry later");
+        err.headers.emplace_back("retry-after", "1");
+        co_await reply(std::move(err));
+      }
+      done();
+      co_return;
+    }
+  }
   auto fleet = workers_.snapshot();
   // The longest context any worker serves bounds the prompt (a longer one runs nowhere).
   const size_t max_prompt_tokens = fleet->max_model_len > 0    ? fleet->max_model_len

@@ -5,6 +5,7 @@
 #include "kvgate/core/json_writer.h"
 #include "spdlog/async.h"
 #include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/rotating_file_sink.h"
 #include "spdlog/sinks/stdout_sinks.h"
 
 namespace kvgate::log {
@@ -83,7 +84,19 @@ Status init(const Options& options) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.level = level;
   s.format = options.format;
-  s.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  if (options.file.empty()) {
+    s.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  } else {
+    try {
+      s.sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
+          options.file, options.file_bytes, options.file_count);
+    } catch (const spdlog::spdlog_ex& e) {
+      return absl::InvalidArgumentError("cannot write the log file " + options.file + ": " +
+                                        e.what());
+    }
+    // A file buffers: flush every second so a reader (tail -f, a shipper) sees lines promptly.
+    spdlog::flush_every(std::chrono::seconds(1));
+  }
   s.sink->set_formatter(make_formatter(options.format));
   // One writer thread for the process; it lives until shutdown().
   s.pool = std::make_shared<spdlog::details::thread_pool>(options.queue_lines, 1);

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 
 #include "drills/harness.h"
+#include "kvgate/http/client.h"
 
 namespace kvgate::drills {
 namespace {
@@ -47,6 +50,37 @@ TEST(Binary, ARadixTreeKnobStartsWithAWarningInsteadOfARefusal) {
   };
   for (int i = 0; i < 100 && !warned(); ++i) sleep_s(0.02);  // the log is written asynchronously
   EXPECT_TRUE(warned()) << gw.process().errors();
+}
+
+// --log-dir: the log and the access log go to files there, not to stderr and stdout.
+TEST(Binary, LogDirHoldsTheLogAndTheAccessLog) {
+  MockFleet fleet(1, {});
+  ASSERT_TRUE(fleet.ready());
+  const std::string dir =
+      ::testing::TempDir() + "kvgate-log-dir-" + std::to_string(getpid()) + "/nested";
+  GatewayProcess gw(fleet.urls(), {"--log-dir", dir, "--access-log", "text"});
+  ASSERT_TRUE(gw.ready());
+  ASSERT_TRUE(gw.wait_routable(1, 10));
+  http::SyncClient c("127.0.0.1", gw.port());
+  auto r = c.post("/v1/completions", R"({"prompt":"hello","max_tokens":2})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200u);
+  const auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const auto has = [&](const std::string& file, const std::string& text) {
+    for (int i = 0; i < 100; ++i) {
+      if (read(dir + "/" + file).find(text) != std::string::npos) return true;
+      sleep_s(0.02);
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("access.log", "POST /v1/completions 200 model=")) << read(dir + "/access.log");
+  EXPECT_TRUE(has("kvgate.log", "added")) << read(dir + "/kvgate.log");
+  EXPECT_EQ(gw.process().errors().find("added"), std::string::npos) << "the log went to its file";
+  EXPECT_EQ(gw.process().output().find("POST /v1/completions"), std::string::npos);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
 }  // namespace

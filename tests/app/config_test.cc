@@ -42,7 +42,19 @@ TEST(Config, SglangModelGatewayFlagNamesParse) {
                                  "1000000",
                                  "--cors-allowed-origins",
                                  "https://a.example,https://b.example",
-                                 "http://c.example:8080"});
+                                 "http://c.example:8080",
+                                 "--prometheus-port",
+                                 "29000",
+                                 "--prometheus-host",
+                                 "127.0.0.1",
+                                 "--log-dir",
+                                 "/var/log/kvgate",
+                                 "--max-concurrent-requests",
+                                 "64",
+                                 "--queue-size",
+                                 "32",
+                                 "--queue-timeout-secs",
+                                 "2.5"});
   EXPECT_EQ(c.max_retries, 7u);
   EXPECT_EQ(c.breaker.consecutive_failures, 9u);
   EXPECT_EQ(c.breaker.open_for, std::chrono::seconds(12));
@@ -53,6 +65,12 @@ TEST(Config, SglangModelGatewayFlagNamesParse) {
   EXPECT_EQ(c.cors_allowed_origins,
             (std::vector<std::string>{"https://a.example", "https://b.example",
                                       "http://c.example:8080"}));
+  EXPECT_EQ(c.prometheus_port, 29000);
+  EXPECT_EQ(c.prometheus_host, "127.0.0.1");
+  EXPECT_EQ(c.log_dir, "/var/log/kvgate");
+  EXPECT_EQ(c.max_concurrent_requests, 64u);
+  EXPECT_EQ(c.queue_size, 32u);
+  EXPECT_EQ(c.queue_timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(c.ignored_flags,
             (std::vector<std::string>{"--cache-threshold", "--eviction-interval-secs",
                                       "--max-tree-size"}));
@@ -73,6 +91,11 @@ TEST(Config, ServingDefaults) {
   EXPECT_EQ(c.shutdown_grace_period, std::chrono::seconds(180));
   EXPECT_TRUE(c.api_key.empty());
   EXPECT_TRUE(c.ignored_flags.empty());
+  EXPECT_EQ(c.max_concurrent_requests, 0u) << "no gateway-wide limit unless asked";
+  EXPECT_EQ(c.queue_size, 100u);
+  EXPECT_EQ(c.queue_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(c.access_log, "off");
+  EXPECT_EQ(c.prometheus_port, 0);
 }
 
 TEST(Config, AnUnknownFlagIsAnError) {

@@ -116,6 +116,15 @@ class GatewayTest : public ::testing::Test {
 
   http::SyncClient client() { return http::SyncClient("127.0.0.1", gateway_->port()); }
 
+  // The value of the first series in Prometheus `text` whose line starts with `prefix` (-1: none).
+  static double metric_value(const std::string& text, const std::string& prefix) {
+    const size_t at = text.find("\n" + prefix);
+    if (at == std::string::npos) return -1;
+    const size_t eol = text.find('\n', at + 1);
+    const std::string line = text.substr(at + 1, eol - at - 1);
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+
   // The engine's usage.prompt_tokens_details.cached_tokens of an answer (0 when absent).
   static uint64_t cached_tokens(const std::string& body) {
     simdjson::dom::parser p;

@@ -21,15 +21,6 @@ uint16_t free_port() {
   return a.local_endpoint().port();
 }
 
-// The value of the first series whose line starts with `prefix` (-1 when none).
-double value_of(const std::string& text, const std::string& prefix) {
-  const size_t at = text.find("\n" + prefix);
-  if (at == std::string::npos) return -1;
-  const size_t eol = text.find('\n', at + 1);
-  const std::string line = text.substr(at + 1, eol - at - 1);
-  return std::stod(line.substr(line.rfind(' ') + 1));
-}
-
 // promtool's verdict on `text` ("" when it accepts it).
 std::string promtool_check(const std::string& text) {
   if (std::system("command -v promtool > /dev/null") != 0) {
@@ -60,11 +51,11 @@ TEST_F(MetricsExpositionTest, PromtoolAcceptsItAndTheStandardSeriesAreThere) {
   const std::string& text = main_port->body;
   EXPECT_EQ(promtool_check(text), "");
 
-  EXPECT_GT(value_of(text, "process_resident_memory_bytes"), 1e6);
-  EXPECT_GT(value_of(text, "process_open_fds"), 3);
-  EXPECT_GT(value_of(text, "process_max_fds"), 3);
-  EXPECT_GE(value_of(text, "process_cpu_seconds_total"), 0);
-  EXPECT_GT(value_of(text, "process_start_time_seconds"), 1.7e9);
+  EXPECT_GT(metric_value(text, "process_resident_memory_bytes"), 1e6);
+  EXPECT_GT(metric_value(text, "process_open_fds"), 3);
+  EXPECT_GT(metric_value(text, "process_max_fds"), 3);
+  EXPECT_GE(metric_value(text, "process_cpu_seconds_total"), 0);
+  EXPECT_GT(metric_value(text, "process_start_time_seconds"), 1.7e9);
   EXPECT_NE(text.find("kvgate_build_info{"), std::string::npos);
   EXPECT_NE(text.find(std::string("version=\"") + kVersion + "\""), std::string::npos);
   // A slow answer lands in a bucket, not in +Inf: the buckets reach the request timeout.

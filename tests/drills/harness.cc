@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <simdjson.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -463,6 +464,10 @@ EndpointProbe::EndpointProbe(uint16_t port, std::vector<std::string> targets) {
 void EndpointProbe::finish() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+}
+
+bool yield_cpu_to_others() {
+  return ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19) == 0;
 }
 
 bool pin_process(int pid, int cpu) {

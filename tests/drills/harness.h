@@ -225,6 +225,10 @@ class EndpointProbe {
   std::thread thread_;
 };
 
+// Runs the calling thread at the lowest CPU priority: a drill's load generators stand in for
+// clients on other machines, whose CPU is not the gateway's to share (false when it could not).
+bool yield_cpu_to_others();
+
 // Pins every thread of process `pid` to CPU `cpu` (false when it could not).
 bool pin_process(int pid, int cpu);
 

@@ -48,6 +48,14 @@ struct GatewayConfig {
   // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
   std::string api_key;
   std::string admin_api_key;
+  // Generation requests running at once (0: no limit; each worker's overload gate still sheds);
+  // beyond it up to queue_size wait, each up to queue_timeout, and the rest get 429.
+  size_t max_concurrent_requests = 0;
+  size_t queue_size = 100;
+  std::chrono::milliseconds queue_timeout{60'000};
+  // Non-empty: the log goes to log_dir/kvgate.log and the access log to log_dir/access.log (each
+  // rotated at 100 MiB, five kept) instead of stderr and stdout.
+  std::string log_dir;
   // One line per answered request on stdout: "off", "text" or "json" (app/access_log.h).
   std::string access_log = "off";
   // Where access-log lines go instead of stdout (tests).

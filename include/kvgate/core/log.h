@@ -25,10 +25,15 @@ struct Options {
   std::string level = "info";  // trace, debug, info, warn, error, critical, off
   Format format = Format::kText;
   size_t queue_lines = 8192;  // lines buffered before the oldest is overwritten
+  // Non-empty: lines go to this file instead of stderr, rotated at file_bytes into
+  // `file`.1 .. `file`.<file_count> (the oldest dropped).
+  std::string file;
+  size_t file_bytes = 100 << 20;
+  size_t file_count = 5;
 };
 
-// Installs the asynchronous stderr sink. Without init(), loggers write synchronously to stderr
-// (what tests and short tools want).
+// Installs the asynchronous stderr (or file) sink; a file that cannot be opened is an error.
+// Without init(), loggers write synchronously to stderr (what tests and short tools want).
 Status init(const Options& options);
 // Flushes and stops the writer thread.
 void shutdown();

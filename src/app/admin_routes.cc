@@ -150,9 +150,7 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
       http::ClientRequest get;
       get.method = http::Verb::get;
       get.target = path;
-      const std::string auth = pick->authorization().empty()
-                                   ? std::string(req.header("authorization"))
-                                   : pick->authorization();
+      const std::string auth = authorization_for(req, *pick);
       if (!auth.empty()) get.headers.emplace_back("authorization", auth);
       answer = co_await lease->conn->send(get);
     }
@@ -163,12 +161,8 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
       co_return;
     }
     upstream_->release(pick->id(), std::move(lease->conn));
-    http::Response r;
-    r.status = answer->status;
-    const std::string_view ct = answer->header("content-type");
-    r.content_type = ct.empty() ? "application/json" : std::string(ct);
-    r.body = std::move(answer->body);
-    r.headers.emplace_back(std::string(kWorkerHeader), pick->url());
+    http::Response r =
+        forwarded(answer->status, *answer, std::move(answer->body), pick->url(), std::nullopt);
     (void)co_await res.send(std::move(r));
   };
 }

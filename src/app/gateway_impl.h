@@ -35,6 +35,14 @@ namespace kvgate::app {
 // Names the worker that answered, on every answer a worker produced.
 inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
 
+// proxy.cc: what a request to worker `w` carries as its authorization (the worker's own
+// credentials, else the client's header).
+std::string authorization_for(const http::Request& req, const workers::Worker& w);
+// A worker's answer as the client gets it: its status, content type (JSON when it named none)
+// and body, and the worker (and rank) that produced it.
+http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
+                         const std::string& worker, std::optional<DpRank> rank);
+
 class GatewayImpl {
  public:
   GatewayImpl(GatewayConfig config, const Clock& clock);

@@ -206,7 +206,7 @@ std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
 }
 
 // The request as the worker gets it. Its body is the client's own bytes (not copied: `req`
-// outlives every attempt). Header 0 is the authorization slot (set_authorization), header 1 the
+// outlives every attempt). Header 0 is the authorization slot (authorization_for), header 1 the
 // data-parallel rank's (empty headers are not sent).
 http::ClientRequest upstream_request(const http::Request& req, std::string_view self,
                                      std::string_view request_id) {
@@ -229,24 +229,6 @@ http::ClientRequest upstream_request(const http::Request& req, std::string_view 
       std::string(kHopsHeader),
       hops.empty() ? std::string(self) : std::string(hops) + "," + std::string(self));
   return c;
-}
-
-// A worker with credentials of its own gets them instead of the client's authorization.
-void set_authorization(http::ClientRequest& c, const http::Request& req, const workers::Worker& w) {
-  c.headers[0].second =
-      w.authorization().empty() ? std::string(req.header("authorization")) : w.authorization();
-}
-
-http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
-                         const std::string& worker, std::optional<DpRank> rank) {
-  http::Response r;
-  r.status = status;
-  const std::string_view ct = head.header("content-type");
-  r.content_type = ct.empty() ? "application/json" : std::string(ct);
-  r.body = std::move(body);
-  r.headers.emplace_back(std::string(kWorkerHeader), worker);
-  if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
-  return r;
 }
 
 // The body of a refused stream (an error document), at most 1 MiB of it.
@@ -278,6 +260,23 @@ std::string sse_error(std::string_view message, unsigned code) {
 }
 
 }  // namespace
+
+// A worker with credentials of its own gets them instead of the client's authorization.
+std::string authorization_for(const http::Request& req, const workers::Worker& w) {
+  return w.authorization().empty() ? std::string(req.header("authorization")) : w.authorization();
+}
+
+http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
+                         const std::string& worker, std::optional<DpRank> rank) {
+  http::Response r;
+  r.status = status;
+  const std::string_view ct = head.header("content-type");
+  r.content_type = ct.empty() ? "application/json" : std::string(ct);
+  r.body = std::move(body);
+  r.headers.emplace_back(std::string(kWorkerHeader), worker);
+  if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
+  return r;
+}
 
 net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::Request& req,
                                                    http::Responder& res) {
@@ -469,7 +468,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     worker_url = worker->url();
     ++rec.attempts;
     Attempt a;
-    set_authorization(upstream_req, req, *worker);
+    upstream_req.headers[0].second = authorization_for(req, *worker);
     const std::optional<DpRank> rank =
         d.rank >= 0 ? std::optional<DpRank>(static_cast<DpRank>(d.rank)) : std::nullopt;
     upstream_req.headers[1].second = rank ? std::to_string(*rank) : std::string();

@@ -101,7 +101,49 @@ Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok
   return absl::OkStatus();
 }
 
-// Chat messages rendered with render_chat(); content may be text or a list of typed parts.
+// One chat-style message object: its role and its content (a text, or a list of typed parts
+// whose "text" members are joined; null as empty where `null_content_ok`). `field` names the
+// list it came from in errors ("messages", "input").
+Status read_message(od::object msg, std::string_view field, bool null_content_ok, std::string* role,
+                    std::string* content) {
+  const auto sub = [&](const char* name) { return std::string(field) + "." + name; };
+  for (auto f : msg) {
+    std::string_view key;
+    if (f.unescaped_key().get(key) != simdjson::SUCCESS) return bad(field, "holds an invalid key");
+    od::value val;
+    if (f.value().get(val) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
+    if (key == "role") {
+      std::string_view r;
+      if (val.get_string().get(r) != simdjson::SUCCESS) return bad(sub("role"), "must be a string");
+      *role = r;
+    } else if (key == "content") {
+      od::json_type t;
+      if (val.type().get(t) != simdjson::SUCCESS) return bad(sub("content"), "is not valid JSON");
+      if (t == od::json_type::string) {
+        std::string_view c;
+        if (val.get_string().get(c) != simdjson::SUCCESS)
+          return bad(sub("content"), "is not a valid string");
+        *content = c;
+      } else if (t == od::json_type::array) {
+        od::array parts;
+        if (val.get_array().get(parts) != simdjson::SUCCESS)
+          return bad(sub("content"), "is not a valid list");
+        for (auto p : parts) {
+          od::object part;
+          if (p.get_object().get(part) != simdjson::SUCCESS)
+            return bad(sub("content"), "parts must be objects");
+          std::string_view text;
+          if (part["text"].get_string().get(text) == simdjson::SUCCESS) content->append(text);
+        }
+      } else if (t != od::json_type::null || !null_content_ok) {
+        return bad(sub("content"), "must be a string or a list of content parts");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Chat messages rendered with render_chat().
 Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, ParsedRequest* out) {
   od::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS)
@@ -111,42 +153,9 @@ Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, Parsed
     od::object msg;
     if (el.get_object().get(msg) != simdjson::SUCCESS) return bad("messages", "must hold objects");
     std::string role, content;
-    for (auto f : msg) {
-      std::string_view key;
-      if (f.unescaped_key().get(key) != simdjson::SUCCESS)
-        return bad("messages", "holds an invalid key");
-      od::value val;
-      if (f.value().get(val) != simdjson::SUCCESS) return bad("messages", "is not valid JSON");
-      if (key == "role") {
-        std::string_view r;
-        if (val.get_string().get(r) != simdjson::SUCCESS)
-          return bad("messages.role", "must be a string");
-        role = r;
-      } else if (key == "content") {
-        od::json_type t;
-        if (val.type().get(t) != simdjson::SUCCESS)
-          return bad("messages.content", "is not valid JSON");
-        if (t == od::json_type::string) {
-          std::string_view c;
-          if (val.get_string().get(c) != simdjson::SUCCESS)
-            return bad("messages.content", "is not a valid string");
-          content = c;
-        } else if (t == od::json_type::array) {
-          od::array parts;
-          if (val.get_array().get(parts) != simdjson::SUCCESS)
-            return bad("messages.content", "is not a valid list");
-          for (auto p : parts) {
-            od::object part;
-            if (p.get_object().get(part) != simdjson::SUCCESS)
-              return bad("messages.content", "parts must be objects");
-            std::string_view text;
-            if (part["text"].get_string().get(text) == simdjson::SUCCESS) content.append(text);
-          }
-        } else if (t != od::json_type::null) {
-          return bad("messages.content", "must be a string or a list of content parts");
-        }
-      }
-    }
+    if (Status s = read_message(msg, "messages", /*null_content_ok=*/true, &role, &content);
+        !s.ok())
+      return s;
     if (role.empty()) return bad("messages.role", "is required");
     roles.push_back(std::move(role));
     contents.push_back(std::move(content));
@@ -157,9 +166,8 @@ Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, Parsed
   return encode_within(tok, render_chat(msgs), limit, &out->tokens);
 }
 
-// A Responses input: a text (one user message) or message items ({role, content} with content a
-// text or a list of parts; items of other types are skipped). Appends to `msgs`, whose texts
-// `texts` owns.
+// A Responses input: a text (one user message) or message items ({role, content}; items of other
+// types, without a role, are skipped). Appends to `roles` and `texts`.
 Status read_response_input(od::value v, std::vector<std::string>* roles,
                            std::vector<std::string>* texts) {
   od::json_type t;
@@ -178,41 +186,8 @@ Status read_response_input(od::value v, std::vector<std::string>* roles,
     od::object item;
     if (el.get_object().get(item) != simdjson::SUCCESS) return bad("input", "must hold objects");
     std::string role, content;
-    for (auto f : item) {
-      std::string_view key;
-      if (f.unescaped_key().get(key) != simdjson::SUCCESS) return bad("input", "is not valid JSON");
-      od::value val;
-      if (f.value().get(val) != simdjson::SUCCESS) return bad("input", "is not valid JSON");
-      if (key == "role") {
-        std::string_view r;
-        if (val.get_string().get(r) != simdjson::SUCCESS)
-          return bad("input.role", "must be a string");
-        role = r;
-      } else if (key == "content") {
-        od::json_type ct;
-        if (val.type().get(ct) != simdjson::SUCCESS)
-          return bad("input.content", "is not valid JSON");
-        if (ct == od::json_type::string) {
-          std::string_view c;
-          if (val.get_string().get(c) != simdjson::SUCCESS)
-            return bad("input.content", "is not a valid string");
-          content = c;
-        } else if (ct == od::json_type::array) {
-          od::array parts;
-          if (val.get_array().get(parts) != simdjson::SUCCESS)
-            return bad("input.content", "is not a valid list");
-          for (auto part : parts) {
-            od::object po;
-            if (part.get_object().get(po) != simdjson::SUCCESS)
-              return bad("input.content", "parts must be objects");
-            std::string_view text;
-            if (po["text"].get_string().get(text) == simdjson::SUCCESS) content.append(text);
-          }
-        } else {
-          return bad("input.content", "must be a string or a list of content parts");
-        }
-      }
-    }
+    if (Status s = read_message(item, "input", /*null_content_ok=*/false, &role, &content); !s.ok())
+      return s;
     if (role.empty()) continue;  // not a message item (a tool call's output, a reference)
     roles->push_back(std::move(role));
     texts->push_back(std::move(content));

@@ -141,8 +141,7 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
       (void)co_await res.send(std::move(r));
       co_return;
     }
-    auto lease = co_await upstream_->acquire(pick->id(), pick->host(), pick->port(),
-                                             UpstreamPool::Source::kFresh);
+    auto lease = co_await upstream_->acquire(*pick, UpstreamPool::Source::kFresh);
     Result<http::ClientResponse> answer = absl::UnknownError("not sent");
     if (!lease.ok()) {
       answer = lease.status();
@@ -176,6 +175,7 @@ std::string GatewayImpl::metrics_text() {
   for (const auto& w : fleet->workers) metrics_->sync_worker(*w);
   metrics_->sync_upstream(upstream_->stats());
   metrics_->sync_admission(admission_->stats());
+  metrics_->sync_front_end(server_->stats());
   return metrics::text_exposition(registry_);
 }
 

@@ -137,6 +137,14 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
+  app.add_option("--tls-cert-path", c.tls_cert_path,
+                 "PEM certificate chain: with --tls-key-path the gateway serves HTTPS (TLS 1.2 and "
+                 "later) on --port and --prometheus-port")
+      ->check(CLI::ExistingFile)
+      ->group("Listening");
+  app.add_option("--tls-key-path", c.tls_key_path, "PEM private key of --tls-cert-path")
+      ->check(CLI::ExistingFile)
+      ->group("Listening");
   app.add_option("--max-concurrent-requests", c.max_concurrent_requests,
                  "Generation requests this gateway runs at once; the next --queue-size wait for a "
                  "slot and the rest get 429 (0: no limit; each worker's overload gate still "
@@ -367,6 +375,11 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
         ->group(group);
   };
   secs("--connect-timeout-secs", c.connect_timeout, "Connecting to a worker", "Upstream");
+  app.add_option("--worker-ca-path", c.worker_ca_path,
+                 "PEM roots that https:// workers' certificates must chain to (default: the "
+                 "system's roots); the certificate must also name the worker's host")
+      ->check(CLI::ExistingFile)
+      ->group("Upstream");
   secs("--request-timeout-secs", c.request_timeout,
        "A whole non-streamed answer (8k tokens at 15 tokens/s take 9 minutes)", "Upstream");
   secs("--first-byte-timeout-secs", c.first_byte_timeout,
@@ -493,6 +506,11 @@ Status finish_config(GatewayConfig& c) {
     return absl::InvalidArgumentError("--upstream-idle-timeout-secs must be above 0");
   if (c.max_payload_bytes < 1024)
     return absl::InvalidArgumentError("--max-payload-size must be at least 1024");
+  if (c.tls_cert_path.empty() != c.tls_key_path.empty()) {
+    return absl::InvalidArgumentError(c.tls_cert_path.empty()
+                                          ? "--tls-key-path needs --tls-cert-path"
+                                          : "--tls-cert-path needs --tls-key-path");
+  }
   return absl::OkStatus();
 }
 

@@ -129,10 +129,14 @@ Status GatewayImpl::init() {
                                  {.index = index_.get(), .clock = &clock_});
   if (!pol.ok()) return pol.status();
   policy_ = std::move(*pol);
+  // One context for every https worker: loading the roots is the costly part of it.
+  auto worker_tls = http::make_client_tls(config_.worker_ca_path);
+  if (!worker_tls.ok()) return worker_tls.status();
   upstream_ = std::make_unique<UpstreamPool>(
       io_, UpstreamPoolOptions{.client = {.connect_timeout = config_.connect_timeout,
                                           .request_timeout = config_.request_timeout,
                                           .idle_timeout = config_.stream_idle_timeout},
+                               .worker_tls = *worker_tls,
                                .idle_per_worker = config_.idle_connections_per_worker,
                                .idle_timeout = config_.upstream_idle_timeout});
   control_ = std::make_unique<WorkerControl>(WorkerControlDeps{.config = &config_,
@@ -142,14 +146,17 @@ Status GatewayImpl::init() {
                                                                .policy = policy_.get(),
                                                                .upstream = upstream_.get(),
                                                                .metrics = metrics_.get(),
-                                                               .clock = &clock_});
+                                                               .clock = &clock_,
+                                                               .worker_tls = *worker_tls});
   server_ = std::make_unique<http::Server>(
       io_, http::ServerOptions{.address = config_.host,
                                .port = config_.port,
                                .body_limit = config_.max_payload_bytes,
                                .server_name = "kvgate",
                                .max_connections = config_.max_connections,
-                               .max_inflight_body_bytes = config_.max_inflight_body_bytes});
+                               .max_inflight_body_bytes = config_.max_inflight_body_bytes,
+                               .tls_cert_path = config_.tls_cert_path,
+                               .tls_key_path = config_.tls_key_path});
   // Orchestrators' probes and the scrape stay reachable at the connection limit.
   for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
     server_->always_available(path);
@@ -178,7 +185,9 @@ Status GatewayImpl::init() {
         http::ServerOptions{
             .address = config_.prometheus_host.empty() ? config_.host : config_.prometheus_host,
             .port = config_.prometheus_port,
-            .server_name = "kvgate"});
+            .server_name = "kvgate",
+            .tls_cert_path = config_.tls_cert_path,
+            .tls_key_path = config_.tls_key_path});
     metrics_server_->route(
         http::Verb::get, "/metrics",
         [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {

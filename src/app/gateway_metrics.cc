@@ -111,6 +111,23 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   static constexpr const char* kEvents[] = {"connect", "reuse", "expired", "closed_by_peer"};
   for (size_t i = 0; i < upstream_.size(); ++i)
     upstream_[i] = &upstream.Add({{"event", kEvents[i]}});
+  front_connections_ = &metrics::gauge_family(reg, "kvgate_http_open_connections",
+                                              "Client connections open now (--max-connections).")
+                            .Add({});
+  auto& front_events = metrics::counter_family(
+      reg, "kvgate_http_connections_total",
+      "Client connections by event: accepted, idle_shed (closed to make room at "
+      "--max-connections), refused (closed at once past the reserve), tls_handshake_failed.");
+  auto& refusals = metrics::counter_family(
+      reg, "kvgate_http_refusals_total",
+      "Requests refused before a handler saw them: bad_request (malformed, 413/414/431), "
+      "connection_limit (503 on a reserved connection), body_budget (429/413 at "
+      "--max-inflight-body-bytes).");
+  static constexpr const char* kFront[] = {"accepted", "idle_shed", "refused",
+                                           "tls_handshake_failed"};
+  static constexpr const char* kRefusals[] = {"bad_request", "connection_limit", "body_budget"};
+  for (size_t i = 0; i < 4; ++i) front_[i] = &front_events.Add({{"event", kFront[i]}});
+  for (size_t i = 0; i < 3; ++i) front_[4 + i] = &refusals.Add({{"reason", kRefusals[i]}});
   lookups_ =
       &metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({});
   lookup_seconds_ =
@@ -229,15 +246,36 @@ void GatewayMetrics::sync_admission(const AdmissionStats& s) {
   admission_queued_->Set(static_cast<double>(s.queued));
 }
 
+namespace {
+// Counters fed from a component's running totals: each scrape adds what grew since the last.
+template <size_t N>
+void add_growth(const std::array<metrics::Counter*, N>& counters,
+                const std::array<uint64_t, N>& now, const std::array<uint64_t, N>& seen) {
+  for (size_t i = 0; i < N; ++i) {
+    if (now[i] > seen[i]) counters[i]->Increment(static_cast<double>(now[i] - seen[i]));
+  }
+}
+}  // namespace
+
 void GatewayMetrics::sync_upstream(const UpstreamPoolStats& s) {
   MutexLock lock(&mu_);
-  const uint64_t now[] = {s.connects, s.reuses, s.expired, s.closed_by_peer};
-  const uint64_t seen[] = {upstream_seen_.connects, upstream_seen_.reuses, upstream_seen_.expired,
-                           upstream_seen_.closed_by_peer};
-  for (size_t i = 0; i < upstream_.size(); ++i) {
-    if (now[i] > seen[i]) upstream_[i]->Increment(static_cast<double>(now[i] - seen[i]));
-  }
+  const auto totals = [](const UpstreamPoolStats& t) {
+    return std::array<uint64_t, 4>{t.connects, t.reuses, t.expired, t.closed_by_peer};
+  };
+  add_growth(upstream_, totals(s), totals(upstream_seen_));
   upstream_seen_ = s;
+}
+
+void GatewayMetrics::sync_front_end(const http::ServerStats& s) {
+  MutexLock lock(&mu_);
+  front_connections_->Set(static_cast<double>(s.open_connections));
+  const auto totals = [](const http::ServerStats& t) {
+    return std::array<uint64_t, 7>{t.connections_accepted,   t.idle_shed,    t.refused_connections,
+                                   t.tls_handshake_failures, t.bad_requests, t.restricted_refusals,
+                                   t.body_budget_refusals};
+  };
+  add_growth(front_, totals(s), totals(front_seen_));
+  front_seen_ = s;
 }
 
 void GatewayMetrics::set_index(uint64_t holders, uint64_t blocks, uint64_t memberships,

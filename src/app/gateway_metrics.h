@@ -16,6 +16,7 @@
 #include "app/request_model.h"
 #include "app/upstream_pool.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/http/server.h"
 #include "kvgate/metrics/metrics.h"
 #include "kvgate/policy/policy.h"
 #include "kvgate/workers/worker.h"
@@ -74,6 +75,8 @@ class GatewayMetrics {
   // At scrape time: the upstream pool's totals.
   void sync_upstream(const UpstreamPoolStats& s);
   void sync_admission(const AdmissionStats& s);
+  // At scrape time: the client-facing listener's connections and refusals.
+  void sync_front_end(const http::ServerStats& s);
 
   void add_worker(const std::string& url);
   void remove_worker(const std::string& url);
@@ -118,6 +121,11 @@ class GatewayMetrics {
   Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
   UpstreamPoolStats upstream_seen_ KVGATE_GUARDED_BY(mu_);  // the pool's totals at the last scrape
+  metrics::Gauge* front_connections_ = nullptr;
+  // accepted, idle_shed, refused, tls_handshake_failed; then bad_request, connection_limit,
+  // body_budget (kvgate_http_connections_total, kvgate_http_refusals_total).
+  std::array<metrics::Counter*, 7> front_{};
+  http::ServerStats front_seen_ KVGATE_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::app

@@ -489,8 +489,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         a.failure = absl::UnavailableError(veto_message(*worker, *veto.fired()));
       };
       for (;;) {
-        auto lease =
-            co_await upstream_->acquire(worker->id(), worker->host(), worker->port(), source);
+        auto lease = co_await upstream_->acquire(*worker, source);
         if (veto.fired()) {
           vetoed();
           break;

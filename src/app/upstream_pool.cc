@@ -90,11 +90,10 @@ void UpstreamPool::arm_sweep(std::shared_ptr<net::steady_timer> timer,
   });
 }
 
-net::awaitable<Result<Lease>> UpstreamPool::acquire(WorkerId worker, const std::string& host,
-                                                    uint16_t port, Source source) {
+net::awaitable<Result<Lease>> UpstreamPool::acquire(const workers::Worker& worker, Source source) {
   if (source == Source::kPooled) {
     auto& lists = tl_idle[serial_];
-    auto it = lists.find(worker.value());
+    auto it = lists.find(worker.id().value());
     if (it != lists.end()) {
       IdleList& list = it->second;
       shared_->expired.fetch_add(
@@ -112,7 +111,9 @@ net::awaitable<Result<Lease>> UpstreamPool::acquire(WorkerId worker, const std::
       }
     }
   }
-  auto conn = co_await http::Connection::connect(host, port, options_.client);
+  http::ClientOptions options = options_.client;
+  if (worker.tls()) options.tls = options_.worker_tls;
+  auto conn = co_await http::Connection::connect(worker.host(), worker.port(), options);
   if (!conn.ok()) co_return conn.status();
   shared_->connects.fetch_add(1, std::memory_order_relaxed);
   co_return Lease{std::move(*conn), false};

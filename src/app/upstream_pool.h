@@ -29,11 +29,14 @@
 #include "kvgate/core/result.h"
 #include "kvgate/http/client.h"
 #include "kvgate/http/io_pool.h"
+#include "kvgate/workers/worker.h"
 
 namespace kvgate::app {
 
 struct UpstreamPoolOptions {
   http::ClientOptions client;
+  // Verifies https workers' certificates; connections to http workers never use it.
+  std::shared_ptr<boost::asio::ssl::context> worker_tls;
   size_t idle_per_worker = 64;  // idle connections kept per worker and executor thread
   // An idle connection older than this is closed, never reused (below the engines' keep-alive).
   std::chrono::milliseconds idle_timeout{4'000};
@@ -67,9 +70,10 @@ class UpstreamPool {
   // Stops the sweep and closes every idle connection.
   void stop();
 
-  // A live idle connection to the worker, or a new one (always new with kFresh).
-  boost::asio::awaitable<Result<Lease>> acquire(WorkerId worker, const std::string& host,
-                                                uint16_t port, Source source = Source::kPooled);
+  // A live idle connection to the worker, or a new one (always new with kFresh); TLS for an https
+  // worker.
+  boost::asio::awaitable<Result<Lease>> acquire(const workers::Worker& worker,
+                                                Source source = Source::kPooled);
   // Returns a connection after a complete exchange; kept only if it is reusable.
   void release(WorkerId worker, std::unique_ptr<http::Connection> conn);
   // Closes the worker's idle connections on every thread.

@@ -38,7 +38,8 @@ struct WorkerControl::Entry {
   std::shared_ptr<workers::Worker> worker;
   std::string host;
   uint16_t port = 0;
-  std::vector<std::string> ips;  // what host resolved to when added, sorted
+  std::shared_ptr<boost::asio::ssl::context> tls;  // set for an https worker
+  std::vector<std::string> ips;                    // what host resolved to when added, sorted
   std::vector<workers::KvEndpoint> explicit_endpoints;
   std::atomic<bool> stop{false};
   std::unique_ptr<net::steady_timer> timer;
@@ -187,6 +188,7 @@ Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint>
     e->worker = *worker;
     e->host = address->host;
     e->port = address->port;
+    if (address->tls) e->tls = deps_.worker_tls;
     e->ips = ips;
     e->explicit_endpoints = std::move(kv_endpoints);
     if (deps_.config->health_check_interval.count() == 0)
@@ -329,7 +331,8 @@ net::awaitable<Result<http::ClientResponse>> control_get(std::unique_ptr<http::C
 
 net::awaitable<void> WorkerControl::discover(Entry& e) {
   const GatewayConfig& c = *deps_.config;
-  const http::ClientOptions opts{.connect_timeout = c.connect_timeout,
+  const http::ClientOptions opts{.tls = e.tls,
+                                 .connect_timeout = c.connect_timeout,
                                  .request_timeout = c.health_check_timeout,
                                  .idle_timeout = c.health_check_timeout};
   auto models = co_await control_get(e.conn, e.host, e.port, opts, "/v1/models", *e.worker);
@@ -452,6 +455,7 @@ void WorkerControl::refresh_from_events(Entry& e) {
 net::awaitable<void> WorkerControl::probe(Entry& e) {
   const GatewayConfig& c = *deps_.config;
   const http::ClientOptions opts{
+      .tls = e.tls,
       .connect_timeout = std::min(c.connect_timeout, c.health_check_timeout),
       .request_timeout = c.health_check_timeout,
       .idle_timeout = c.health_check_timeout};
@@ -475,7 +479,8 @@ net::awaitable<void> WorkerControl::probe(Entry& e) {
 
 net::awaitable<void> WorkerControl::poll_load(Entry& e) {
   const GatewayConfig& c = *deps_.config;
-  const http::ClientOptions opts{.connect_timeout = c.connect_timeout,
+  const http::ClientOptions opts{.tls = e.tls,
+                                 .connect_timeout = c.connect_timeout,
                                  .request_timeout = c.health_check_timeout,
                                  .idle_timeout = c.health_check_timeout};
   if (e.load_source == LoadSource::kUnknown || e.load_source == LoadSource::kLoadEndpoint) {
@@ -552,8 +557,10 @@ net::awaitable<void> WorkerControl::probe_wedged(std::shared_ptr<Entry> e) {
   const auto wait = std::max<std::chrono::milliseconds>(
       std::chrono::duration_cast<std::chrono::milliseconds>(liveness.config().wedge),
       std::chrono::milliseconds(200));
-  const http::ClientOptions opts{
-      .connect_timeout = c.connect_timeout, .request_timeout = wait, .idle_timeout = wait};
+  const http::ClientOptions opts{.tls = e->tls,
+                                 .connect_timeout = c.connect_timeout,
+                                 .request_timeout = wait,
+                                 .idle_timeout = wait};
   net::steady_timer pause(ctx_);
   while (!e->stop && liveness.state() == workers::Liveness::kWedged) {
     const auto info = e->worker->info();

@@ -46,6 +46,8 @@ struct WorkerControlDeps {
   UpstreamPool* upstream = nullptr;
   GatewayMetrics* metrics = nullptr;
   const Clock* clock = nullptr;
+  // Verifies https workers' certificates (--worker-ca-path, else the system's roots).
+  std::shared_ptr<boost::asio::ssl::context> worker_tls;
 };
 
 class WorkerControl {

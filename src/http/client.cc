@@ -9,6 +9,8 @@
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/redirect_error.hpp"
+#include "boost/asio/ssl/host_name_verification.hpp"
+#include "boost/asio/ssl/stream_base.hpp"
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/asio/use_future.hpp"
@@ -30,8 +32,28 @@ std::string_view ClientResponse::header(std::string_view name) const {
   return it == headers.end() ? std::string_view() : it->value();
 }
 
-Connection::Connection(beast::tcp_stream stream, std::string host_header, ClientOptions options)
+Connection::Connection(Stream stream, std::string host_header, ClientOptions options)
     : stream_(std::move(stream)), host_header_(std::move(host_header)), options_(options) {}
+
+Result<std::shared_ptr<net::ssl::context>> make_client_tls(const std::string& ca_path) {
+  auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
+  ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                   net::ssl::context::no_tlsv1_1);
+  boost::system::error_code ec;
+  if (ca_path.empty()) {
+    ctx->set_default_verify_paths(ec);
+  } else {
+    ctx->load_verify_file(ca_path, ec);
+  }
+  if (ec) {
+    return absl::InvalidArgumentError("cannot load the CA certificates " +
+                                      (ca_path.empty() ? "of the system" : ca_path) + ": " +
+                                      ec.message());
+  }
+  ctx->set_verify_mode(net::ssl::verify_peer);
+  return ctx;
+}
 
 net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::string_view host_view,
                                                                         uint16_t port,
@@ -52,8 +74,22 @@ net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::str
                                      ec.message());
   }
   stream.socket().set_option(tcp::no_delay(true), ec);
-  co_return std::make_unique<Connection>(std::move(stream), host + ":" + std::to_string(port),
-                                         options);
+  Stream s(std::move(stream), options.tls.get());
+  if (Stream::TlsStream* tls = s.tls()) {
+    // SNI, and the certificate must name the host connected to.
+    if (!SSL_set_tlsext_host_name(tls->native_handle(), host.c_str())) {
+      co_return absl::InvalidArgumentError("TLS server name " + host + " refused");
+    }
+    tls->set_verify_callback(net::ssl::host_name_verification(host));
+    s.expires_after(options.connect_timeout);
+    co_await tls->async_handshake(net::ssl::stream_base::client,
+                                  net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      co_return absl::UnavailableError("TLS handshake with " + host + ":" + std::to_string(port) +
+                                       ": " + ec.message());
+    }
+  }
+  co_return std::make_unique<Connection>(std::move(s), host + ":" + std::to_string(port), options);
 }
 
 namespace {

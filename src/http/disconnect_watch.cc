@@ -3,6 +3,11 @@
 // The socket becomes readable when the client sends bytes or closes. A non-blocking MSG_PEEK tells
 // the two apart without consuming anything: 0 bytes is the client's FIN, an error a reset; bytes
 // are a next request, which the connection's own read loop will read after this response.
+//
+// On a TLS connection the bytes cannot be told apart by looking (TLS 1.3 sends even its closing
+// alert as an application-data record), so there the watch reads through TLS into the session's
+// input buffer: an error or the client's close_notify is the close, and decrypted bytes are a next
+// request, left in the buffer for the read loop.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -23,10 +28,41 @@ namespace {
 
 using tcp = boost::asio::ip::tcp;
 
+void fire(DisconnectWatchState& state) {
+  state.active = false;
+  state.fired = true;
+  // Moved out first: on_close may destroy the watch (and with it the last other reference).
+  std::function<void()> on_close = std::move(state.on_close);
+  if (on_close) on_close();
+}
+
+void arm(std::shared_ptr<detail::Session> session, std::shared_ptr<DisconnectWatchState> state);
+
+// A TLS connection became readable: read what it carries.
+void read_tls(std::shared_ptr<detail::Session> session,
+              std::shared_ptr<DisconnectWatchState> state) {
+  detail::Session& s = *session;
+  s.stream.async_read_some(
+      s.input.prepare(4096), [session = std::move(session), state = std::move(state)](
+                                 boost::system::error_code ec, size_t n) mutable {
+        session->input.commit(n);  // whether or not the watch has ended: these bytes are a request
+        if (!state->active || ec == boost::asio::error::operation_aborted) return;
+        if (ec) {
+          fire(*state);
+        } else if (n == 0) {
+          arm(std::move(session), std::move(state));  // a record with no data (a key update)
+        }
+      });
+}
+
 void arm(std::shared_ptr<detail::Session> session, std::shared_ptr<DisconnectWatchState> state) {
   tcp::socket& socket = session->stream.socket();
-  socket.async_wait(tcp::socket::wait_read, [session, state](boost::system::error_code ec) {
+  socket.async_wait(tcp::socket::wait_read, [session, state](boost::system::error_code ec) mutable {
     if (!state->active || ec) return;  // ended, cancelled, or the socket was closed under us
+    if (session->stream.tls() != nullptr) {
+      read_tls(std::move(session), std::move(state));
+      return;
+    }
     char byte;
     const ssize_t n =
         ::recv(session->stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -35,11 +71,7 @@ void arm(std::shared_ptr<detail::Session> session, std::shared_ptr<DisconnectWat
       arm(session, state);  // a spurious wake-up
       return;
     }
-    state->active = false;
-    state->fired = true;
-    // Moved out first: on_close may destroy the watch (and with it the last other reference).
-    std::function<void()> on_close = std::move(state->on_close);
-    if (on_close) on_close();
+    fire(*state);
   });
 }
 
@@ -70,8 +102,9 @@ void DisconnectWatch::end() {
   if (state_->active) {
     state_->active = false;
     state_->on_close = nullptr;
-    // Only the wait is outstanding on this socket now (the handler writes nothing while it is
-    // suspended elsewhere and the read loop waits for the handler), so this cancels just the wait.
+    // Only the wait (or on TLS the watch's read) is outstanding on this socket now (the handler
+    // writes nothing while it is suspended elsewhere and the read loop waits for the handler), so
+    // this cancels just that.
     boost::system::error_code ec;
     session_->stream.socket().cancel(ec);
   }

@@ -7,6 +7,7 @@
 #include "boost/asio/detached.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/redirect_error.hpp"
+#include "boost/asio/ssl/stream_base.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
@@ -155,9 +156,22 @@ net::awaitable<void> reject(Session& s, unsigned status, std::string_view messag
 }
 
 net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_ptr<Session> s) {
-  beast::flat_buffer buffer;
+  beast::flat_buffer& buffer = s->input;
   boost::system::error_code ec;
   tcp::endpoint remote = s->stream.socket().remote_endpoint(ec);
+  if (Stream::TlsStream* tls = s->stream.tls()) {
+    s->stream.expires_after(st->options.read_timeout);
+    co_await tls->async_handshake(net::ssl::stream_base::server,
+                                  net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      st->tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 1000, "TLS handshake with {} failed: {}",
+                          remote.address().to_string(), ec.message());
+      s->stream.close();
+      unregister(*st, s->id);
+      co_return;
+    }
+  }
   uint64_t served = 0;  // requests read on this connection
   for (;;) {
     beast_http::request_parser<beast_http::string_body> parser;
@@ -335,7 +349,8 @@ net::awaitable<void> accept_loop(std::shared_ptr<ServerState> st,
           continue;
         }
       }
-      session = std::make_shared<Session>(st->next_session_id++, std::move(socket), st->options);
+      session = std::make_shared<Session>(st->next_session_id++, std::move(socket), st->options,
+                                          st->tls.get());
       session->restricted = restricted;
       st->sessions.emplace(session->id, session);
     }
@@ -359,6 +374,34 @@ Result<std::shared_ptr<tcp::acceptor>> listen_on(const std::shared_ptr<ServerSta
   }
   net::co_spawn(acceptor->get_executor(), accept_loop(st, acceptor), net::detached);
   return acceptor;
+}
+
+// The TLS context for options naming a certificate and key (nullptr for plain HTTP).
+Result<std::unique_ptr<net::ssl::context>> tls_server_context(const ServerOptions& o) {
+  if (o.tls_cert_path.empty() && o.tls_key_path.empty()) {
+    return std::unique_ptr<net::ssl::context>();
+  }
+  if (o.tls_cert_path.empty() || o.tls_key_path.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate and a private key");
+  }
+  auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+  ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                   net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                   net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+  // No TLS 1.3 session tickets: they are bytes a client finds on a connection it believes idle.
+  SSL_CTX_set_num_tickets(ctx->native_handle(), 0);
+  boost::system::error_code ec;
+  ctx->use_certificate_chain_file(o.tls_cert_path, ec);
+  if (ec) {
+    return absl::InvalidArgumentError("cannot load the TLS certificate " + o.tls_cert_path + ": " +
+                                      ec.message());
+  }
+  ctx->use_private_key_file(o.tls_key_path, net::ssl::context::pem, ec);
+  if (ec) {
+    return absl::InvalidArgumentError("cannot load the TLS private key " + o.tls_key_path + ": " +
+                                      ec.message());
+  }
+  return ctx;
 }
 
 void close_acceptor(std::shared_ptr<tcp::acceptor> acceptor) {
@@ -532,6 +575,11 @@ Status Server::start() {
   if (ec) return absl::InvalidArgumentError("bad listen address: " + state_->options.address);
   MutexLock l(&state_->mu);
   if (state_->started) return absl::FailedPreconditionError("server already started");
+  if (auto tls = tls_server_context(state_->options); !tls.ok()) {
+    return tls.status();
+  } else {
+    state_->tls = std::move(*tls);
+  }
   auto acceptor = listen_on(state_, tcp::endpoint(address, state_->options.port));
   if (!acceptor.ok()) return acceptor.status();
   state_->started = true;
@@ -620,6 +668,7 @@ ServerStats Server::stats() const {
   s.restricted_refusals = state_->restricted_refusals.load(std::memory_order_relaxed);
   s.body_budget_refusals = state_->body_budget_refusals.load(std::memory_order_relaxed);
   s.inflight_body_bytes = state_->inflight_body_bytes.load(std::memory_order_relaxed);
+  s.tls_handshake_failures = state_->tls_handshake_failures.load(std::memory_order_relaxed);
   MutexLock l(&state_->mu);
   s.open_connections = state_->sessions.size();
   return s;

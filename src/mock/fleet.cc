@@ -128,6 +128,8 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.http.port = o.http_ports.empty() ? layout_port(o.http_port, i) : o.http_ports[i];
     wo.http.body_limit = o.body_limit;
     wo.http.idle_timeout = o.keep_alive_timeout;
+    wo.http.tls_cert_path = o.tls_cert_path;
+    wo.http.tls_key_path = o.tls_key_path;
     wo.push_loads_interval = o.push_loads_interval;
     wo.http.pin_context = i % o.threads;
     WorkerPorts wp;
@@ -184,7 +186,8 @@ std::string Fleet::info_json() const {
   w.key("workers").begin_array();
   for (const WorkerPorts& p : impl_->ports) {
     w.begin_object().member("worker", p.worker).member("http_port", p.http);
-    w.member("url", "http://" + o.advertise_host + ":" + std::to_string(p.http));
+    w.member("url", (o.tls_cert_path.empty() ? "http://" : "https://") + o.advertise_host + ":" +
+                        std::to_string(p.http));
     w.key("ranks").begin_array();
     for (const RankPorts& r : p.ranks) {
       w.begin_object().member("dp_rank", r.dp_rank).member("pub_port", r.pub);

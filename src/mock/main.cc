@@ -161,6 +161,13 @@ int run(int argc, char** argv) {
       ->default_str("5")
       ->check(CLI::PositiveNumber)
       ->group(proc);
+  app.add_option("--tls-cert-path", o.tls_cert_path,
+                 "PEM certificate chain: with --tls-key-path every worker serves HTTPS")
+      ->check(CLI::ExistingFile)
+      ->group(proc);
+  app.add_option("--tls-key-path", o.tls_key_path, "PEM private key of --tls-cert-path")
+      ->check(CLI::ExistingFile)
+      ->group(proc);
   app.add_option("--seed", o.seed, "Seed of the fault hooks' randomness")->group(proc);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->group(proc);
   app.add_option("--log-format", log_format, "text or json")

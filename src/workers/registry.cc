@@ -60,16 +60,20 @@ std::string redact_url(std::string_view url) {
 Result<WorkerAddress> parse_worker_url(std::string_view url) {
   std::string s(url);
   while (!s.empty() && s.back() == '/') s.pop_back();
-  const std::string_view scheme = "http://";
-  if (s.size() < scheme.size() ||
-      !std::equal(scheme.begin(), scheme.end(), s.begin(), [](char a, char b) {
-        return a == std::tolower(static_cast<unsigned char>(b));
-      })) {
-    return absl::InvalidArgumentError("worker URL must start with http:// : '" + redact_url(url) +
-                                      "'");
-  }
-  std::string_view rest = std::string_view(s).substr(scheme.size());
+  const auto starts_with = [&s](std::string_view scheme) {
+    return s.size() >= scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), s.begin(), [](char a, char b) {
+             return a == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
   WorkerAddress out;
+  out.tls = starts_with("https://");
+  if (!out.tls && !starts_with("http://")) {
+    return absl::InvalidArgumentError("worker URL must start with http:// or https:// : '" +
+                                      redact_url(url) + "'");
+  }
+  const std::string_view scheme = out.tls ? "https://" : "http://";
+  std::string_view rest = std::string_view(s).substr(scheme.size());
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     const std::string_view userinfo = rest.substr(0, at);
     if (userinfo.find('/') == std::string_view::npos) {
@@ -80,8 +84,8 @@ Result<WorkerAddress> parse_worker_url(std::string_view url) {
   const auto colon = rest.rfind(':');
   if (rest.empty() || rest.find('/') != std::string_view::npos || colon == std::string_view::npos ||
       colon == 0) {
-    return absl::InvalidArgumentError("worker URL must be http://host:port : '" + redact_url(url) +
-                                      "'");
+    return absl::InvalidArgumentError("worker URL must be " + std::string(scheme) +
+                                      "host:port : '" + redact_url(url) + "'");
   }
   int port = 0;
   const auto port_s = rest.substr(colon + 1);
@@ -93,7 +97,7 @@ Result<WorkerAddress> parse_worker_url(std::string_view url) {
   std::transform(out.host.begin(), out.host.end(), out.host.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   out.port = static_cast<uint16_t>(port);
-  out.url = "http://" + out.host + ":" + std::to_string(port);
+  out.url = std::string(scheme) + out.host + ":" + std::to_string(port);
   return out;
 }
 

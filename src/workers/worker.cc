@@ -18,6 +18,10 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
       ranks_(std::make_unique<LiveLoad[]>(kMaxDpRanks)) {
   std::string_view rest(url_);
   if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
+  if (rest.rfind("https://", 0) == 0) {
+    rest.remove_prefix(8);
+    tls_ = true;
+  }
   const auto colon = rest.rfind(':');
   host_ = std::string(rest.substr(0, colon));
   if (colon != std::string_view::npos) {

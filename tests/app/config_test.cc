@@ -106,5 +106,29 @@ TEST(Config, AnUnknownFlagIsAnError) {
   EXPECT_THROW(app.parse(2, argv), CLI::ExtrasError);
 }
 
+TEST(Config, TlsFilesMustExistAndComeInPairs) {
+  {
+    GatewayConfig c;
+    CLI::App app;
+    add_flags(app, c);
+    const char* argv[] = {"kvgate", "--tls-cert-path", "/nonexistent/cert.pem"};
+    EXPECT_THROW(app.parse(3, argv), CLI::ValidationError);
+  }
+  {
+    GatewayConfig c;
+    c.tls_cert_path = "cert.pem";  // its key is missing
+    const Status s = finish_config(c);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(std::string(s.message()).find("--tls-cert-path needs --tls-key-path"),
+              std::string::npos)
+        << s;
+  }
+  {
+    GatewayConfig c;
+    c.tls_key_path = "key.pem";
+    EXPECT_FALSE(finish_config(c).ok());
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::app

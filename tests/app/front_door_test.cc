@@ -5,6 +5,7 @@
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/read.hpp"
 #include "boost/asio/write.hpp"
+#include "support/test_certs.h"
 
 namespace kvgate::app {
 namespace {
@@ -218,6 +219,109 @@ TEST_F(FrontDoorTest, EachRequestLeavesOneAccessLogLine) {
   EXPECT_EQ(doc["method"].get_string().value(), "GET");
   EXPECT_EQ(doc["path"].get_string().value(), "/v1/models");
   EXPECT_EQ(doc["status"].get_uint64().value(), 200u);
+}
+
+}  // namespace
+}  // namespace kvgate::app
+
+namespace kvgate::app {
+namespace {
+
+// HTTPS on both sides of the gateway, with certificates the test makes.
+class TlsGatewayTest : public GatewayTest {
+ protected:
+  void SetUp() override { certs_ = kvgate::testing::make_test_certs(); }
+  http::ClientOptions trusting(const std::string& ca) {
+    auto tls = http::make_client_tls(ca);
+    EXPECT_TRUE(tls.ok()) << tls.status();
+    return http::ClientOptions{.tls = *tls};
+  }
+  // A mock worker serving HTTPS; its https:// URL.
+  std::string start_https_worker() {
+    start_worker_with([&](mock::FleetOptions& o) {
+      o.tls_cert_path = certs_.server_cert;
+      o.tls_key_path = certs_.server_key;
+    });
+    return "https://127.0.0.1:" + std::to_string(worker_port(fleets_.size() - 1));
+  }
+  static std::string streamed(http::SyncClient& c, http::ClientResponse* head) {
+    std::string body;
+    auto r = c.stream({.method = http::Verb::post,
+                       .target = "/v1/completions",
+                       .body = completion("tell me a story", 8, /*stream=*/true)},
+                      [&](std::string_view piece) {
+                        body += piece;
+                        return Status();
+                      });
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) *head = std::move(*r);
+    return body;
+  }
+  kvgate::testing::TestCerts certs_;
+};
+
+TEST_F(TlsGatewayTest, TheFrontEndServesHttpsWithStreamsAndProbes) {
+  ASSERT_TRUE(start(1, [&](GatewayConfig& c) {
+    c.tls_cert_path = certs_.server_cert;
+    c.tls_key_path = certs_.server_key;
+  }));
+  http::SyncClient c("127.0.0.1", gateway_->port(), trusting(certs_.ca_cert));
+  auto whole = c.post("/v1/completions", completion("hello over tls", 4));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->status, 200u) << whole->body;
+  http::ClientResponse head;
+  const std::string body = streamed(c, &head);
+  EXPECT_EQ(head.status, 200u);
+  EXPECT_EQ(head.header("cache-control"), "no-cache");
+  EXPECT_EQ(head.header("x-accel-buffering"), "no");
+  EXPECT_NE(body.find("data: [DONE]"), std::string::npos) << body;
+  auto health = c.get("/health");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200u);
+  // Plain HTTP to the TLS port gets no answer.
+  http::SyncClient plain("127.0.0.1", gateway_->port());
+  auto p = plain.get("/health");
+  EXPECT_FALSE(p.ok() && p->status == 200u);
+  // ... and an operator sees it.
+  EXPECT_TRUE(wait_for(
+      [&] {
+        auto m = c.get("/metrics");
+        return m.ok() &&
+               metric_value(m->body,
+                            "kvgate_http_connections_total{event=\"tls_handshake_failed\"}") >= 1;
+      },
+      std::chrono::seconds(3)));
+}
+
+TEST_F(TlsGatewayTest, AnHttpsWorkerIsVerifiedAndServes) {
+  const std::string url = start_https_worker();
+  auto cfg = base_config();
+  cfg.worker_urls = {url};
+  cfg.worker_ca_path = certs_.ca_cert;
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(1)) << "discovery, probes and load polls over TLS";
+  EXPECT_EQ(gateway_->registry().snapshot()->workers.front()->url(), url);
+  auto c = client();
+  auto whole = c.post("/v1/completions", completion("hello to an https worker", 4));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->status, 200u) << whole->body;
+  http::ClientResponse head;
+  const std::string body = streamed(c, &head);
+  EXPECT_EQ(head.status, 200u);
+  EXPECT_NE(body.find("data: [DONE]"), std::string::npos) << body;
+}
+
+TEST_F(TlsGatewayTest, AnHttpsWorkerWithAnUntrustedCertificateIsNeverRouted) {
+  const std::string url = start_https_worker();
+  auto cfg = base_config();
+  cfg.worker_urls = {url};
+  cfg.worker_ca_path = certs_.other_ca_cert;
+  start_gateway(cfg);
+  EXPECT_FALSE(wait_routable(1, std::chrono::milliseconds(1500)));
+  auto c = client();
+  auto r = c.post("/v1/completions", completion("hello", 4));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 503u) << r->body;
 }
 
 }  // namespace

@@ -48,6 +48,12 @@ struct GatewayConfig {
   // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
   std::string api_key;
   std::string admin_api_key;
+  // Both set: the front end (and the metrics listener) speak HTTPS with this PEM certificate
+  // chain and private key; neither: plain HTTP.
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  // PEM roots that https:// workers' certificates must chain to (empty: the system's roots).
+  std::string worker_ca_path;
   // Generation requests running at once (0: no limit; each worker's overload gate still sheds);
   // beyond it up to queue_size wait, each up to queue_timeout, and the rest get 429.
   size_t max_concurrent_requests = 0;

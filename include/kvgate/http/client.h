@@ -34,6 +34,7 @@
 #include "absl/functional/function_ref.h"
 #include "boost/asio/awaitable.hpp"
 #include "boost/asio/io_context.hpp"
+#include "boost/asio/ssl/context.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
 #include "boost/beast/http/buffer_body.hpp"
@@ -41,10 +42,14 @@
 #include "boost/beast/http/parser.hpp"
 #include "kvgate/core/result.h"
 #include "kvgate/http/message.h"
+#include "kvgate/http/stream.h"
 
 namespace kvgate::http {
 
 struct ClientOptions {
+  // Set: HTTPS. The server's certificate must chain to the context's trusted roots and name the
+  // host connected to (SNI is sent); see make_client_tls().
+  std::shared_ptr<boost::asio::ssl::context> tls;
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds request_timeout{60'000};
   std::chrono::milliseconds idle_timeout{60'000};
@@ -75,6 +80,10 @@ using BodyCallback = std::function<Status(std::string_view)>;
 // The coroutine form takes a non-owning reference: a std::function built from a lambda would be a
 // temporary inside the caller's co_await, which g++ 12 may destroy twice.
 using BodyRef = absl::FunctionRef<Status(std::string_view)>;
+
+// A client TLS context trusting the PEM roots in `ca_path` (empty: the system's roots), TLS 1.2
+// and later, peers verified.
+Result<std::shared_ptr<boost::asio::ssl::context>> make_client_tls(const std::string& ca_path);
 
 class Connection {
  public:
@@ -117,14 +126,14 @@ class Connection {
   uint64_t exchanges() const { return exchanges_; }
   void close();
 
-  Connection(boost::beast::tcp_stream stream, std::string host_header, ClientOptions options);
+  Connection(Stream stream, std::string host_header, ClientOptions options);
 
  private:
   boost::asio::awaitable<Status> write_request(const ClientRequest& request,
                                                std::chrono::milliseconds timeout);
   Status failure(const char* what, const boost::system::error_code& ec);
 
-  boost::beast::tcp_stream stream_;
+  Stream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<beast_http::response_parser<beast_http::buffer_body>> stream_parser_;
   std::unique_ptr<char[]> piece_;

@@ -79,6 +79,11 @@ struct ServerOptions {
   // handler returns. A request beyond the budget gets 429 (413 if it alone is larger) before its
   // body is kept.
   size_t max_inflight_body_bytes = 0;
+  // TLS: with both set every connection is HTTPS (a PEM certificate chain and its private key;
+  // TLS 1.2 and later), with neither plain HTTP. start() fails naming a file it cannot load. The
+  // handshake must complete within read_timeout.
+  std::string tls_cert_path;
+  std::string tls_key_path;
 };
 
 struct DisconnectWatchState;
@@ -171,8 +176,9 @@ struct ServerStats {
   uint64_t idle_shed = 0;            // idle connections closed to make room (max_connections)
   uint64_t refused_connections = 0;  // closed at once: over max_connections + reserved
   uint64_t restricted_refusals = 0;  // 503s on reserved connections (not an always-available route)
-  uint64_t body_budget_refusals = 0;  // 429s: max_inflight_body_bytes reached
-  uint64_t inflight_body_bytes = 0;   // reserved now
+  uint64_t body_budget_refusals = 0;    // 429s: max_inflight_body_bytes reached
+  uint64_t inflight_body_bytes = 0;     // reserved now
+  uint64_t tls_handshake_failures = 0;  // connections closed because their TLS handshake failed
 };
 
 class Server {

@@ -53,6 +53,10 @@ struct FleetOptions {
   // An idle keep-alive connection is closed after this, as uvicorn (vLLM's and SGLang's server)
   // does after 5 s by default: a gateway must expect its pooled connections to vanish.
   std::chrono::milliseconds keep_alive_timeout{5'000};
+  // Both set: every worker serves HTTPS with this PEM certificate chain and key (an engine behind
+  // a TLS-terminating sidecar, as a gateway reaching workers across a network meets them).
+  std::string tls_cert_path;
+  std::string tls_key_path;
   // Push each rank's load on its KV-event socket after its steps and this often while quiet
   // (events/load_record.h); zero: off, loads are only polled (/load, /metrics).
   std::chrono::milliseconds push_loads_interval{0};

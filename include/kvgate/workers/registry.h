@@ -56,11 +56,12 @@ struct FleetSnapshot {
   const Worker* find(std::string_view url) const;
 };
 
-// A worker's address as an operator gives it: http://[user:password@]host:port[/]. The URL the
+// A worker's address as an operator gives it: http[s]://[user:password@]host:port[/]. The URL the
 // gateway keys workers by, shows (/workers, metric labels, logs) and forwards to never carries the
 // credentials; they become the Authorization header of the gateway's own requests to the worker.
 struct WorkerAddress {
-  std::string url;  // http://host:port, scheme and host lower-cased
+  std::string url;   // http[s]://host:port, scheme and host lower-cased
+  bool tls = false;  // https: the gateway's connections to it verify its certificate
   std::string host;
   uint16_t port = 0;
   std::string authorization;  // "Basic <base64(user:password)>", or empty
@@ -75,7 +76,7 @@ class WorkerRegistry {
 
   // Registers a worker by URL (normalized: scheme and host lower-cased, no trailing slash, no
   // credentials). Fails with AlreadyExists if the URL is registered, InvalidArgument if it is not
-  // http://[user:password@]host:port.
+  // http[s]://[user:password@]host:port.
   Result<std::shared_ptr<Worker>> add(std::string_view url, WorkerInfo info = {});
   // Unregisters; returns the worker so the caller can tear down what hangs off it.
   std::shared_ptr<Worker> remove(std::string_view url);

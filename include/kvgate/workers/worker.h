@@ -67,9 +67,11 @@ class Worker {
 
   WorkerId id() const { return id_; }
   const std::string& url() const { return url_; }
-  // Parsed from url() ("http://host:port").
+  // Parsed from url() ("http[s]://host:port").
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }
+  // https: connections to it are TLS, its certificate verified.
+  bool tls() const { return tls_; }
   const std::string& authorization() const { return authorization_; }
 
   std::shared_ptr<const WorkerInfo> info() const { return info_.load(); }
@@ -157,6 +159,7 @@ class Worker {
   const std::string url_;
   std::string host_;
   uint16_t port_ = 0;
+  bool tls_ = false;
   const std::string authorization_;
   SharedCell<WorkerInfo> info_;
   std::atomic<int32_t> in_flight_{0};

@@ -13,22 +13,28 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "boost/asio/ip/tcp.hpp"
-#include "boost/beast/core/tcp_stream.hpp"
+#include "boost/asio/ssl/context.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/server.h"
+#include "kvgate/http/stream.h"
 
 namespace kvgate::http::detail {
 
 struct Session : std::enable_shared_from_this<Session> {
-  Session(uint64_t id, boost::asio::ip::tcp::socket socket, const ServerOptions& options)
-      : id(id), stream(std::move(socket)), options(options) {}
+  Session(uint64_t id, boost::asio::ip::tcp::socket socket, const ServerOptions& options,
+          boost::asio::ssl::context* tls)
+      : id(id), stream(std::move(socket), tls), options(options) {}
 
   // Closes the socket on its own context (pending operations fail with operation_aborted).
   void close_async();
   Responder responder(bool keep_alive) { return Responder(this, keep_alive); }
 
   const uint64_t id;
-  boost::beast::tcp_stream stream;
+  Stream stream;
+  // Request bytes read and not yet parsed: the read loop's, and on a TLS connection also what a
+  // DisconnectWatch read while the handler waited (a pipelined request).
+  boost::beast::flat_buffer input;
   const ServerOptions& options;
   // Accepted beyond max_connections: only always-available routes are served on it.
   bool restricted = false;
@@ -65,6 +71,8 @@ struct ServerState {
   absl::flat_hash_set<std::string> always_available;
   std::map<std::string, std::vector<Route>, std::greater<>> prefixes;  // longest first
   std::vector<Route> every_path;  // a method's handler for paths no other route takes it on
+  // Set by start() when the options name a certificate and key: every connection is TLS.
+  std::unique_ptr<boost::asio::ssl::context> tls;
 
   mutable Mutex mu;
   std::condition_variable_any sessions_changed;  // with mu: a session ended
@@ -87,6 +95,7 @@ struct ServerState {
   std::atomic<uint64_t> restricted_refusals{0};
   std::atomic<uint64_t> body_budget_refusals{0};
   std::atomic<uint64_t> inflight_body_bytes{0};
+  std::atomic<uint64_t> tls_handshake_failures{0};
 };
 
 }  // namespace kvgate::http::detail

@@ -35,6 +35,12 @@ TEST(Drill, HugePromptsStayWithinMemoryAndHealthAnswers) {
   prompt.reserve(50 << 20);
   while (prompt.size() < (50u << 20)) prompt += "lorem ipsum dolor sit amet ";
   const std::string body = R"({"model":"mock-8b","max_tokens":4,"prompt":")" + prompt + "\"}";
+  // Every request built before the probe starts: senders that each copied 50 MB while it ran
+  // would fault pages in this process at the lowest priority, and the probe (same address space)
+  // could wait behind them on the kernel's memory-map lock, a delay that is not the gateway's.
+  std::vector<http::ClientRequest> requests(
+      8,
+      http::ClientRequest{.method = http::Verb::post, .target = "/v1/completions", .body = body});
   EndpointProbe health(gw.port(), {"/health"});
   std::vector<unsigned> statuses(8);
   std::vector<std::string> messages(8);
@@ -43,7 +49,7 @@ TEST(Drill, HugePromptsStayWithinMemoryAndHealthAnswers) {
     clients.emplace_back([&, i] {
       yield_cpu_to_others();  // on this 2-core host the senders would otherwise starve the probe
       http::SyncClient c("127.0.0.1", gw.port(), http::ClientOptions{.request_timeout = 120s});
-      auto r = c.post("/v1/completions", body);
+      auto r = c.request(requests[i]);
       statuses[i] = r.ok() ? r->status : 0;
       messages[i] = r.ok() ? r->body.substr(0, 120) : std::string(message_of(r.status()));
     });

@@ -15,6 +15,8 @@ find_package(benchmark CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)                 # SHA-256 for the engines' hash schemes
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(NUMA REQUIRED IMPORTED_TARGET numa)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # the tokenizers' split patterns
+pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc icu-i18n) # Unicode normalization, classes
 pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
 if(KVGATE_JEMALLOC AND NOT JEMALLOC_FOUND)
   message(FATAL_ERROR "jemalloc not found: run tools/setup.sh or configure with -DKVGATE_JEMALLOC=OFF")

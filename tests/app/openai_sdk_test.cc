@@ -5,21 +5,15 @@
 
 #include "app/gateway_fixture.h"
 #include "support/child_process.h"
+#include "support/external.h"
 
 namespace kvgate::app {
 namespace {
 
 using OpenAiSdkTest = GatewayTest;
 
-// Where tools/setup.sh installed the npm packages the tests use.
-std::string npm_dir() {
-  if (const char* d = std::getenv("KVGATE_NPM_DIR"); d != nullptr && *d != '\0') return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : "/root") + "/.cache/kvgate/npm";
-}
-
 TEST_F(OpenAiSdkTest, EveryCallAClientMakesWorksThroughTheGateway) {
-  const std::string modules = npm_dir() + "/node_modules";
+  const std::string modules = testing::npm_dir() + "/node_modules";
   ASSERT_TRUE(std::filesystem::exists(modules + "/openai/package.json"))
       << "the OpenAI SDK is not in " << modules << ": run tools/setup.sh (make setup)";
   ASSERT_TRUE(start(1, [](GatewayConfig& c) { c.api_key = "sk-sdk-test"; }));

@@ -1,0 +1,173 @@
+#include "tokenizer/added_vocabulary.h"
+
+#include "tokenizer/json_util.h"
+#include "tokenizer/unicode.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+bool is_word_char(char32_t c) { return c == '_' || is_alphanumeric(c); }
+
+bool ends_with_word(std::string_view s) {
+  if (s.empty()) return false;
+  size_t len = 0;
+  return is_word_char(next_char(s, prev_char_start(s, s.size()), &len));
+}
+
+bool starts_with_word(std::string_view s) {
+  if (s.empty()) return false;
+  size_t len = 0;
+  return is_word_char(next_char(s, 0, &len));
+}
+
+}  // namespace
+
+void AddedVocabulary::Matcher::add(std::string_view pattern, uint32_t token_index) {
+  if (pattern.empty()) return;
+  uint32_t node = 0;
+  for (const char c : pattern) {
+    const uint64_t key = (uint64_t{node} << 8) | static_cast<uint8_t>(c);
+    auto [it, inserted] = edges_.try_emplace(key, nodes_);
+    if (inserted) ++nodes_;
+    node = it->second;
+  }
+  terminal_.try_emplace(node, token_index);  // the first token listed with a text keeps it
+  first_byte_[static_cast<uint8_t>(pattern[0])] = true;
+}
+
+std::optional<std::pair<size_t, uint32_t>> AddedVocabulary::Matcher::longest_at(
+    std::string_view text, size_t at) const {
+  if (!first_byte_[static_cast<uint8_t>(text[at])]) return std::nullopt;
+  std::optional<std::pair<size_t, uint32_t>> best;
+  uint32_t node = 0;
+  for (size_t i = at; i < text.size(); ++i) {
+    auto it = edges_.find((uint64_t{node} << 8) | static_cast<uint8_t>(text[i]));
+    if (it == edges_.end()) break;
+    node = it->second;
+    if (auto t = terminal_.find(node); t != terminal_.end()) best = {{i + 1, t->second}};
+  }
+  return best;
+}
+
+Result<AddedVocabulary> AddedVocabulary::from_json(JsonField field, const Normalizer* normalizer) {
+  AddedVocabulary v;
+  simdjson::dom::element json;
+  if (!present(field, &json)) return v;
+  simdjson::dom::array list;
+  if (json.get_array().get(list) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("added_tokens is not a list");
+  }
+  for (simdjson::dom::element e : list) {
+    AddedToken t;
+    uint64_t id = 0;
+    std::string_view content;
+    if (e["id"].get_uint64().get(id) != simdjson::SUCCESS ||
+        e["content"].get_string().get(content) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("added_tokens[" + std::to_string(v.tokens_.size()) +
+                                        "] needs an \"id\" and a \"content\"");
+    }
+    t.id = static_cast<TokenId>(id);
+    t.content = std::string(content);
+    t.single_word = bool_or(e["single_word"], false);
+    t.lstrip = bool_or(e["lstrip"], false);
+    t.rstrip = bool_or(e["rstrip"], false);
+    t.normalized = bool_or(e["normalized"], !bool_or(e["special"], false));
+    t.special = bool_or(e["special"], false);
+    const auto index = static_cast<uint32_t>(v.tokens_.size());
+    v.by_id_[t.id] = index;
+    v.by_content_[t.content] = t.id;
+    v.max_id_plus_one_ = std::max(v.max_id_plus_one_, t.id + 1);
+    if (t.normalized) {
+      std::string pattern = t.content;
+      if (normalizer != nullptr) normalizer->normalize(&pattern);
+      v.normalized_.add(pattern, index);
+    } else {
+      v.raw_.add(t.content, index);
+    }
+    v.tokens_.push_back(std::move(t));
+  }
+  return v;
+}
+
+const AddedToken* AddedVocabulary::find(TokenId id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : &tokens_[it->second];
+}
+
+std::optional<TokenId> AddedVocabulary::find(std::string_view content) const {
+  auto it = by_content_.find(key_of(content));
+  if (it == by_content_.end()) return std::nullopt;
+  return it->second;
+}
+
+void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, bool first,
+                                 std::vector<Segment>* out) const {
+  size_t emitted = 0;  // text before this is in `out`
+  const auto emit_text = [&](size_t end) {
+    if (end > emitted) {
+      out->push_back({std::nullopt, Piece{std::string(text.substr(emitted, end - emitted)),
+                                          first && emitted == 0}});
+    }
+  };
+  if (!matcher.empty()) {
+    for (size_t at = 0; at < text.size();) {
+      auto m = matcher.longest_at(text, at);
+      if (!m) {
+        ++at;
+        continue;
+      }
+      size_t start = at;
+      size_t stop = m->first;
+      const AddedToken& t = tokens_[m->second];
+      if (t.single_word &&
+          (ends_with_word(text.substr(0, start)) || starts_with_word(text.substr(stop)))) {
+        ++at;
+        continue;
+      }
+      if (t.lstrip) {
+        size_t s = start;
+        while (s > emitted) {
+          const size_t p = prev_char_start(text, s);
+          size_t len = 0;
+          if (!is_whitespace(next_char(text, p, &len))) break;
+          s = p;
+        }
+        start = s;
+      }
+      if (t.rstrip) {
+        while (stop < text.size()) {
+          size_t len = 0;
+          if (!is_whitespace(next_char(text, stop, &len))) break;
+          stop += len;
+        }
+      }
+      emit_text(start);
+      out->push_back({t.id, Piece{}});
+      emitted = stop;
+      at = stop;
+    }
+  }
+  emit_text(text.size());
+  if (text.empty()) out->push_back({std::nullopt, Piece{std::string(), first}});
+}
+
+void AddedVocabulary::split(std::string_view text, const Normalizer* normalizer,
+                            std::vector<Segment>* out) const {
+  thread_local std::vector<Segment> raw;
+  raw.clear();
+  split_with(raw_, text, true, &raw);
+  for (Segment& s : raw) {
+    if (s.token) {
+      out->push_back(std::move(s));
+      continue;
+    }
+    if (normalizer != nullptr) normalizer->normalize(&s.text.text);
+    if (normalized_.empty()) {
+      out->push_back(std::move(s));
+    } else {
+      split_with(normalized_, s.text.text, s.text.first, out);
+    }
+  }
+}
+
+}  // namespace kvgate::tokenizer

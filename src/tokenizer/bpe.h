@@ -1,0 +1,62 @@
+// BpeModel: byte-pair encoding of one pre-tokenized word, as Hugging Face's BPE model does it.
+//
+// A word starts as its characters (each a vocabulary entry; a character that is none becomes its
+// bytes' <0xXX> tokens with byte_fallback, else the unknown token, consecutive unknowns fused with
+// fuse_unk). Then the adjacent pair with the lowest merge rank merges, leftmost first among equal
+// ranks, until no adjacent pair has a merge. With ignore_merges a word that is itself in the
+// vocabulary is that one token.
+//
+// Threading: immutable after construction; encode() from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "kvgate/core/block_hash.h"
+#include "kvgate/core/result.h"
+#include "simdjson.h"
+
+namespace kvgate::tokenizer {
+
+class BpeModel {
+ public:
+  // From the "model" object of tokenizer.json.
+  static Result<BpeModel> from_json(simdjson::dom::element json);
+
+  void encode(std::string_view word, std::vector<TokenId>* out) const;
+
+  std::optional<TokenId> token_to_id(std::string_view token) const;
+  std::string_view id_to_token(TokenId id) const;
+  uint32_t size() const { return static_cast<uint32_t>(tokens_.size()); }
+
+ private:
+  struct Merge {
+    uint32_t rank;
+    TokenId id;
+  };
+  static uint64_t pair_key(TokenId a, TokenId b) { return (uint64_t{a} << 32) | b; }
+  const Merge* merge_of(TokenId a, TokenId b) const {
+    auto it = merges_.find(pair_key(a, b));
+    return it == merges_.end() ? nullptr : &it->second;
+  }
+  // The word's initial symbols (characters, byte tokens, unknowns).
+  void initial_symbols(std::string_view word, std::vector<TokenId>* symbols) const;
+
+  absl::flat_hash_map<std::string, TokenId> vocab_;
+  std::vector<std::string> tokens_;  // by id ("" for an id no entry has)
+  absl::flat_hash_map<uint64_t, Merge> merges_;
+  std::optional<TokenId> unk_;
+  bool fuse_unk_ = false;
+  bool byte_fallback_ = false;
+  bool ignore_merges_ = false;
+  std::string continuing_subword_prefix_;
+  std::string end_of_word_suffix_;
+  TokenId byte_tokens_[256] = {};  // <0xXX> ids (valid when has_byte_tokens_)
+  bool has_byte_tokens_ = false;
+};
+
+}  // namespace kvgate::tokenizer

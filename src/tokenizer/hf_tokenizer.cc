@@ -1,0 +1,147 @@
+// The Tokenizer built from a Hugging Face tokenizer.json: added tokens, normalizer,
+// pre-tokenizer, BPE model, post-processor and decoder, run in Hugging Face's order.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kvgate/tokenizer/tokenizer.h"
+#include "tokenizer/added_vocabulary.h"
+#include "tokenizer/bpe.h"
+#include "tokenizer/decoder.h"
+#include "tokenizer/json_util.h"
+#include "tokenizer/normalizer.h"
+#include "tokenizer/post_processor.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/unicode.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+class HfTokenizer final : public Tokenizer {
+ public:
+  HfTokenizer(std::unique_ptr<Normalizer> normalizer, std::unique_ptr<PreTokenizer> pre,
+              BpeModel model, AddedVocabulary added, PostProcessor post,
+              std::unique_ptr<Decoder> decoder)
+      : normalizer_(std::move(normalizer)),
+        pre_(std::move(pre)),
+        model_(std::move(model)),
+        added_(std::move(added)),
+        post_(std::move(post)),
+        decoder_(std::move(decoder)) {}
+
+  Status encode(std::string_view text, bool add_special_tokens,
+                std::vector<TokenId>* out) const override {
+    if (!valid_utf8(text)) return absl::InvalidArgumentError("the text is not valid UTF-8");
+    if (add_special_tokens) out->insert(out->end(), post_.prefix.begin(), post_.prefix.end());
+    thread_local std::vector<Segment> segments;
+    thread_local std::vector<Piece> pieces;
+    segments.clear();
+    added_.split(text, normalizer_.get(), &segments);
+    for (Segment& s : segments) {
+      if (s.token) {
+        out->push_back(*s.token);
+        continue;
+      }
+      pieces.clear();
+      pieces.push_back(std::move(s.text));
+      if (pre_) pre_->pre_tokenize(&pieces);
+      for (const Piece& p : pieces) model_.encode(p.text, out);
+    }
+    if (add_special_tokens) out->insert(out->end(), post_.suffix.begin(), post_.suffix.end());
+    return absl::OkStatus();
+  }
+
+  std::string decode(std::span<const TokenId> ids, bool skip_special_tokens) const override {
+    std::vector<std::string> tokens;
+    tokens.reserve(ids.size());
+    for (const TokenId id : ids) {
+      if (const AddedToken* t = added_.find(id)) {
+        if (!(skip_special_tokens && t->special)) tokens.push_back(t->content);
+        continue;
+      }
+      const std::string_view t = model_.id_to_token(id);
+      if (!t.empty()) tokens.emplace_back(t);
+    }
+    if (!decoder_) {
+      std::string out;
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i > 0) out += ' ';
+        out += tokens[i];
+      }
+      return out;
+    }
+    decoder_->decode_chain(&tokens);
+    std::string out;
+    for (const std::string& t : tokens) out += t;
+    return out;
+  }
+
+  uint32_t vocab_size() const override { return std::max(model_.size(), added_.max_id_plus_one()); }
+  std::optional<TokenId> token_to_id(std::string_view token) const override {
+    if (auto id = added_.find(token)) return id;
+    return model_.token_to_id(token);
+  }
+  std::string_view id_to_token(TokenId id) const override {
+    if (const AddedToken* t = added_.find(id)) return t->content;
+    return model_.id_to_token(id);
+  }
+
+ private:
+  std::unique_ptr<Normalizer> normalizer_;
+  std::unique_ptr<PreTokenizer> pre_;
+  BpeModel model_;
+  AddedVocabulary added_;
+  PostProcessor post_;
+  std::unique_ptr<Decoder> decoder_;
+};
+
+// `s` with `origin` named, for load errors.
+Status in(std::string_view origin, const Status& s) {
+  return Status(s.code(), std::string(origin) + ": " + std::string(s.message()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> parse_tokenizer(std::string_view json, std::string_view origin) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (auto err = parser.parse(json.data(), json.size()).get(doc); err != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(std::string(origin) + ": not JSON (" +
+                                      simdjson::error_message(err) + ")");
+  }
+  simdjson::dom::element model_json;
+  if (doc["model"].get(model_json) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(std::string(origin) +
+                                      ": no \"model\" (is this a tokenizer.json?)");
+  }
+  auto normalizer = make_normalizer(doc["normalizer"]);
+  if (!normalizer.ok()) return in(origin, normalizer.status());
+  auto pre = make_pre_tokenizer(doc["pre_tokenizer"]);
+  if (!pre.ok()) return in(origin, pre.status());
+  auto model = BpeModel::from_json(model_json);
+  if (!model.ok()) return in(origin, model.status());
+  auto added = AddedVocabulary::from_json(doc["added_tokens"], normalizer->get());
+  if (!added.ok()) return in(origin, added.status());
+  auto post = PostProcessor::from_json(doc["post_processor"]);
+  if (!post.ok()) return in(origin, post.status());
+  auto decoder = make_decoder(doc["decoder"]);
+  if (!decoder.ok()) return in(origin, decoder.status());
+  return std::unique_ptr<Tokenizer>(
+      std::make_unique<HfTokenizer>(std::move(*normalizer), std::move(*pre), std::move(*model),
+                                    std::move(*added), std::move(*post), std::move(*decoder)));
+}
+
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path) {
+  std::filesystem::path file(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) file /= "tokenizer.json";
+  std::ifstream in_file(file, std::ios::binary);
+  if (!in_file) {
+    return absl::NotFoundError("cannot read the tokenizer " + file.string());
+  }
+  std::ostringstream contents;
+  contents << in_file.rdbuf();
+  return parse_tokenizer(contents.str(), file.string());
+}
+
+}  // namespace kvgate::tokenizer

@@ -1,0 +1,264 @@
+#include "tokenizer/pre_tokenizer.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "tokenizer/json_util.h"
+#include "tokenizer/pattern.h"
+#include "tokenizer/unicode.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+
+Result<Behavior> parse_behavior(std::string_view s) {
+  if (s == "Removed") return Behavior::kRemoved;
+  if (s == "Isolated") return Behavior::kIsolated;
+  if (s == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
+  if (s == "MergedWithNext") return Behavior::kMergedWithNext;
+  if (s == "Contiguous") return Behavior::kContiguous;
+  return absl::InvalidArgumentError("split behavior \"" + std::string(s) + "\" is not supported");
+}
+
+// The parts of `piece` that `pattern` and `behavior` make, appended to `out`.
+void split_piece(const Piece& piece, const Pattern& pattern, Behavior behavior, bool invert,
+                 std::vector<Piece>* out) {
+  thread_local std::vector<Span> spans;
+  thread_local std::vector<Span> parts;  // match here means "removed"
+  pattern.find_matches(piece.text, &spans);
+  if (invert) {
+    for (Span& s : spans) s.match = !s.match;
+  }
+  parts.clear();
+  switch (behavior) {
+    case Behavior::kRemoved:
+      parts = spans;
+      break;
+    case Behavior::kIsolated:
+      for (const Span& s : spans) parts.push_back({s.start, s.end, false});
+      break;
+    case Behavior::kContiguous: {
+      bool previous = false;
+      for (const Span& s : spans) {
+        if (s.match == previous && !parts.empty()) {
+          parts.back().end = s.end;
+        } else {
+          parts.push_back({s.start, s.end, false});
+        }
+        previous = s.match;
+      }
+      break;
+    }
+    case Behavior::kMergedWithPrevious: {
+      bool previous = false;
+      for (const Span& s : spans) {
+        if (s.match && !previous && !parts.empty()) {
+          parts.back().end = s.end;
+        } else {
+          parts.push_back({s.start, s.end, false});
+        }
+        previous = s.match;
+      }
+      break;
+    }
+    case Behavior::kMergedWithNext: {
+      bool previous = false;
+      for (size_t i = spans.size(); i-- > 0;) {
+        const Span& s = spans[i];
+        if (s.match && !previous && !parts.empty()) {
+          parts.back().start = s.start;
+        } else {
+          parts.push_back({s.start, s.end, false});
+        }
+        previous = s.match;
+      }
+      std::reverse(parts.begin(), parts.end());
+      break;
+    }
+  }
+  for (const Span& p : parts) {
+    if (p.match || p.end == p.start) continue;
+    out->push_back({piece.text.substr(p.start, p.end - p.start), piece.first && p.start == 0});
+  }
+}
+
+// Applies `split` (one piece -> its parts) to every piece.
+template <typename F>
+void split_all(std::vector<Piece>* pieces, F&& split) {
+  std::vector<Piece> out;
+  out.reserve(pieces->size() * 2);
+  for (const Piece& p : *pieces) split(p, &out);
+  *pieces = std::move(out);
+}
+
+class Split final : public PreTokenizer {
+ public:
+  Split(Pattern pattern, Behavior behavior, bool invert)
+      : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
+  void pre_tokenize(std::vector<Piece>* pieces) const override {
+    split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
+      split_piece(p, pattern_, behavior_, invert_, out);
+    });
+  }
+
+ private:
+  Pattern pattern_;
+  Behavior behavior_;
+  bool invert_;
+};
+
+// GPT-2's word pattern, which ByteLevel splits with when use_regex is set.
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+class ByteLevel final : public PreTokenizer {
+ public:
+  ByteLevel(bool add_prefix_space, std::optional<Pattern> words)
+      : add_prefix_space_(add_prefix_space), words_(std::move(words)) {}
+  void pre_tokenize(std::vector<Piece>* pieces) const override {
+    split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
+      Piece prefixed = p;
+      if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) prefixed.text.insert(0, " ");
+      if (words_) {
+        split_piece(prefixed, *words_, Behavior::kIsolated, false, out);
+      } else if (!prefixed.text.empty()) {
+        out->push_back(std::move(prefixed));
+      }
+    });
+    for (Piece& p : *pieces) {
+      std::string mapped;
+      mapped.reserve(p.text.size() * 2);
+      for (const char c : p.text) mapped += byte_char(static_cast<uint8_t>(c));
+      p.text = std::move(mapped);
+    }
+  }
+
+ private:
+  bool add_prefix_space_;
+  std::optional<Pattern> words_;
+};
+
+class Metaspace final : public PreTokenizer {
+ public:
+  enum class Prepend { kAlways, kFirst, kNever };
+  Metaspace(std::string replacement, Prepend prepend, bool split)
+      : replacement_(std::move(replacement)),
+        prepend_(prepend),
+        split_(split),
+        on_replacement_(Pattern::of_string(replacement_)),
+        spaces_(Pattern::of_string(" ")) {}
+  void pre_tokenize(std::vector<Piece>* pieces) const override {
+    split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
+      Piece r = p;
+      spaces_.replace_all(&r.text, replacement_);
+      const bool starts = r.text.compare(0, replacement_.size(), replacement_) == 0;
+      if (!starts && (prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && p.first))) {
+        r.text.insert(0, replacement_);
+      }
+      if (split_) {
+        split_piece(r, on_replacement_, Behavior::kMergedWithNext, false, out);
+      } else if (!r.text.empty()) {
+        out->push_back(std::move(r));
+      }
+    });
+  }
+
+ private:
+  std::string replacement_;
+  Prepend prepend_;
+  bool split_;
+  Pattern on_replacement_;
+  Pattern spaces_;
+};
+
+class Sequence final : public PreTokenizer {
+ public:
+  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  void pre_tokenize(std::vector<Piece>* pieces) const override {
+    for (const auto& p : parts_) p->pre_tokenize(pieces);
+  }
+
+ private:
+  std::vector<std::unique_ptr<PreTokenizer>> parts_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(JsonField field) {
+  simdjson::dom::element json;
+  using Ptr = std::unique_ptr<PreTokenizer>;
+  if (!present(field, &json)) return Ptr();
+  const std::string_view type = string_or(json["type"], "");
+  if (type == "Split") {
+    auto pattern = Pattern::from_json(json["pattern"]);
+    if (!pattern.ok()) return pattern.status();
+    auto behavior = parse_behavior(string_or(json["behavior"], ""));
+    if (!behavior.ok()) return behavior.status();
+    return Ptr(
+        std::make_unique<Split>(std::move(*pattern), *behavior, bool_or(json["invert"], false)));
+  }
+  if (type == "ByteLevel") {
+    std::optional<Pattern> words;
+    if (bool_or(json["use_regex"], true)) {
+      auto re = Pattern::regex(kGpt2Pattern);
+      if (!re.ok()) return re.status();
+      words = std::move(*re);
+    }
+    return Ptr(
+        std::make_unique<ByteLevel>(bool_or(json["add_prefix_space"], true), std::move(words)));
+  }
+  if (type == "Metaspace") {
+    std::string_view scheme = string_or(json["prepend_scheme"], "");
+    if (scheme.empty()) scheme = bool_or(json["add_prefix_space"], true) ? "always" : "never";
+    Metaspace::Prepend prepend;
+    if (scheme == "always") {
+      prepend = Metaspace::Prepend::kAlways;
+    } else if (scheme == "first") {
+      prepend = Metaspace::Prepend::kFirst;
+    } else if (scheme == "never") {
+      prepend = Metaspace::Prepend::kNever;
+    } else {
+      return absl::InvalidArgumentError("Metaspace prepend_scheme \"" + std::string(scheme) +
+                                        "\" is not supported");
+    }
+    return Ptr(std::make_unique<Metaspace>(std::string(string_or(json["replacement"], "\u2581")),
+                                           prepend, bool_or(json["split"], true)));
+  }
+  if (type == "Digits") {
+    auto digits = Pattern::regex(R"(\p{N})");
+    if (!digits.ok()) return digits.status();
+    return Ptr(std::make_unique<Split>(
+        std::move(*digits),
+        bool_or(json["individual_digits"], false) ? Behavior::kIsolated : Behavior::kContiguous,
+        false));
+  }
+  if (type == "Whitespace") {
+    auto words = Pattern::regex(R"(\w+|[^\w\s]+)");
+    if (!words.ok()) return words.status();
+    return Ptr(std::make_unique<Split>(std::move(*words), Behavior::kRemoved, true));
+  }
+  if (type == "WhitespaceSplit") {
+    auto spaces = Pattern::regex(R"(\s+)");
+    if (!spaces.ok()) return spaces.status();
+    return Ptr(std::make_unique<Split>(std::move(*spaces), Behavior::kRemoved, false));
+  }
+  if (type == "Sequence") {
+    std::vector<Ptr> parts;
+    simdjson::dom::array list;
+    if (json["pretokenizers"].get_array().get(list) != simdjson::SUCCESS) {
+      return absl::InvalidArgumentError("pre_tokenizer Sequence: \"pretokenizers\" is not a list");
+    }
+    for (simdjson::dom::element e : list) {
+      auto part = make_pre_tokenizer(JsonField(simdjson::dom::element(e)));
+      if (!part.ok()) return part.status();
+      if (*part) parts.push_back(std::move(*part));
+    }
+    return Ptr(std::make_unique<Sequence>(std::move(parts)));
+  }
+  return absl::InvalidArgumentError("pre_tokenizer type \"" + std::string(type) +
+                                    "\" is not supported");
+}
+
+}  // namespace kvgate::tokenizer

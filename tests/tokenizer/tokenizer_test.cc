@@ -1,0 +1,207 @@
+// The tokenizer's rules on small hand-made tokenizer.json files, where each expected id follows
+// from the rule under test (reference_test.cc compares real models' files with Hugging Face).
+#include "kvgate/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+namespace kvgate::tokenizer {
+namespace {
+
+// A tokenizer.json with `vocab` (a JSON object body), `merges` (a JSON list body) and the other
+// sections given as JSON values ("null" for none).
+std::string spec(const std::string& vocab, const std::string& merges,
+                 const std::string& model_extra = "", const std::string& added = "[]",
+                 const std::string& normalizer = "null", const std::string& pre = "null",
+                 const std::string& post = "null", const std::string& decoder = "null") {
+  return R"({"added_tokens":)" + added + R"(,"normalizer":)" + normalizer + R"(,"pre_tokenizer":)" +
+         pre + R"(,"post_processor":)" + post + R"(,"decoder":)" + decoder +
+         R"(,"model":{"type":"BPE")" + model_extra + R"(,"vocab":{)" + vocab + R"(},"merges":[)" +
+         merges + "]}}";
+}
+
+std::unique_ptr<Tokenizer> make(const std::string& json) {
+  auto t = parse_tokenizer(json, "test.json");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+std::vector<TokenId> ids(const Tokenizer& t, std::string_view text, bool special = false) {
+  std::vector<TokenId> out;
+  EXPECT_TRUE(t.encode(text, special, &out).ok());
+  return out;
+}
+
+const std::string kAbc = R"("a":0,"b":1,"c":2,"ab":3,"bc":4,"abc":5)";
+
+TEST(Bpe, TheLowestRankMergesFirst) {
+  auto bc_first = make(spec(kAbc, R"("b c","a b","a bc")"));
+  EXPECT_EQ(ids(*bc_first, "abc"), (std::vector<TokenId>{5}));
+  auto no_final = make(spec(kAbc, R"("b c","a b")"));
+  EXPECT_EQ(ids(*no_final, "abc"), (std::vector<TokenId>{0, 4})) << "b c (rank 0) took b first";
+  auto ab_first = make(spec(kAbc, R"("a b","b c")"));
+  EXPECT_EQ(ids(*ab_first, "abc"), (std::vector<TokenId>{3, 2}));
+}
+
+TEST(Bpe, AmongEqualRanksTheLeftmostPairMerges) {
+  auto t = make(spec(R"("a":0,"aa":1)", R"("a a")"));
+  EXPECT_EQ(ids(*t, "aaa"), (std::vector<TokenId>{1, 0}));
+  EXPECT_EQ(ids(*t, "aaaa"), (std::vector<TokenId>{1, 1}));
+}
+
+TEST(Bpe, MergesListedAsPairsReadLikeStrings) {
+  auto t = make(spec(kAbc, R"(["a","b"],["ab","c"])"));
+  EXPECT_EQ(ids(*t, "abc"), (std::vector<TokenId>{5}));
+}
+
+TEST(Bpe, IgnoreMergesTakesAWholeWordInTheVocabulary) {
+  // Merges alone cannot make "abc" here; ignore_merges finds it directly.
+  auto t = make(spec(kAbc, R"("a b")", R"(,"ignore_merges":true)"));
+  EXPECT_EQ(ids(*t, "abc"), (std::vector<TokenId>{5}));
+  auto without = make(spec(kAbc, R"("a b")"));
+  EXPECT_EQ(ids(*without, "abc"), (std::vector<TokenId>{3, 2}));
+}
+
+TEST(Bpe, AnUnknownCharacterFallsBackToItsBytes) {
+  std::string vocab = R"("a":0)";
+  for (int b = 0; b < 256; ++b) {
+    char name[16];
+    std::snprintf(name, sizeof(name), ",\"<0x%02X>\":%d", b, 1 + b);
+    vocab += name;
+  }
+  auto t = make(spec(vocab, "", R"(,"byte_fallback":true)"));
+  // U+00E9 is C3 A9.
+  EXPECT_EQ(ids(*t, "a\xC3\xA9"), (std::vector<TokenId>{0, 1 + 0xC3, 1 + 0xA9}));
+  EXPECT_EQ(t->decode(std::vector<TokenId>{0, 1 + 0xC3, 1 + 0xA9}, false), "a <0xC3> <0xA9>")
+      << "with no decoder the tokens are joined by spaces";
+}
+
+TEST(Bpe, UnknownCharactersBecomeTheUnknownTokenFusedWhenAsked) {
+  const std::string vocab = R"("<unk>":0,"a":1)";
+  auto fused = make(spec(vocab, "", R"(,"unk_token":"<unk>","fuse_unk":true)"));
+  EXPECT_EQ(ids(*fused, "xya"), (std::vector<TokenId>{0, 1}));
+  auto apart = make(spec(vocab, "", R"(,"unk_token":"<unk>")"));
+  EXPECT_EQ(ids(*apart, "xya"), (std::vector<TokenId>{0, 0, 1}));
+  auto none = make(spec(vocab, ""));
+  EXPECT_EQ(ids(*none, "xya"), (std::vector<TokenId>{1})) << "no unk token: dropped";
+}
+
+TEST(AddedTokens, SpecialTokensAreCutOutBeforeAnythingElse) {
+  const std::string added =
+      R"([{"id":9,"content":"<s>","special":true,"normalized":false},
+          {"id":8,"content":"<sep>","special":true,"normalized":false,"lstrip":true,"rstrip":true}])";
+  auto t = make(spec(R"("a":0," ":1,"<":2,"s":3,">":4)", "", "", added));
+  EXPECT_EQ(ids(*t, "a<s>a"), (std::vector<TokenId>{0, 9, 0}));
+  EXPECT_EQ(ids(*t, "a <sep> a"), (std::vector<TokenId>{0, 8, 0})) << "lstrip and rstrip";
+  EXPECT_EQ(ids(*t, "a <s> a"), (std::vector<TokenId>{0, 1, 9, 1, 0}));
+  EXPECT_EQ(ids(*t, "<sep"), (std::vector<TokenId>{2, 3}))
+      << "no token matched: the characters, 'e' and 'p' unknown and dropped";
+  EXPECT_EQ(t->token_to_id("<s>"), 9u);
+  EXPECT_EQ(t->id_to_token(8), "<sep>");
+}
+
+TEST(AddedTokens, TheLongestTokenAtAPositionWins) {
+  const std::string added = R"([{"id":5,"content":"<a>","special":true,"normalized":false},
+                                {"id":6,"content":"<a>>","special":true,"normalized":false}])";
+  auto t = make(spec(R"(">":0)", "", "", added));
+  EXPECT_EQ(ids(*t, "<a>>>"), (std::vector<TokenId>{6, 0}));
+}
+
+TEST(PostProcessor, TheTemplateAddsItsTokensOnlyWhenAsked) {
+  const std::string post =
+      R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<bos>","type_id":0}},
+          {"Sequence":{"id":"A","type_id":0}},{"SpecialToken":{"id":"<eos>","type_id":0}}],
+          "special_tokens":{"<bos>":{"id":"<bos>","ids":[7],"tokens":["<bos>"]},
+                            "<eos>":{"id":"<eos>","ids":[8],"tokens":["<eos>"]}}})";
+  auto t = make(spec(R"("a":0)", "", "", "[]", "null", "null", post));
+  EXPECT_EQ(ids(*t, "a", true), (std::vector<TokenId>{7, 0, 8}));
+  EXPECT_EQ(ids(*t, "a", false), (std::vector<TokenId>{0}));
+  EXPECT_EQ(ids(*t, "", true), (std::vector<TokenId>{7, 8}));
+}
+
+TEST(PreTokenizer, SplitBehavioursCutAsNamed) {
+  const std::string vocab = R"("a":0,"-":1,"a-":2,"-a":3,"b":4)";
+  const std::string merges = R"("a -","- a")";
+  const auto with = [&](const char* behavior) {
+    return make(spec(vocab, merges, "", "[]", "null",
+                     std::string(R"({"type":"Split","pattern":{"String":"-"},"behavior":")") +
+                         behavior + R"(","invert":false})"));
+  };
+  // Without the split "a-a" would merge "a -" first.
+  EXPECT_EQ(ids(*with("Isolated"), "a-a"), (std::vector<TokenId>{0, 1, 0}));
+  EXPECT_EQ(ids(*with("Removed"), "a-a"), (std::vector<TokenId>{0, 0}));
+  EXPECT_EQ(ids(*with("MergedWithPrevious"), "a-a"), (std::vector<TokenId>{2, 0}));
+  EXPECT_EQ(ids(*with("MergedWithNext"), "a-a"), (std::vector<TokenId>{0, 3}));
+}
+
+TEST(PreTokenizer, RegexSplitUsesUnicodeClasses) {
+  const std::string pre =
+      R"({"type":"Split","pattern":{"Regex":"\\p{L}+|\\p{N}{1,3}"},"behavior":"Isolated",
+          "invert":false})";
+  // Without splitting, "ab12" would merge into one token.
+  auto t = make(spec(R"("a":0,"b":1,"1":2,"2":3,"ab":4,"12":5,"ab1":6,"ab12":7)",
+                     R"("a b","1 2","ab 1","ab1 2")", "", "[]", "null", pre));
+  EXPECT_EQ(ids(*t, "ab12"), (std::vector<TokenId>{4, 5}));
+}
+
+TEST(ByteLevel, BytesBecomePrintableCharactersBothWays) {
+  // GPT-2's alphabet: space is U+0120 (Ġ), 'a' is itself.
+  auto t = make(spec(R"("a":0,"\u0120":1,"\u0120a":2)", R"("\u0120 a")", "", "[]", "null",
+                     R"({"type":"ByteLevel","add_prefix_space":true,"use_regex":true})", "null",
+                     R"({"type":"ByteLevel"})"));
+  EXPECT_EQ(ids(*t, "a a"), (std::vector<TokenId>{2, 2})) << "a prefix space, then ' a'";
+  EXPECT_EQ(t->decode(std::vector<TokenId>{2, 2}, false), " a a");
+}
+
+TEST(Metaspace, SpacesBecomeTheReplacementAndDecodeBack) {
+  auto t = make(spec(R"("\u2581a":0,"\u2581":1,"a":2)", R"("\u2581 a")", "", "[]", "null",
+                     R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"always",
+                         "split":true})",
+                     "null", R"({"type":"Metaspace","replacement":"\u2581",
+                                 "prepend_scheme":"always","split":true})"));
+  EXPECT_EQ(ids(*t, "a a"), (std::vector<TokenId>{0, 0}));
+  EXPECT_EQ(t->decode(std::vector<TokenId>{0, 0}, false), "a a");
+}
+
+TEST(Normalizer, SentencePieceStyleReplaceAndPrepend) {
+  const std::string normalizer =
+      R"({"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"\u2581"},
+          {"type":"Replace","pattern":{"String":" "},"content":"\u2581"}]})";
+  auto t = make(spec(R"("\u2581a":0,"\u2581":1,"a":2)", R"("\u2581 a")", "", "[]", normalizer));
+  EXPECT_EQ(ids(*t, "a a"), (std::vector<TokenId>{0, 0}));
+}
+
+TEST(Normalizer, NfcComposesAndLowercaseLowers) {
+  const std::string vocab = R"("\u00e9":0,"e":1,"\u0301":2)";
+  auto nfc = make(spec(vocab, "", "", "[]", R"({"type":"NFC"})"));
+  EXPECT_EQ(ids(*nfc, "e\xCC\x81"), (std::vector<TokenId>{0}));
+  auto raw = make(spec(vocab, ""));
+  EXPECT_EQ(ids(*raw, "e\xCC\x81"), (std::vector<TokenId>{1, 2}));
+  auto lower = make(spec(vocab, "", "", "[]", R"({"type":"Lowercase"})"));
+  EXPECT_EQ(ids(*lower, "\xC3\x89"), (std::vector<TokenId>{0}));
+}
+
+TEST(Errors, InvalidUtf8IsRefusedNotEncoded) {
+  auto t = make(spec(R"("a":0)", ""));
+  std::vector<TokenId> out;
+  const Status s = t->encode("a\xC3(", false, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t->encode("\xF5\x80\x80\x80", false, &out).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Errors, WhatCannotBeEncodedExactlyIsALoadErrorNamingIt) {
+  const auto error = [](const std::string& json) {
+    auto t = parse_tokenizer(json, "model.json");
+    return t.ok() ? std::string("loaded") : std::string(t.status().message());
+  };
+  EXPECT_NE(error(R"({"model":{"type":"Unigram","vocab":[]}})").find("model type \"Unigram\""),
+            std::string::npos);
+  EXPECT_NE(error(spec(R"("a":0)", "", "", "[]", R"({"type":"BertNormalizer"})"))
+                .find("normalizer type \"BertNormalizer\""),
+            std::string::npos);
+  EXPECT_NE(error(spec(R"("a":0)", R"("a b")")).find("model.merges[0]"), std::string::npos);
+  EXPECT_NE(error("{not json").find("model.json: not JSON"), std::string::npos);
+  EXPECT_FALSE(load_tokenizer("/nonexistent/tokenizer.json").ok());
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer

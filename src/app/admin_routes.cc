@@ -146,12 +146,13 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
     if (!lease.ok()) {
       answer = lease.status();
     } else {
-      http::ClientRequest get;
-      get.method = http::Verb::get;
-      get.target = path;
+      http::ClientRequest fwd;
+      fwd.method = req.method();
+      fwd.target = path;
+      fwd.body_view = req.body();  // the request outlives this exchange
       const std::string auth = authorization_for(req, *pick);
-      if (!auth.empty()) get.headers.emplace_back("authorization", auth);
-      answer = co_await lease->conn->send(get);
+      if (!auth.empty()) fwd.headers.emplace_back("authorization", auth);
+      answer = co_await lease->conn->send(fwd);
     }
     if (!answer.ok()) {
       http::Response r = http::Response::error(502, "the worker did not answer " + path + ": " +

@@ -137,6 +137,11 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
+  app.add_option("--tokenizer", c.tokenizers,
+                 "The model's tokenizer.json (or its folder), so text prompts route on the ids the "
+                 "engines compute; MODEL=PATH for one model of several (repeatable). Default: the "
+                 "built-in test tokenizer, which only the mock engine shares")
+      ->group("Routing");
   app.add_option("--tls-cert-path", c.tls_cert_path,
                  "PEM certificate chain: with --tls-key-path the gateway serves HTTPS (TLS 1.2 and "
                  "later) on --port and --prometheus-port")

@@ -114,6 +114,16 @@ Status GatewayImpl::init() {
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
   process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
+  if (!config_.tokenizers.empty()) {
+    auto toks = PromptTokenizers::load(config_.tokenizers);
+    if (!toks.ok()) return toks.status();
+    tokenizers_ = std::move(*toks);
+    log::get("gateway")->warn(
+        "--tokenizer: completions and /generate text route on the model's token ids; chat "
+        "messages are not rendered with the model's chat template yet, so chat requests route "
+        "on a prefix the engines do not share (send token ids, or /v1/completions, for exact "
+        "routing)");
+  }
   auto idx = index::make_indexer(config_.kv_index, {.hash_seed = config_.hash_seed});
   if (!idx.ok()) return idx.status();
   raw_index_ = index::make_synchronized(std::move(*idx));
@@ -179,6 +189,7 @@ Status GatewayImpl::init() {
   }
   add_info_routes();
   add_admin_routes();
+  add_tokenize_routes();
   if (config_.prometheus_port != 0) {
     metrics_server_ = std::make_unique<http::Server>(
         io_,

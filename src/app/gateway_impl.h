@@ -20,7 +20,6 @@
 #include "app/worker_control.h"
 #include "kvgate/app/config.h"
 #include "kvgate/core/holder_ids.h"
-#include "kvgate/core/tokenizer.h"
 #include "kvgate/events/ingest.h"
 #include "kvgate/http/io_pool.h"
 #include "kvgate/http/server.h"
@@ -64,8 +63,12 @@ class GatewayImpl {
   // admin_routes.cc
   void add_admin_routes();
   void add_info_routes();
-  // A GET of `path` answered by the least busy routable worker.
+  // The request (its method and body) sent on to `path` of the least busy routable worker, and
+  // its answer forwarded.
   http::Handler worker_answer(std::string path);
+  // tokenize_routes.cc: POST /tokenize and /detokenize (vLLM's shapes), answered here with the
+  // model's tokenizer, else by a worker.
+  void add_tokenize_routes();
   std::string metrics_text();
 
   GatewayConfig config_;
@@ -94,7 +97,7 @@ class GatewayImpl {
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> metrics_server_;  // --prometheus-port
   std::unique_ptr<metrics::ProcessMetrics> process_metrics_;
-  TestTokenizer tokenizer_;
+  PromptTokenizers tokenizers_;  // --tokenizer (the test tokenizer without)
   BlockHasher hasher_;
   bool started_ = false;
   // Graceful shutdown (drain()): draining_ refuses new generations and fails readiness;

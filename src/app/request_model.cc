@@ -23,11 +23,14 @@ Status too_long(size_t limit, size_t at_least) {
 
 // Tokenizes `text` unless it cannot fit: its bytes alone bound its tokens from below, so a text
 // far over the limit is refused without a pass over it, and encoding stops past the limit.
-Status encode_within(const TestTokenizer& tok, std::string_view text, size_t limit,
+Status encode_within(const PromptTokenizer& tok, std::string_view text, size_t limit,
                      std::vector<TokenId>* out) {
-  const size_t at_least = text.size() / TestTokenizer::kMaxTokenBytes;
+  const size_t at_least = text.size() / tok.max_token_bytes();
   if (at_least > limit) return too_long(limit, at_least);
-  tok.encode(text, out, limit);
+  if (Status s = tok.encode(text, limit, out); !s.ok()) {
+    return absl::InvalidArgumentError("the prompt cannot be tokenized: " +
+                                      std::string(s.message()));
+  }
   if (out->size() > limit) return too_long(limit, out->size());
   return absl::OkStatus();
 }
@@ -45,7 +48,7 @@ Status read_ids(od::array arr, std::string_view field, std::vector<TokenId>* out
 }
 
 // A completions prompt: text, ids, a list of texts, or a list of id lists (the first routes).
-Status read_prompt(od::value v, std::string_view field, const TestTokenizer& tok, size_t limit,
+Status read_prompt(od::value v, std::string_view field, const PromptTokenizer& tok, size_t limit,
                    ParsedRequest* out) {
   od::json_type t;
   if (v.type().get(t) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
@@ -144,7 +147,7 @@ Status read_message(od::object msg, std::string_view field, bool null_content_ok
 }
 
 // Chat messages rendered with render_chat().
-Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, ParsedRequest* out) {
+Status read_messages(od::value v, const PromptTokenizer& tok, size_t limit, ParsedRequest* out) {
   od::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS)
     return bad("messages", "must be a list of messages");
@@ -163,7 +166,7 @@ Status read_messages(od::value v, const TestTokenizer& tok, size_t limit, Parsed
   std::vector<ChatMessage> msgs;
   msgs.reserve(roles.size());
   for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], contents[i]});
-  return encode_within(tok, render_chat(msgs), limit, &out->tokens);
+  return encode_within(tok, tok.render_chat(msgs), limit, &out->tokens);
 }
 
 // A Responses input: a text (one user message) or message items ({role, content}; items of other
@@ -268,12 +271,12 @@ std::optional<size_t> top_level_string_bytes(std::string_view body, std::string_
   return std::nullopt;
 }
 
-Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer& tokenizer,
+Status parse_request(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
                      size_t max_prompt_tokens, ParsedRequest* out) {
   *out = ParsedRequest{};
   // A huge text prompt is refused before the body is parsed: a string of n raw bytes decodes
   // to at least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many
-  // over kMaxTokenBytes tokens.
+  // over max_token_bytes() tokens.
   if (body.size() > kKeptParserBytes && max_prompt_tokens != kNoTokenLimit) {
     const std::string_view key = route == ApiRoute::kCompletions  ? "prompt"
                                  : route == ApiRoute::kGenerate   ? "text"
@@ -284,7 +287,7 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
                                                                   : "";
     if (!key.empty()) {
       if (auto raw = top_level_string_bytes(body, key)) {
-        const size_t at_least = *raw / 6 / TestTokenizer::kMaxTokenBytes;
+        const size_t at_least = *raw / 6 / tokenizers.max_token_bytes();
         if (at_least > max_prompt_tokens) return too_long(max_prompt_tokens, at_least);
       }
     }
@@ -299,6 +302,16 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
       simdjson::SUCCESS) {
     return absl::InvalidArgumentError("the request body is not valid JSON");
   }
+  // The model decides the tokenizer, and may come after the prompt: look it up first.
+  const PromptTokenizer* chosen = &tokenizers.for_model("");
+  if (tokenizers.per_model()) {
+    std::string_view m;
+    if (doc["model"].get_string().get(m) == simdjson::SUCCESS) {
+      chosen = &tokenizers.for_model(m);
+    }
+    doc.rewind();
+  }
+  const PromptTokenizer& tokenizer = *chosen;
   od::object obj;
   if (doc.get_object().get(obj) != simdjson::SUCCESS) {
     return absl::InvalidArgumentError("the request body must be a JSON object");
@@ -401,7 +414,7 @@ Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer&
     if (!instructions.empty()) msgs.push_back({"system", instructions});
     for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], texts[i]});
     if (msgs.empty()) return bad("input", "holds no message");
-    return encode_within(tokenizer, render_chat(msgs), max_prompt_tokens, &out->tokens);
+    return encode_within(tokenizer, tokenizer.render_chat(msgs), max_prompt_tokens, &out->tokens);
   }
   return absl::OkStatus();
 }

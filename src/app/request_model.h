@@ -4,7 +4,8 @@
 //   /v1/completions       model, prompt (text | token ids | list of texts | list of id lists:
 //                         the first one routes), stream, cache_salt
 //   /v1/chat/completions  model, messages [{role, content (text | [{type:"text", text}])}],
-//                         stream, cache_salt; rendered with core's render_chat() then tokenized
+//                         stream, cache_salt; rendered (PromptTokenizer::render_chat) then
+//                         tokenized
 //   /generate (SGLang)    text | input_ids, stream (top level or in sampling params: top level)
 //   /v1/embeddings        model, input (as a completions prompt: the first one routes)
 //   /v1/responses         model, instructions, input (text | message items), stream; rendered
@@ -26,9 +27,12 @@
 
 #include "kvgate/core/block_hash.h"
 #include "kvgate/core/result.h"
-#include "kvgate/core/tokenizer.h"
+#include "kvgate/tokenizer/prompt_tokenizer.h"
 
 namespace kvgate::app {
+
+using tokenizer::PromptTokenizer;
+using tokenizer::PromptTokenizers;
 
 enum class ApiRoute {
   kCompletions,
@@ -55,7 +59,8 @@ inline constexpr size_t kNoTokenLimit = static_cast<size_t>(-1);
 // Fills `out` from `body`. InvalidArgument (-> 400) names the offending field; OutOfRange (-> 400)
 // says the prompt has more than `max_prompt_tokens` tokens, found without tokenizing all of it
 // (a huge text prompt is refused from its byte length before the body is even parsed).
-Status parse_request(ApiRoute route, std::string_view body, const TestTokenizer& tokenizer,
+// Text is tokenized with the request's model's tokenizer.
+Status parse_request(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
                      size_t max_prompt_tokens, ParsedRequest* out);
 
 // The raw length in bytes (escapes undecoded) of the string value of top-level `key` in the JSON

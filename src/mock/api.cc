@@ -42,12 +42,13 @@ Status read_ids(const element& e, std::vector<TokenId>* out, std::string_view wh
 }
 
 // A prompt given as text, token ids, a list of texts or a list of token-id lists.
-Status read_prompts(const element& e, const TestTokenizer& tok, ApiRequest* r,
+Status read_prompts(const element& e, const tokenizer::PromptTokenizer& tok, ApiRequest* r,
                     std::string_view what) {
   std::string_view text;
   if (e.get(text) == simdjson::SUCCESS) {
     r->prompts.emplace_back();
-    tok.encode(text, &r->prompts.back());
+    if (Status s = tok.encode(text, &r->prompts.back()); !s.ok())
+      return bad(std::string(s.message()));
     if (r->prompts.back().empty()) return bad(std::string(what) + " is empty");
     return Status();
   }
@@ -64,7 +65,8 @@ Status read_prompts(const element& e, const TestTokenizer& tok, ApiRequest* r,
   for (element x : arr) {
     r->prompts.emplace_back();
     if (x.get(text) == simdjson::SUCCESS) {
-      tok.encode(text, &r->prompts.back());
+      if (Status s = tok.encode(text, &r->prompts.back()); !s.ok())
+        return bad(std::string(s.message()));
       if (r->prompts.back().empty()) return bad(std::string(what) + " holds an empty prompt");
     } else if (Status s = read_ids(x, &r->prompts.back(), what); !s.ok()) {
       return s;
@@ -92,7 +94,7 @@ bool read_bool(const object& o, std::string_view key) {
   return o.at_key(key).get(b) == simdjson::SUCCESS && b;
 }
 
-Status read_chat(const element& messages, const TestTokenizer& tok, ApiRequest* r) {
+Status read_chat(const element& messages, const tokenizer::PromptTokenizer& tok, ApiRequest* r) {
   array arr;
   if (messages.get(arr) != simdjson::SUCCESS || arr.size() == 0) {
     return bad("messages must be a non-empty array");
@@ -127,13 +129,12 @@ Status read_chat(const element& messages, const TestTokenizer& tok, ApiRequest* 
   std::vector<ChatMessage> msgs;
   for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], contents[i]});
   r->prompts.emplace_back();
-  tok.encode(render_chat(msgs), &r->prompts.back());
-  return Status();
+  return tok.encode(tok.render_chat(msgs), &r->prompts.back());
 }
 
 // A Responses request's prompt: `instructions` as a system message, then `input` (a text, or
 // message items whose content is a text or a list of parts), rendered as a chat.
-Status read_responses_input(const object& o, const TestTokenizer& tok, ApiRequest* r) {
+Status read_responses_input(const object& o, const tokenizer::PromptTokenizer& tok, ApiRequest* r) {
   std::vector<ChatMessage> msgs;
   std::vector<std::string> texts;  // owns what msgs point into
   std::string_view instructions;
@@ -178,8 +179,7 @@ Status read_responses_input(const object& o, const TestTokenizer& tok, ApiReques
   if (roles.empty()) return bad("input holds no message");
   for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], texts[i]});
   r->prompts.emplace_back();
-  tok.encode(render_chat(msgs), &r->prompts.back());
-  return Status();
+  return tok.encode(tok.render_chat(msgs), &r->prompts.back());
 }
 
 constexpr std::string_view kWords[] = {
@@ -238,7 +238,7 @@ void write_meta_info(JsonWriter& w, const ResponseIds& ids, const ChoiceResult& 
 }  // namespace
 
 Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
-                                     const TestTokenizer& tokenizer,
+                                     const tokenizer::PromptTokenizer& tokenizer,
                                      simdjson::dom::parser& parser) {
   element doc;
   if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
@@ -529,7 +529,7 @@ double relevance(std::span<const TokenId> query, std::span<const TokenId> doc) {
 }
 
 // Texts given as one string or a list of strings (rerank documents may be {"text": ...}).
-Status read_texts(const element& e, std::string_view what, const TestTokenizer& tok,
+Status read_texts(const element& e, std::string_view what, const tokenizer::PromptTokenizer& tok,
                   std::vector<std::string>* texts, std::vector<std::vector<TokenId>>* tokens) {
   std::string_view text;
   array arr;
@@ -545,7 +545,10 @@ Status read_texts(const element& e, std::string_view what, const TestTokenizer& 
   } else {
     return bad(std::string(what) + " must be a string or a non-empty list of strings");
   }
-  for (const auto& t : *texts) tok.encode(t, &tokens->emplace_back());
+  for (const auto& t : *texts) {
+    if (Status s = tok.encode(t, &tokens->emplace_back()); !s.ok())
+      return bad(std::string(s.message()));
+  }
   return Status();
 }
 
@@ -557,8 +560,8 @@ void write_pool_usage(JsonWriter& w, uint64_t tokens) {
 }  // namespace
 
 Result<std::string> render_pooling(PoolingKind kind, std::string_view body,
-                                   const TestTokenizer& tokenizer, simdjson::dom::parser& parser,
-                                   const ResponseIds& ids) {
+                                   const tokenizer::PromptTokenizer& tokenizer,
+                                   simdjson::dom::parser& parser, const ResponseIds& ids) {
   element doc;
   if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
     return bad("body is not valid JSON");

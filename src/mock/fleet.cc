@@ -1,5 +1,7 @@
 #include "kvgate/mock/fleet.h"
 
+#include "kvgate/tokenizer/prompt_tokenizer.h"
+
 #include <cmath>
 
 #include "kvgate/core/json_writer.h"
@@ -109,6 +111,16 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
   const bool with_topic =
       o.replay_with_topic.value_or(hash_scheme_for(o.wire) == HashScheme::kVllmSha256Cbor);
   const std::string zmq_bind = o.bind_address == "0.0.0.0" ? "*" : o.bind_address;
+  // One tokenizer for every worker (a model's takes tens of megabytes).
+  std::shared_ptr<const tokenizer::PromptTokenizer> tokenizer;
+  if (!o.tokenizer.empty()) {
+    auto loaded = tokenizer::load_prompt_tokenizer(o.tokenizer);
+    if (!loaded.ok()) {
+      return Status(loaded.status().code(),
+                    "--tokenizer " + o.tokenizer + ": " + std::string(loaded.status().message()));
+    }
+    tokenizer = std::move(*loaded);
+  }
 
   for (uint32_t i = 0; i < o.workers; ++i) {
     detail::WorkerOptions wo;
@@ -128,6 +140,7 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.http.port = o.http_ports.empty() ? layout_port(o.http_port, i) : o.http_ports[i];
     wo.http.body_limit = o.body_limit;
     wo.http.idle_timeout = o.keep_alive_timeout;
+    wo.tokenizer = tokenizer;
     wo.http.tls_cert_path = o.tls_cert_path;
     wo.http.tls_key_path = o.tls_key_path;
     wo.push_loads_interval = o.push_loads_interval;

@@ -161,6 +161,11 @@ int run(int argc, char** argv) {
       ->default_str("5")
       ->check(CLI::PositiveNumber)
       ->group(proc);
+  app.add_option("--tokenizer", o.tokenizer,
+                 "A model's tokenizer.json (or its folder): prompts are tokenized as that model's "
+                 "engine does (default: the built-in test tokenizer, which the gateway uses "
+                 "without its own --tokenizer)")
+      ->group(sched);
   app.add_option("--tls-cert-path", o.tls_cert_path,
                  "PEM certificate chain: with --tls-key-path every worker serves HTTPS")
       ->check(CLI::ExistingFile)

@@ -45,7 +45,8 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
       ctx_(pool.context(options.http.pin_context.value_or(0))),
       hub_(hub),
       options_(std::move(options)),
-      tokenizer_(options_.engine.vocab),
+      tokenizer_(options_.tokenizer ? options_.tokenizer
+                                    : tokenizer::test_prompt_tokenizer(options_.engine.vocab)),
       pause_timer_(ctx_),
       rng_(options_.seed * 0x9E3779B97F4A7C15ull + options_.index),
       listener_timer_(ctx_),

@@ -94,7 +94,7 @@ net::awaitable<void> Worker::serve_pooling(PoolingKind kind, const http::Request
                             std::to_string(next_request_++),
                         static_cast<int64_t>(to_unix_seconds(Clock::real().wall())),
                         options_.model};
-  auto body = render_pooling(kind, req.body(), tokenizer_, json_, ids);
+  auto body = render_pooling(kind, req.body(), *tokenizer_, json_, ids);
   Response reply = body.ok() ? Response::json(200, std::move(*body))
                              : Response::error(400, std::string(body.status().message()));
   (void)co_await res.send(std::move(reply));
@@ -108,7 +108,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     (void)co_await res.send(std::move(*refusal));
     co_return;
   }
-  auto parsed = parse_api_request(kind, req.body(), tokenizer_, json_);
+  auto parsed = parse_api_request(kind, req.body(), *tokenizer_, json_);
   if (!parsed.ok()) {
     Response reply = Response::error(400, std::string(parsed.status().message()));
     (void)co_await res.send(std::move(reply));

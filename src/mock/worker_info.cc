@@ -79,7 +79,9 @@ Response Worker::server_info() const {
   w.member("max_num_batched_tokens", e.max_num_batched_tokens);
   w.member("context_length", e.max_model_len);
   w.member("enable_prefix_caching", e.enable_prefix_caching);
-  w.member("tokenizer", "kvgate-test-tokenizer").member("vocab_size", e.vocab);
+  const tokenizer::Tokenizer* model_tokenizer = tokenizer_->model();
+  w.member("tokenizer", model_tokenizer != nullptr ? "model" : "kvgate-test-tokenizer");
+  w.member("vocab_size", model_tokenizer != nullptr ? model_tokenizer->vocab_size() : e.vocab);
   w.member("kv_events_wire", events::wire_format_name(options_.wire));
   w.member("kv_events_hash", hash_scheme_name(e.hash_scheme));
   if (!sglang) w.member("prefix_caching_hash_algo", "sha256_cbor");

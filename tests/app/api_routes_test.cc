@@ -1,6 +1,10 @@
 // The routes beyond generation that clients of vLLM and SGLang call (embeddings, Responses,
 // rerank, score, SGLang's info routes), proxied to a worker; and CORS for pages on other origins.
+#include <filesystem>
+
 #include "app/gateway_fixture.h"
+#include "kvgate/tokenizer/tokenizer.h"
+#include "support/external.h"
 
 namespace kvgate::app {
 namespace {
@@ -185,6 +189,106 @@ TEST_F(ApiRoutesTest, WithoutCorsConfiguredNoCorsHeadersAreSent) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 200u);
   EXPECT_EQ(r->header("access-control-allow-origin"), "");
+}
+
+// With the model's tokenizer loaded, /tokenize and /detokenize are answered here, in vLLM's
+// shapes, with the ids routing hashes; a model without one is answered by a worker.
+TEST_F(ApiRoutesTest, TokenizeAndDetokenizeAnswerWithTheModelsTokenizer) {
+  const std::string path = testing::tokenizer_dir() + "/qwen3/tokenizer.json";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << ": run tools/setup.sh";
+  ASSERT_TRUE(start(1, [&](GatewayConfig& c) { c.tokenizers = {"qwen=" + path}; }));
+  auto reference = tokenizer::load_tokenizer(path);
+  ASSERT_TRUE(reference.ok());
+  std::vector<TokenId> expected;
+  ASSERT_TRUE((*reference)->encode("Hello, world! \xE4\xBD\xA0\xE5\xA5\xBD", true, &expected).ok());
+  auto c = client();
+  auto r = c.post("/tokenize", R"({"model":"qwen","prompt":"Hello, world! \u4f60\u597d"})");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200u) << r->body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r->body);
+  EXPECT_EQ(doc["count"].get_uint64().value(), expected.size());
+  std::vector<TokenId> got;
+  for (simdjson::dom::element e : doc["tokens"].get_array()) {
+    got.push_back(static_cast<TokenId>(e.get_uint64().value()));
+  }
+  EXPECT_EQ(got, expected);
+  std::string ids;
+  for (size_t i = 0; i < got.size(); ++i) ids += (i ? "," : "") + std::to_string(got[i]);
+  auto back = c.post("/detokenize", R"({"model":"qwen","tokens":[)" + ids + "]}");
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->status, 200u) << back->body;
+  EXPECT_EQ(std::string(parser.parse(back->body)["prompt"].get_string().value()),
+            "Hello, world! \xE4\xBD\xA0\xE5\xA5\xBD");
+  auto bad = c.post("/detokenize", R"({"model":"qwen","tokens":[999999999]})");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400u);
+  // A model with no tokenizer here: the worker answers (the mock has no /tokenize: its 404).
+  auto other = c.post("/tokenize", R"({"model":"mock-8b","prompt":"hi"})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->status, 404u) << other->body;
+}
+
+// The tokenizer matters: engines that tokenize with a real model's tokenizer publish blocks of
+// that model's ids. A gateway with the same tokenizer finds them and routes each continued prompt
+// to the worker holding it; with the test tokenizer it finds nothing and routes by load.
+TEST_F(ApiRoutesTest, WithTheEnginesTokenizerContinuedPromptsFindTheirCache) {
+  const std::string path = testing::tokenizer_dir() + "/qwen3/tokenizer.json";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << ": run tools/setup.sh";
+  constexpr size_t kWorkers = 4, kPrompts = 12;
+  for (size_t i = 0; i < kWorkers; ++i) {
+    start_worker_with([&](mock::FleetOptions& o) { o.tokenizer = path; });
+  }
+  std::vector<std::string> prompts;
+  for (size_t i = 0; i < kPrompts; ++i) {
+    std::string p = "Conversation " + std::to_string(i) + ":";
+    for (size_t k = 0; k < 200; ++k) p += " w" + std::to_string(i * 1000 + k);
+    prompts.push_back(std::move(p));
+  }
+  // Each prompt cached on one worker, placed there directly.
+  for (size_t i = 0; i < kPrompts; ++i) {
+    http::SyncClient direct("127.0.0.1", worker_port(i % kWorkers));
+    auto r = direct.post("/v1/completions", completion(prompts[i], 1));
+    ASSERT_TRUE(r.ok() && r->status == 200u);
+  }
+  // Continued prompts through a gateway; how many found their cache.
+  const auto hits_through = [&](std::vector<std::string> tokenizers, const std::string& more) {
+    if (gateway_) gateway_->stop(std::chrono::milliseconds(2000));
+    auto cfg = base_config();
+    for (size_t i = 0; i < kWorkers; ++i) cfg.worker_urls.push_back(url_of(i));
+    cfg.tokenizers = std::move(tokenizers);
+    start_gateway(cfg);
+    EXPECT_TRUE(wait_routable(kWorkers));
+    // Until the index holds what the workers published (each prompt is dozens of blocks) and
+    // stops growing: a fresh gateway rebuilds it from the workers' replay.
+    double last = -1;
+    EXPECT_TRUE(wait_for(
+        [&] {
+          auto m = client().get("/metrics");
+          const double now = m.ok() ? metric_value(m->body, "kvgate_index_memberships ") : -1;
+          const bool settled = now >= kPrompts * 30 && now == last;
+          last = now;
+          if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          return settled;
+        },
+        std::chrono::seconds(10)));
+    size_t hits = 0;
+    auto c = client();
+    for (size_t i = 0; i < kPrompts; ++i) {
+      auto r = c.post("/v1/completions", completion(prompts[i] + more, 1));
+      EXPECT_TRUE(r.ok() && r->status == 200u);
+      if (r.ok()) hits += cached_tokens(r->body) > 0 ? 1 : 0;
+    }
+    return hits;
+  };
+  const size_t blind = hits_through({}, " and then some");
+  const size_t seeing = hits_through({path}, " and more");
+  std::printf(
+      "continued prompts that found their cache: %zu/%zu with the engines' tokenizer, "
+      "%zu/%zu with the test tokenizer\n",
+      seeing, kPrompts, blind, kPrompts);
+  EXPECT_EQ(seeing, kPrompts);
+  EXPECT_LE(blind, kPrompts / 2) << "the test tokenizer's ids match no published block";
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "support/external.h"
 #include "support/sanitizer.h"
 
 namespace kvgate::app {
 namespace {
 
-const TestTokenizer kTok;
+const PromptTokenizers kTok;  // the test tokenizer for every model
+const TestTokenizer kTest;    // what it encodes with
 
 TEST(RequestModel, CompletionsTextIdsAndBatches) {
   ParsedRequest p;
@@ -17,7 +21,7 @@ TEST(RequestModel, CompletionsTextIdsAndBatches) {
                   .ok());
   EXPECT_EQ(p.model, "m");
   EXPECT_TRUE(p.stream);
-  EXPECT_EQ(p.tokens, kTok.encode("hello world"));
+  EXPECT_EQ(p.tokens, kTest.encode("hello world"));
   EXPECT_FALSE(p.tokens_given);
   ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":[1,2,3],"extra":{"x":[1]}})", kTok,
                             kNoTokenLimit, &p)
@@ -32,7 +36,7 @@ TEST(RequestModel, CompletionsTextIdsAndBatches) {
                             R"({"prompt":["first","second"],"cache_salt":"s1"})", kTok,
                             kNoTokenLimit, &p)
                   .ok());
-  EXPECT_EQ(p.tokens, kTok.encode("first"));
+  EXPECT_EQ(p.tokens, kTest.encode("first"));
   EXPECT_EQ(p.cache_salt, "s1");
 }
 
@@ -44,7 +48,7 @@ TEST(RequestModel, ChatRendersMessagesAndContentParts) {
                             kTok, kNoTokenLimit, &p)
                   .ok());
   const ChatMessage msgs[] = {{"system", "be brief"}, {"user", "hi"}};
-  EXPECT_EQ(p.tokens, kTok.encode(render_chat(msgs)));
+  EXPECT_EQ(p.tokens, kTest.encode(render_chat(msgs)));
 }
 
 TEST(RequestModel, GenerateTakesInputIdsOrText) {
@@ -56,7 +60,7 @@ TEST(RequestModel, GenerateTakesInputIdsOrText) {
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{5, 6}));
   ASSERT_TRUE(
       parse_request(ApiRoute::kGenerate, R"({"text":"abc"})", kTok, kNoTokenLimit, &p).ok());
-  EXPECT_EQ(p.tokens, kTok.encode("abc"));
+  EXPECT_EQ(p.tokens, kTest.encode("abc"));
 }
 
 TEST(RequestModel, RejectsWithTheFieldNamed) {
@@ -143,6 +147,68 @@ TEST(RequestModel, TopLevelStringBytesFindsOnlyTopLevelStrings) {
   EXPECT_EQ(top_level_string_bytes(R"({"other":"prompt","prompt" : "xy"})", "prompt"), 2u);
   EXPECT_EQ(top_level_string_bytes(R"(["prompt","x"])", "prompt"), std::nullopt);
   EXPECT_EQ(top_level_string_bytes(R"({"prompt":"unterminated)", "prompt"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kvgate::app
+
+namespace kvgate::app {
+namespace {
+
+// A real model's tokenizer (tools/setup.sh fetches it outside the repository).
+std::string llama_tokenizer() {
+  const std::string path = testing::tokenizer_dir() + "/llama3_1/tokenizer.json";
+  EXPECT_TRUE(std::filesystem::exists(path)) << path << " is missing: run tools/setup.sh";
+  return path;
+}
+
+TEST(PromptTokenizers, TextPromptsUseTheModelsTokenizerWithItsSpecialTokens) {
+  const std::string path = llama_tokenizer();
+  auto toks = PromptTokenizers::load({path});
+  ASSERT_TRUE(toks.ok()) << toks.status();
+  auto reference = tokenizer::load_tokenizer(path);
+  ASSERT_TRUE(reference.ok());
+  std::vector<TokenId> expected;
+  ASSERT_TRUE((*reference)->encode("The quick brown fox", true, &expected).ok());
+  ASSERT_EQ(expected.front(), 128000u) << "Llama 3.1 begins with <|begin_of_text|>";
+  ParsedRequest p;
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions,
+                            R"({"model":"m","prompt":"The quick brown fox"})", *toks, kNoTokenLimit,
+                            &p)
+                  .ok());
+  EXPECT_EQ(p.tokens, expected);
+  ASSERT_TRUE(parse_request(ApiRoute::kGenerate, R"({"text":"The quick brown fox"})", *toks,
+                            kNoTokenLimit, &p)
+                  .ok());
+  EXPECT_EQ(p.tokens, expected);
+}
+
+TEST(PromptTokenizers, TheRequestsModelChoosesEvenWhenItComesAfterThePrompt) {
+  const std::string path = llama_tokenizer();
+  auto toks = PromptTokenizers::load({"llama=" + path});
+  ASSERT_TRUE(toks.ok()) << toks.status();
+  EXPECT_TRUE(toks->per_model());
+  ParsedRequest p;
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":"hello there","model":"llama"})",
+                            *toks, kNoTokenLimit, &p)
+                  .ok());
+  ASSERT_FALSE(p.tokens.empty());
+  EXPECT_EQ(p.tokens.front(), 128000u);
+  EXPECT_EQ(p.model, "llama");
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":"hello there","model":"other"})",
+                            *toks, kNoTokenLimit, &p)
+                  .ok());
+  EXPECT_EQ(p.tokens, kTest.encode("hello there")) << "other models keep the default";
+}
+
+TEST(PromptTokenizers, SpecsThatCannotLoadOrCollideAreStartupErrors) {
+  const std::string path = llama_tokenizer();
+  auto missing = PromptTokenizers::load({"/nonexistent/tokenizer.json"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(std::string(missing.status().message()).find("--tokenizer /nonexistent"),
+            std::string::npos);
+  EXPECT_FALSE(PromptTokenizers::load({path, path}).ok()) << "two defaults";
+  EXPECT_FALSE(PromptTokenizers::load({"a=" + path, "a=" + path}).ok()) << "one model twice";
 }
 
 }  // namespace

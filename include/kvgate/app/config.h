@@ -54,6 +54,9 @@ struct GatewayConfig {
   std::string tls_key_path;
   // PEM roots that https:// workers' certificates must chain to (empty: the system's roots).
   std::string worker_ca_path;
+  // The models' tokenizers: "PATH" (every model) or "MODEL=PATH", PATH a tokenizer.json or a
+  // model folder holding one. Empty: the built-in test tokenizer (the mock engine's).
+  std::vector<std::string> tokenizers;
   // Generation requests running at once (0: no limit; each worker's overload gate still sheds);
   // beyond it up to queue_size wait, each up to queue_timeout, and the rest get 429.
   size_t max_concurrent_requests = 0;

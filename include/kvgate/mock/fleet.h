@@ -57,6 +57,9 @@ struct FleetOptions {
   // a TLS-terminating sidecar, as a gateway reaching workers across a network meets them).
   std::string tls_cert_path;
   std::string tls_key_path;
+  // A model's tokenizer.json (or its folder): prompts' text becomes that model's token ids, as in
+  // a real engine. Empty: the built-in test tokenizer.
+  std::string tokenizer;
   // Push each rank's load on its KV-event socket after its steps and this often while quiet
   // (events/load_record.h); zero: off, loads are only polled (/load, /metrics).
   std::chrono::milliseconds push_loads_interval{0};

@@ -11,6 +11,7 @@
 
 #include "kvgate/core/result.h"
 #include "kvgate/core/tokenizer.h"
+#include "kvgate/tokenizer/prompt_tokenizer.h"
 #include "simdjson.h"
 
 namespace kvgate::mock::detail {
@@ -31,7 +32,8 @@ struct ApiRequest {
 
 // Parses a request body. Errors are the client's (400) and say what is wrong.
 Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
-                                     const TestTokenizer& tokenizer, simdjson::dom::parser& parser);
+                                     const tokenizer::PromptTokenizer& tokenizer,
+                                     simdjson::dom::parser& parser);
 
 // What one choice produced.
 struct ChoiceResult {
@@ -74,7 +76,7 @@ std::string render_response_completed(const ApiRequest& req, const ResponseIds& 
 enum class PoolingKind { kEmbeddings, kRerank, kScore };
 // The whole answer body for `body`, or a client error (400) saying what is wrong.
 Result<std::string> render_pooling(PoolingKind kind, std::string_view body,
-                                   const TestTokenizer& tokenizer, simdjson::dom::parser& parser,
-                                   const ResponseIds& ids);
+                                   const tokenizer::PromptTokenizer& tokenizer,
+                                   simdjson::dom::parser& parser, const ResponseIds& ids);
 
 }  // namespace kvgate::mock::detail

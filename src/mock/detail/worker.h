@@ -21,6 +21,7 @@
 #include "kvgate/http/server.h"
 #include "kvgate/metrics/metrics.h"
 #include "kvgate/mock/engine.h"
+#include "kvgate/tokenizer/prompt_tokenizer.h"
 #include "mock/detail/api.h"
 #include "mock/detail/oracle.h"
 #include "mock/detail/publisher.h"
@@ -43,6 +44,8 @@ struct WorkerOptions {
   size_t request_records = 100'000;
   uint64_t seed = 0;
   FleetOracle* oracle = nullptr;  // shared by the fleet's workers (optional)
+  // How prompts' text becomes token ids (the test tokenizer unless the fleet has --tokenizer).
+  std::shared_ptr<const tokenizer::PromptTokenizer> tokenizer;
   // Push each rank's load on its KV-event socket (events/load_record.h) after its steps (at most
   // every push_loads_min_gap) and every push_loads_interval while quiet. Zero: off.
   std::chrono::milliseconds push_loads_interval{0};
@@ -102,7 +105,7 @@ class Worker {
   boost::asio::io_context& ctx_;
   PublisherHub& hub_;
   WorkerOptions options_;
-  TestTokenizer tokenizer_;
+  std::shared_ptr<const tokenizer::PromptTokenizer> tokenizer_;
   simdjson::dom::parser json_;
   std::unique_ptr<http::Server> server_;
   std::vector<std::unique_ptr<Rank>> ranks_;

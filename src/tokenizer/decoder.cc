@@ -215,17 +215,9 @@ Result<std::unique_ptr<Decoder>> make_decoder(JsonField field) {
         std::string(string_or(json["replacement"], "\u2581")), scheme != "never"));
   }
   if (type == "Sequence") {
-    std::vector<Ptr> parts;
-    simdjson::dom::array list;
-    if (json["decoders"].get_array().get(list) != simdjson::SUCCESS) {
-      return absl::InvalidArgumentError("decoder Sequence: \"decoders\" is not a list");
-    }
-    for (simdjson::dom::element e : list) {
-      auto part = make_decoder(JsonField(simdjson::dom::element(e)));
-      if (!part.ok()) return part.status();
-      if (*part) parts.push_back(std::move(*part));
-    }
-    return Ptr(std::make_unique<SequenceDecoder>(std::move(parts)));
+    auto parts = read_parts<Decoder>(json, "decoders", "decoder", make_decoder);
+    if (!parts.ok()) return parts.status();
+    return Ptr(std::make_unique<SequenceDecoder>(std::move(*parts)));
   }
   return absl::InvalidArgumentError("decoder type \"" + std::string(type) + "\" is not supported");
 }

@@ -168,17 +168,9 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(JsonField field) {
                                                                bool_or(json["strip_right"], true)));
   }
   if (type == "Sequence") {
-    std::vector<std::unique_ptr<Normalizer>> parts;
-    simdjson::dom::array list;
-    if (json["normalizers"].get_array().get(list) != simdjson::SUCCESS) {
-      return absl::InvalidArgumentError("normalizer Sequence: \"normalizers\" is not a list");
-    }
-    for (simdjson::dom::element e : list) {
-      auto part = make_normalizer(JsonField(simdjson::dom::element(e)));
-      if (!part.ok()) return part.status();
-      if (*part) parts.push_back(std::move(*part));
-    }
-    return std::unique_ptr<Normalizer>(std::make_unique<Sequence>(std::move(parts)));
+    auto parts = read_parts<Normalizer>(json, "normalizers", "normalizer", make_normalizer);
+    if (!parts.ok()) return parts.status();
+    return std::unique_ptr<Normalizer>(std::make_unique<Sequence>(std::move(*parts)));
   }
   return absl::InvalidArgumentError("normalizer type \"" + std::string(type) +
                                     "\" is not supported");

@@ -245,17 +245,10 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(JsonField field) {
     return Ptr(std::make_unique<Split>(std::move(*spaces), Behavior::kRemoved, false));
   }
   if (type == "Sequence") {
-    std::vector<Ptr> parts;
-    simdjson::dom::array list;
-    if (json["pretokenizers"].get_array().get(list) != simdjson::SUCCESS) {
-      return absl::InvalidArgumentError("pre_tokenizer Sequence: \"pretokenizers\" is not a list");
-    }
-    for (simdjson::dom::element e : list) {
-      auto part = make_pre_tokenizer(JsonField(simdjson::dom::element(e)));
-      if (!part.ok()) return part.status();
-      if (*part) parts.push_back(std::move(*part));
-    }
-    return Ptr(std::make_unique<Sequence>(std::move(parts)));
+    auto parts =
+        read_parts<PreTokenizer>(json, "pretokenizers", "pre_tokenizer", make_pre_tokenizer);
+    if (!parts.ok()) return parts.status();
+    return Ptr(std::make_unique<Sequence>(std::move(*parts)));
   }
   return absl::InvalidArgumentError("pre_tokenizer type \"" + std::string(type) +
                                     "\" is not supported");

@@ -45,20 +45,6 @@ Result<Regex> Regex::compile(std::string_view pattern) {
   return r;
 }
 
-Result<Regex> Regex::literal(std::string_view literal) {
-  std::string quoted = "\\Q";
-  // \E inside the literal would end the quoting: split it out.
-  for (size_t i = 0; i < literal.size(); ++i) {
-    if (literal[i] == '\\' && i + 1 < literal.size() && literal[i + 1] == 'E') {
-      quoted += "\\E\\\\\\Q";
-      continue;
-    }
-    quoted.push_back(literal[i]);
-  }
-  quoted += "\\E";
-  return compile(quoted);
-}
-
 void Regex::for_each_match(std::string_view text,
                            absl::FunctionRef<void(size_t, size_t)> on_match) const {
   thread_local MatchData md;

@@ -18,8 +18,6 @@ namespace kvgate::tokenizer {
 class Regex {
  public:
   static Result<Regex> compile(std::string_view pattern);
-  // A pattern matching `literal` exactly.
-  static Result<Regex> literal(std::string_view literal);
 
   // Calls on_match(start, end) for each non-overlapping match, left to right; after an empty
   // match the search resumes one character later (as Oniguruma's iteration does).

@@ -244,18 +244,27 @@ class TlsGatewayTest : public GatewayTest {
     });
     return "https://127.0.0.1:" + std::to_string(worker_port(fleets_.size() - 1));
   }
-  static std::string streamed(http::SyncClient& c, http::ClientResponse* head) {
+  // A whole completion of `prompt` and a streamed one through `c`, each answered 200, the stream
+  // ending with [DONE]; the stream's head for the caller's own checks.
+  static void expect_served(http::SyncClient& c, const std::string& prompt,
+                            http::ClientResponse* head) {
+    auto whole = c.post("/v1/completions", completion(prompt, 4));
+    EXPECT_TRUE(whole.ok()) << whole.status();
+    if (whole.ok()) {
+      EXPECT_EQ(whole->status, 200u) << whole->body;
+    }
     std::string body;
     auto r = c.stream({.method = http::Verb::post,
                        .target = "/v1/completions",
-                       .body = completion("tell me a story", 8, /*stream=*/true)},
+                       .body = completion(prompt, 8, /*stream=*/true)},
                       [&](std::string_view piece) {
                         body += piece;
                         return Status();
                       });
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) *head = std::move(*r);
-    return body;
+    EXPECT_EQ(head->status, 200u);
+    EXPECT_NE(body.find("data: [DONE]"), std::string::npos) << body;
   }
   kvgate::testing::TestCerts certs_;
 };
@@ -266,15 +275,10 @@ TEST_F(TlsGatewayTest, TheFrontEndServesHttpsWithStreamsAndProbes) {
     c.tls_key_path = certs_.server_key;
   }));
   http::SyncClient c("127.0.0.1", gateway_->port(), trusting(certs_.ca_cert));
-  auto whole = c.post("/v1/completions", completion("hello over tls", 4));
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_EQ(whole->status, 200u) << whole->body;
   http::ClientResponse head;
-  const std::string body = streamed(c, &head);
-  EXPECT_EQ(head.status, 200u);
+  expect_served(c, "hello over tls", &head);
   EXPECT_EQ(head.header("cache-control"), "no-cache");
   EXPECT_EQ(head.header("x-accel-buffering"), "no");
-  EXPECT_NE(body.find("data: [DONE]"), std::string::npos) << body;
   auto health = c.get("/health");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 200u);
@@ -302,13 +306,8 @@ TEST_F(TlsGatewayTest, AnHttpsWorkerIsVerifiedAndServes) {
   ASSERT_TRUE(wait_routable(1)) << "discovery, probes and load polls over TLS";
   EXPECT_EQ(gateway_->registry().snapshot()->workers.front()->url(), url);
   auto c = client();
-  auto whole = c.post("/v1/completions", completion("hello to an https worker", 4));
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_EQ(whole->status, 200u) << whole->body;
   http::ClientResponse head;
-  const std::string body = streamed(c, &head);
-  EXPECT_EQ(head.status, 200u);
-  EXPECT_NE(body.find("data: [DONE]"), std::string::npos) << body;
+  expect_served(c, "hello to an https worker", &head);
 }
 
 TEST_F(TlsGatewayTest, AnHttpsWorkerWithAnUntrustedCertificateIsNeverRouted) {

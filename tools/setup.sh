@@ -18,7 +18,7 @@ PACKAGES=(
   # promtool (prometheus): the tests lint /metrics with it
   prometheus
   # python helpers used by tests (Debian's /usr/bin/python3 only)
-  python3 python3-zmq python3-msgpack
+  python3 python3-zmq python3-msgpack python3-jinja2
 )
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).

@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const std::string& family : families) {
     const std::string path = testing::tokenizer_dir() + "/" + family + "/tokenizer.json";
-    auto tok = tokenizer::load_tokenizer(path);
+    // No encode cache: every pass encodes every text, as the reference does.
+    auto tok = tokenizer::load_tokenizer(path, /*encode_cache_bytes=*/0);
     if (!tok.ok()) {
       std::fprintf(stderr, "%s: %s\n", family.c_str(), std::string(tok.status().message()).c_str());
       return 1;

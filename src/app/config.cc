@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <filesystem>
 
 #include "kvgate/workers/registry.h"
 
@@ -138,9 +139,20 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->envname("KVGATE_ADMIN_API_KEY")
       ->group("Listening");
   app.add_option("--tokenizer", c.tokenizers,
-                 "The model's tokenizer.json (or its folder), so text prompts route on the ids the "
-                 "engines compute; MODEL=PATH for one model of several (repeatable). Default: the "
-                 "built-in test tokenizer, which only the mock engine shares")
+                 "The model's tokenizer.json or model folder, so prompts route on the ids the "
+                 "engines compute; chat messages are rendered with the chat template beside it "
+                 "(chat_template.jinja or tokenizer_config.json). MODEL=PATH for one model of "
+                 "several (repeatable). Default: the built-in test tokenizer, which only the mock "
+                 "engine shares")
+      ->group("Routing");
+  app.add_option("--chat-template", c.chat_templates,
+                 "A Jinja chat template file used instead of the one the --tokenizer's model "
+                 "ships (as vLLM's --chat-template); MODEL=FILE for one model of several")
+      ->check([](const std::string& spec) {
+        const std::string file =
+            spec.substr(spec.find('=') == std::string::npos ? 0 : spec.find('=') + 1);
+        return std::filesystem::exists(file) ? std::string() : "no such file: " + file;
+      })
       ->group("Routing");
   app.add_option("--tls-cert-path", c.tls_cert_path,
                  "PEM certificate chain: with --tls-key-path the gateway serves HTTPS (TLS 1.2 and "

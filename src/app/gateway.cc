@@ -115,14 +115,18 @@ Status GatewayImpl::init() {
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
   process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
   if (!config_.tokenizers.empty()) {
-    auto toks = PromptTokenizers::load(config_.tokenizers);
+    auto toks = PromptTokenizers::load(config_.tokenizers, config_.chat_templates);
     if (!toks.ok()) return toks.status();
     tokenizers_ = std::move(*toks);
-    log::get("gateway")->warn(
-        "--tokenizer: completions and /generate text route on the model's token ids; chat "
-        "messages are not rendered with the model's chat template yet, so chat requests route "
-        "on a prefix the engines do not share (send token ids, or /v1/completions, for exact "
-        "routing)");
+    for (const std::string& spec : tokenizers_.without_chat_template()) {
+      log::get("gateway")->warn(
+          "--tokenizer {}: the model ships no chat template (no chat_template.jinja, none in "
+          "tokenizer_config.json), so its chat requests route on a prefix the engines do not "
+          "share; give one with --chat-template",
+          spec);
+    }
+  } else if (!config_.chat_templates.empty()) {
+    return absl::InvalidArgumentError("--chat-template needs the model's --tokenizer");
   }
   auto idx = index::make_indexer(config_.kv_index, {.hash_seed = config_.hash_seed});
   if (!idx.ok()) return idx.status();

@@ -23,11 +23,12 @@ Status too_long(size_t limit, size_t at_least) {
 
 // Tokenizes `text` unless it cannot fit: its bytes alone bound its tokens from below, so a text
 // far over the limit is refused without a pass over it, and encoding stops past the limit.
+// `chat`: the text is a rendered chat prompt (encode_chat()).
 Status encode_within(const PromptTokenizer& tok, std::string_view text, size_t limit,
-                     std::vector<TokenId>* out) {
+                     std::vector<TokenId>* out, bool chat = false) {
   const size_t at_least = text.size() / tok.max_token_bytes();
   if (at_least > limit) return too_long(limit, at_least);
-  if (Status s = tok.encode(text, limit, out); !s.ok()) {
+  if (Status s = chat ? tok.encode_chat(text, limit, out) : tok.encode(text, limit, out); !s.ok()) {
     return absl::InvalidArgumentError("the prompt cannot be tokenized: " +
                                       std::string(s.message()));
   }
@@ -146,12 +147,19 @@ Status read_message(od::object msg, std::string_view field, bool null_content_ok
   return absl::OkStatus();
 }
 
-// Chat messages rendered with render_chat().
-Status read_messages(od::value v, const PromptTokenizer& tok, size_t limit, ParsedRequest* out) {
+// What a chat request's template is rendered from; the views point into the request body.
+struct ChatFields {
+  std::vector<std::string> roles, contents;
+  std::string_view messages_json, tools_json, kwargs_json;
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+};
+
+// The messages, checked, and kept as sent for the template.
+Status read_messages(od::value v, ChatFields* chat) {
   od::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS)
     return bad("messages", "must be a list of messages");
-  std::vector<std::string> roles, contents;
   for (auto el : arr) {
     od::object msg;
     if (el.get_object().get(msg) != simdjson::SUCCESS) return bad("messages", "must hold objects");
@@ -160,13 +168,54 @@ Status read_messages(od::value v, const PromptTokenizer& tok, size_t limit, Pars
         !s.ok())
       return s;
     if (role.empty()) return bad("messages.role", "is required");
-    roles.push_back(std::move(role));
-    contents.push_back(std::move(content));
+    chat->roles.push_back(std::move(role));
+    chat->contents.push_back(std::move(content));
+  }
+  if (arr.reset().error() != simdjson::SUCCESS ||
+      arr.raw_json().get(chat->messages_json) != simdjson::SUCCESS) {
+    return bad("messages", "is not valid JSON");
+  }
+  return absl::OkStatus();
+}
+
+// An optional list or object kept as sent ("tools", "chat_template_kwargs"); null is none.
+Status read_raw(od::value v, std::string_view field, bool list, std::string_view* out) {
+  od::json_type t;
+  if (v.type().get(t) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
+  if (t == od::json_type::null) return absl::OkStatus();
+  if (list) {
+    od::array a;
+    if (t != od::json_type::array || v.get_array().get(a) != simdjson::SUCCESS ||
+        a.raw_json().get(*out) != simdjson::SUCCESS)
+      return bad(field, "must be a list");
+  } else {
+    od::object o;
+    if (t != od::json_type::object || v.get_object().get(o) != simdjson::SUCCESS ||
+        o.raw_json().get(*out) != simdjson::SUCCESS)
+      return bad(field, "must be an object");
+  }
+  return absl::OkStatus();
+}
+
+// The chat prompt rendered with the model's template and encoded.
+Status encode_chat(const PromptTokenizer& tok, const ChatFields& f, size_t limit,
+                   std::vector<TokenId>* out) {
+  if (f.add_generation_prompt && f.continue_final_message) {
+    return bad("continue_final_message",
+               "cannot be true together with add_generation_prompt (set that to false)");
   }
   std::vector<ChatMessage> msgs;
-  msgs.reserve(roles.size());
-  for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], contents[i]});
-  return encode_within(tok, tok.render_chat(msgs), limit, &out->tokens);
+  msgs.reserve(f.roles.size());
+  for (size_t i = 0; i < f.roles.size(); ++i) msgs.push_back({f.roles[i], f.contents[i]});
+  tokenizer::ChatPrompt prompt{.messages = msgs,
+                               .messages_json = f.messages_json,
+                               .tools_json = f.tools_json,
+                               .template_kwargs_json = f.kwargs_json,
+                               .add_generation_prompt = f.add_generation_prompt,
+                               .continue_final_message = f.continue_final_message};
+  auto text = tok.render_chat(prompt);
+  if (!text.ok()) return absl::InvalidArgumentError(text.status().message());
+  return encode_within(tok, *text, limit, out, /*chat=*/true);
 }
 
 // A Responses input: a text (one user message) or message items ({role, content}; items of other
@@ -320,6 +369,7 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
   bool have_second = false;  // rerank's documents, score's text_2
   std::string instructions;  // a Responses request's, the system message before its input
   std::vector<std::string> roles, texts;
+  ChatFields chat;
   for (auto field : obj) {
     std::string_view key;
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) {
@@ -348,8 +398,18 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
       if (Status s = read_prompt(v, "prompt", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
     } else if (route == ApiRoute::kChatCompletions && key == "messages") {
-      if (Status s = read_messages(v, tokenizer, max_prompt_tokens, out); !s.ok()) return s;
+      if (Status s = read_messages(v, &chat); !s.ok()) return s;
       have_prompt = true;
+    } else if (route == ApiRoute::kChatCompletions && key == "tools") {
+      if (Status s = read_raw(v, key, /*list=*/true, &chat.tools_json); !s.ok()) return s;
+    } else if (route == ApiRoute::kChatCompletions && key == "chat_template_kwargs") {
+      if (Status s = read_raw(v, key, /*list=*/false, &chat.kwargs_json); !s.ok()) return s;
+    } else if (route == ApiRoute::kChatCompletions &&
+               (key == "add_generation_prompt" || key == "continue_final_message")) {
+      bool b = false;
+      if (v.get_bool().get(b) != simdjson::SUCCESS) return bad(key, "must be a boolean");
+      (key == "add_generation_prompt" ? chat.add_generation_prompt : chat.continue_final_message) =
+          b;
     } else if (route == ApiRoute::kGenerate && key == "input_ids") {
       if (Status s = read_prompt(v, "input_ids", tokenizer, max_prompt_tokens, out); !s.ok())
         return s;
@@ -405,16 +465,25 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
         return bad("text_1", "is required");
     }
   }
+  if (route == ApiRoute::kChatCompletions) {
+    return encode_chat(tokenizer, chat, max_prompt_tokens, &out->tokens);
+  }
   if (route == ApiRoute::kRerank && !have_second) return bad("documents", "is required");
   if (route == ApiRoute::kScore && !have_second) return bad("text_2", "is required");
   if (route == ApiRoute::kResponses) {
     // Rendered as the chat route renders messages, so a conversation continued through either
     // API shares its prefix blocks.
-    std::vector<ChatMessage> msgs;
-    if (!instructions.empty()) msgs.push_back({"system", instructions});
-    for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], texts[i]});
-    if (msgs.empty()) return bad("input", "holds no message");
-    return encode_within(tokenizer, tokenizer.render_chat(msgs), max_prompt_tokens, &out->tokens);
+    ChatFields responses;
+    if (!instructions.empty()) {
+      responses.roles.push_back("system");
+      responses.contents.push_back(std::move(instructions));
+    }
+    for (size_t i = 0; i < roles.size(); ++i) {
+      responses.roles.push_back(std::move(roles[i]));
+      responses.contents.push_back(std::move(texts[i]));
+    }
+    if (responses.roles.empty()) return bad("input", "holds no message");
+    return encode_chat(tokenizer, responses, max_prompt_tokens, &out->tokens);
   }
   return absl::OkStatus();
 }

@@ -94,7 +94,40 @@ bool read_bool(const object& o, std::string_view key) {
   return o.at_key(key).get(b) == simdjson::SUCCESS && b;
 }
 
-Status read_chat(const element& messages, const tokenizer::PromptTokenizer& tok, ApiRequest* r) {
+// The prompt text of a chat request, rendered as vLLM renders it (the model's chat template when
+// the tokenizer has one, with the request's tools and chat_template_kwargs), and its ids.
+Status encode_chat(const object& o, std::span<const ChatMessage> msgs,
+                   const tokenizer::PromptTokenizer& tok, std::vector<TokenId>* out) {
+  tokenizer::ChatPrompt prompt{.messages = msgs};
+  std::string messages_json, tools_json, kwargs_json;
+  if (tok.has_chat_template()) {
+    element e;
+    if (o.at_key("messages").get(e) == simdjson::SUCCESS) messages_json = simdjson::minify(e);
+    if (o.at_key("tools").get(e) == simdjson::SUCCESS && !e.is_null()) {
+      tools_json = simdjson::minify(e);
+    }
+    if (o.at_key("chat_template_kwargs").get(e) == simdjson::SUCCESS && !e.is_null()) {
+      kwargs_json = simdjson::minify(e);
+    }
+    prompt.messages_json = messages_json;
+    prompt.tools_json = tools_json;
+    prompt.template_kwargs_json = kwargs_json;
+  }
+  bool b = false;
+  if (o.at_key("add_generation_prompt").get(b) == simdjson::SUCCESS) {
+    prompt.add_generation_prompt = b;
+  }
+  if (o.at_key("continue_final_message").get(b) == simdjson::SUCCESS) {
+    prompt.continue_final_message = b;
+  }
+  auto text = tok.render_chat(prompt);
+  if (!text.ok()) return bad(std::string(message_of(text.status())));
+  return tok.encode_chat(*text, static_cast<size_t>(-1), out);
+}
+
+Status read_chat(const object& o, const tokenizer::PromptTokenizer& tok, ApiRequest* r) {
+  element messages;
+  if (o.at_key("messages").get(messages) != simdjson::SUCCESS) return bad("messages is required");
   array arr;
   if (messages.get(arr) != simdjson::SUCCESS || arr.size() == 0) {
     return bad("messages must be a non-empty array");
@@ -129,7 +162,7 @@ Status read_chat(const element& messages, const tokenizer::PromptTokenizer& tok,
   std::vector<ChatMessage> msgs;
   for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], contents[i]});
   r->prompts.emplace_back();
-  return tok.encode(tok.render_chat(msgs), &r->prompts.back());
+  return encode_chat(o, msgs, tok, &r->prompts.back());
 }
 
 // A Responses request's prompt: `instructions` as a system message, then `input` (a text, or
@@ -179,7 +212,10 @@ Status read_responses_input(const object& o, const tokenizer::PromptTokenizer& t
   if (roles.empty()) return bad("input holds no message");
   for (size_t i = 0; i < roles.size(); ++i) msgs.push_back({roles[i], texts[i]});
   r->prompts.emplace_back();
-  return tok.encode(tok.render_chat(msgs), &r->prompts.back());
+  tokenizer::ChatPrompt prompt{.messages = msgs};
+  auto rendered = tok.render_chat(prompt);
+  if (!rendered.ok()) return bad(std::string(message_of(rendered.status())));
+  return tok.encode_chat(*rendered, static_cast<size_t>(-1), &r->prompts.back());
 }
 
 constexpr std::string_view kWords[] = {
@@ -273,8 +309,7 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
       break;
     }
     case ApiKind::kChat: {
-      if (o.at_key("messages").get(e) != simdjson::SUCCESS) return bad("messages is required");
-      if (Status s = read_chat(e, tokenizer, &r); !s.ok()) return s;
+      if (Status s = read_chat(o, tokenizer, &r); !s.ok()) return s;
       auto mt = read_count(o, "max_completion_tokens", 0);
       if (!mt.ok()) return mt.status();
       auto legacy = read_count(o, "max_tokens", 16);

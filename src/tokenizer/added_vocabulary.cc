@@ -151,22 +151,17 @@ void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, 
   if (text.empty()) out->push_back({std::nullopt, Piece{std::string(), first}});
 }
 
-void AddedVocabulary::split(std::string_view text, const Normalizer* normalizer,
-                            std::vector<Segment>* out) const {
-  thread_local std::vector<Segment> raw;
-  raw.clear();
-  split_with(raw_, text, true, &raw);
-  for (Segment& s : raw) {
-    if (s.token) {
-      out->push_back(std::move(s));
-      continue;
-    }
-    if (normalizer != nullptr) normalizer->normalize(&s.text.text);
-    if (normalized_.empty()) {
-      out->push_back(std::move(s));
-    } else {
-      split_with(normalized_, s.text.text, s.text.first, out);
-    }
+void AddedVocabulary::split_raw(std::string_view text, std::vector<Segment>* out) const {
+  split_with(raw_, text, true, out);
+}
+
+void AddedVocabulary::split_stretch(Piece stretch, const Normalizer* normalizer,
+                                    std::vector<Segment>* out) const {
+  if (normalizer != nullptr) normalizer->normalize(&stretch.text);
+  if (normalized_.empty()) {
+    out->push_back({std::nullopt, std::move(stretch)});
+  } else {
+    split_with(normalized_, stretch.text, stretch.first, out);
   }
 }
 

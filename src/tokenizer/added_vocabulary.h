@@ -48,8 +48,12 @@ class AddedVocabulary {
   static Result<AddedVocabulary> from_json(simdjson::simdjson_result<simdjson::dom::element> field,
                                            const Normalizer* normalizer);
 
-  // `text` cut into added tokens and normalized text.
-  void split(std::string_view text, const Normalizer* normalizer, std::vector<Segment>* out) const;
+  // `text` cut at the tokens found in the raw text (normalized=false); the stretches between
+  // them stay raw. What a stretch becomes (split_stretch(), then the pre-tokenizer and the model)
+  // depends only on its bytes and on whether it begins the input: the encode cache keys on that.
+  void split_raw(std::string_view text, std::vector<Segment>* out) const;
+  // A raw stretch normalized and cut at the tokens found in normalized text.
+  void split_stretch(Piece stretch, const Normalizer* normalizer, std::vector<Segment>* out) const;
 
   const AddedToken* find(TokenId id) const;
   std::optional<TokenId> find(std::string_view content) const;

@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <functional>
 
@@ -8,6 +9,18 @@
 #include "tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
+
+namespace {
+using WordCache = absl::flat_hash_map<std::string, std::vector<TokenId>>;
+// This thread's word cache of model `id` (ids come from a counter, so a model loaded where an
+// unloaded one lived never meets that one's words).
+WordCache& word_cache(uint64_t id) {
+  thread_local absl::flat_hash_map<uint64_t, WordCache> caches;
+  if (caches.size() > 8 && !caches.contains(id)) caches.clear();  // models come and go (tests)
+  return caches[id];
+}
+std::atomic<uint64_t> next_cache_id{1};
+}  // namespace
 
 Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
   const std::string_view type = string_or(json["type"], "BPE");
@@ -20,6 +33,7 @@ Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
     return absl::InvalidArgumentError("model.dropout is not supported (it makes encoding random)");
   }
   BpeModel m;
+  m.cache_id_ = next_cache_id.fetch_add(1, std::memory_order_relaxed);
   m.fuse_unk_ = bool_or(json["fuse_unk"], false);
   m.byte_fallback_ = bool_or(json["byte_fallback"], false);
   m.ignore_merges_ = bool_or(json["ignore_merges"], false);
@@ -154,6 +168,19 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
 
 void BpeModel::encode(std::string_view word, std::vector<TokenId>* out) const {
   if (word.empty()) return;
+  if (word.size() > kCachedWordBytes) return encode_uncached(word, out);
+  WordCache& cache = word_cache(cache_id_);
+  if (auto it = cache.find(key_of(word)); it != cache.end()) {
+    out->insert(out->end(), it->second.begin(), it->second.end());
+    return;
+  }
+  const size_t before = out->size();
+  encode_uncached(word, out);
+  if (cache.size() >= kCachedWords) cache.clear();
+  cache.emplace(std::string(word), std::vector<TokenId>(out->begin() + before, out->end()));
+}
+
+void BpeModel::encode_uncached(std::string_view word, std::vector<TokenId>* out) const {
   if (ignore_merges_) {
     if (auto it = vocab_.find(key_of(word)); it != vocab_.end()) {
       out->push_back(it->second);

@@ -27,7 +27,12 @@ class BpeModel {
   // From the "model" object of tokenizer.json.
   static Result<BpeModel> from_json(simdjson::dom::element json);
 
+  // Words up to kCachedWordBytes are remembered per thread (word -> ids, up to kCachedWords of
+  // them, then forgotten at once): prose repeats its words, and a repeated word costs one lookup
+  // instead of a vocabulary lookup per character and the merges.
   void encode(std::string_view word, std::vector<TokenId>* out) const;
+  static constexpr size_t kCachedWordBytes = 64;
+  static constexpr size_t kCachedWords = 1 << 16;
 
   std::optional<TokenId> token_to_id(std::string_view token) const;
   std::string_view id_to_token(TokenId id) const;
@@ -43,6 +48,7 @@ class BpeModel {
     auto it = merges_.find(pair_key(a, b));
     return it == merges_.end() ? nullptr : &it->second;
   }
+  void encode_uncached(std::string_view word, std::vector<TokenId>* out) const;
   // The word's initial symbols (characters, byte tokens, unknowns).
   void initial_symbols(std::string_view word, std::vector<TokenId>* symbols) const;
 
@@ -57,6 +63,7 @@ class BpeModel {
   std::string end_of_word_suffix_;
   TokenId byte_tokens_[256] = {};  // <0xXX> ids (valid when has_byte_tokens_)
   bool has_byte_tokens_ = false;
+  uint64_t cache_id_ = 0;  // names this model's word cache in every thread (never reused)
 };
 
 }  // namespace kvgate::tokenizer

@@ -1,13 +1,16 @@
 // The Tokenizer built from a Hugging Face tokenizer.json: added tokens, normalizer,
 // pre-tokenizer, BPE model, post-processor and decoder, run in Hugging Face's order.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 #include "kvgate/tokenizer/tokenizer.h"
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/decoder.h"
+#include "tokenizer/encode_cache.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
@@ -21,31 +24,36 @@ class HfTokenizer final : public Tokenizer {
  public:
   HfTokenizer(std::unique_ptr<Normalizer> normalizer, std::unique_ptr<PreTokenizer> pre,
               BpeModel model, AddedVocabulary added, PostProcessor post,
-              std::unique_ptr<Decoder> decoder)
+              std::unique_ptr<Decoder> decoder, size_t encode_cache_bytes)
       : normalizer_(std::move(normalizer)),
         pre_(std::move(pre)),
         model_(std::move(model)),
         added_(std::move(added)),
         post_(std::move(post)),
-        decoder_(std::move(decoder)) {}
+        decoder_(std::move(decoder)),
+        cache_(encode_cache_bytes > 0 ? std::make_unique<EncodeCache>(encode_cache_bytes)
+                                      : nullptr),
+        max_token_bytes_(longest_token_bytes()) {}
 
   Status encode(std::string_view text, bool add_special_tokens,
                 std::vector<TokenId>* out) const override {
     if (!valid_utf8(text)) return absl::InvalidArgumentError("the text is not valid UTF-8");
     if (add_special_tokens) out->insert(out->end(), post_.prefix.begin(), post_.prefix.end());
-    thread_local std::vector<Segment> segments;
-    thread_local std::vector<Piece> pieces;
-    segments.clear();
-    added_.split(text, normalizer_.get(), &segments);
-    for (Segment& s : segments) {
+    thread_local std::vector<Segment> raw;
+    raw.clear();
+    added_.split_raw(text, &raw);
+    for (Segment& s : raw) {
       if (s.token) {
         out->push_back(*s.token);
-        continue;
+      } else if (cache_ == nullptr || s.text.text.size() < kMinCachedStretchBytes) {
+        encode_stretch(std::move(s.text), out);
+      } else {
+        const EncodeCache::Key key = EncodeCache::key_of(s.text.text, s.text.first);
+        if (cache_->find(key, out)) continue;
+        const size_t before = out->size();
+        encode_stretch(std::move(s.text), out);
+        cache_->insert(key, std::span<const TokenId>(out->data() + before, out->size() - before));
       }
-      pieces.clear();
-      pieces.push_back(std::move(s.text));
-      if (pre_) pre_->pre_tokenize(&pieces);
-      for (const Piece& p : pieces) model_.encode(p.text, out);
     }
     if (add_special_tokens) out->insert(out->end(), post_.suffix.begin(), post_.suffix.end());
     return absl::OkStatus();
@@ -76,6 +84,10 @@ class HfTokenizer final : public Tokenizer {
     return out;
   }
 
+  size_t max_token_bytes() const override { return max_token_bytes_; }
+  EncodeCacheStats encode_cache_stats() const override {
+    return cache_ ? cache_->stats() : EncodeCacheStats{};
+  }
   uint32_t vocab_size() const override { return std::max(model_.size(), added_.max_id_plus_one()); }
   std::optional<TokenId> token_to_id(std::string_view token) const override {
     if (auto id = added_.find(token)) return id;
@@ -87,12 +99,46 @@ class HfTokenizer final : public Tokenizer {
   }
 
  private:
+  // One raw stretch between added tokens: normalized, cut at the added tokens found in
+  // normalized text, pre-tokenized, and each piece through the model.
+  void encode_stretch(Piece stretch, std::vector<TokenId>* out) const {
+    thread_local std::vector<Segment> segments;
+    thread_local std::vector<Piece> pieces;
+    segments.clear();
+    added_.split_stretch(std::move(stretch), normalizer_.get(), &segments);
+    for (Segment& s : segments) {
+      if (s.token) {
+        out->push_back(*s.token);
+        continue;
+      }
+      pieces.clear();
+      pieces.push_back(std::move(s.text));
+      if (pre_) pre_->pre_tokenize(&pieces);
+      for (const Piece& p : pieces) model_.encode(p.text, out);
+    }
+  }
+  // An upper bound on the bytes one id decodes to: no supported decoder makes a token's text
+  // longer than its vocabulary entry (ByteLevel maps each character to one byte; Metaspace,
+  // byte fallback and prefixes only shrink it).
+  size_t longest_token_bytes() const {
+    size_t longest = 1;
+    for (TokenId id = 0; id < model_.size(); ++id) {
+      longest = std::max(longest, model_.id_to_token(id).size());
+    }
+    for (TokenId id = 0; id < added_.max_id_plus_one(); ++id) {
+      if (const AddedToken* t = added_.find(id)) longest = std::max(longest, t->content.size());
+    }
+    return longest;
+  }
+
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_;
   BpeModel model_;
   AddedVocabulary added_;
   PostProcessor post_;
   std::unique_ptr<Decoder> decoder_;
+  std::unique_ptr<EncodeCache> cache_;  // null: no cache
+  size_t max_token_bytes_;
 };
 
 // `s` with `origin` named, for load errors.
@@ -102,7 +148,8 @@ Status in(std::string_view origin, const Status& s) {
 
 }  // namespace
 
-Result<std::unique_ptr<Tokenizer>> parse_tokenizer(std::string_view json, std::string_view origin) {
+Result<std::unique_ptr<Tokenizer>> parse_tokenizer(std::string_view json, std::string_view origin,
+                                                   size_t encode_cache_bytes) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (auto err = parser.parse(json.data(), json.size()).get(doc); err != simdjson::SUCCESS) {
@@ -126,12 +173,13 @@ Result<std::unique_ptr<Tokenizer>> parse_tokenizer(std::string_view json, std::s
   if (!post.ok()) return in(origin, post.status());
   auto decoder = make_decoder(doc["decoder"]);
   if (!decoder.ok()) return in(origin, decoder.status());
-  return std::unique_ptr<Tokenizer>(
-      std::make_unique<HfTokenizer>(std::move(*normalizer), std::move(*pre), std::move(*model),
-                                    std::move(*added), std::move(*post), std::move(*decoder)));
+  return std::unique_ptr<Tokenizer>(std::make_unique<HfTokenizer>(
+      std::move(*normalizer), std::move(*pre), std::move(*model), std::move(*added),
+      std::move(*post), std::move(*decoder), encode_cache_bytes));
 }
 
-Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path) {
+Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path,
+                                                  size_t encode_cache_bytes) {
   std::filesystem::path file(path);
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) file /= "tokenizer.json";
@@ -141,7 +189,7 @@ Result<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path) {
   }
   std::ostringstream contents;
   contents << in_file.rdbuf();
-  return parse_tokenizer(contents.str(), file.string());
+  return parse_tokenizer(contents.str(), file.string(), encode_cache_bytes);
 }
 
 }  // namespace kvgate::tokenizer

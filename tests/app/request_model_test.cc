@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "support/external.h"
 #include "support/sanitizer.h"
@@ -209,6 +210,103 @@ TEST(PromptTokenizers, SpecsThatCannotLoadOrCollideAreStartupErrors) {
             std::string::npos);
   EXPECT_FALSE(PromptTokenizers::load({path, path}).ok()) << "two defaults";
   EXPECT_FALSE(PromptTokenizers::load({"a=" + path, "a=" + path}).ok()) << "one model twice";
+}
+
+// A chat request as vLLM renders it: the model's template with the request's tools and
+// chat_template_kwargs, encoded without another BOS.
+TEST(PromptTokenizers, ChatIsRenderedWithTheModelsTemplateAndTheRequestsVariables) {
+  const std::string folder = testing::tokenizer_dir() + "/qwen3";
+  auto toks = PromptTokenizers::load({folder});
+  ASSERT_TRUE(toks.ok()) << toks.status();
+  EXPECT_TRUE(toks->without_chat_template().empty());
+  auto tok = tokenizer::load_tokenizer(folder);
+  ASSERT_TRUE(tok.ok());
+  const auto ids_of = [&](std::string_view text) {
+    std::vector<TokenId> ids;
+    EXPECT_TRUE((*tok)->encode(text, false, &ids).ok());
+    return ids;
+  };
+  const std::string messages = R"("messages":[{"role":"user","content":"Hi"}])";
+  ParsedRequest p;
+  ASSERT_TRUE(
+      parse_request(ApiRoute::kChatCompletions, "{" + messages + "}", *toks, kNoTokenLimit, &p)
+          .ok());
+  EXPECT_EQ(p.tokens, ids_of("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+  ASSERT_TRUE(
+      parse_request(ApiRoute::kChatCompletions,
+                    "{" + messages + R"(,"chat_template_kwargs":{"enable_thinking":false}})", *toks,
+                    kNoTokenLimit, &p)
+          .ok());
+  EXPECT_EQ(p.tokens, ids_of("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                             "</think>\n\n"));
+  ASSERT_TRUE(
+      parse_request(ApiRoute::kChatCompletions,
+                    R"({"tools":[{"type":"function","function":{"name":"f"}}],)" + messages + "}",
+                    *toks, kNoTokenLimit, &p)
+          .ok());
+  EXPECT_EQ(p.tokens, ids_of("<|im_start|>system\n# Tools\n\nYou may call one or more functions to "
+                             "assist with the user query.\n\nYou are provided with function "
+                             "signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": "
+                             "\"function\", \"function\": {\"name\": \"f\"}}\n</tools>\n\nFor "
+                             "each function call, return a json object with function name and "
+                             "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+                             "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+                             "</tool_call><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                             "<|im_start|>assistant\n"))
+      << "tools come before the messages";
+  const Status both = parse_request(ApiRoute::kChatCompletions,
+                                    "{" + messages + R"(,"continue_final_message":true})", *toks,
+                                    kNoTokenLimit, &p);
+  EXPECT_EQ(both.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(both.message()).find("add_generation_prompt"), std::string::npos);
+  const Status kwargs =
+      parse_request(ApiRoute::kChatCompletions, "{" + messages + R"(,"chat_template_kwargs":[1]})",
+                    *toks, kNoTokenLimit, &p);
+  EXPECT_NE(std::string(kwargs.message()).find("chat_template_kwargs"), std::string::npos);
+}
+
+// A conversation the template refuses is the client's mistake, in the template's words.
+TEST(PromptTokenizers, AConversationTheTemplateRefusesIsA400WithItsWords) {
+  auto toks = PromptTokenizers::load({testing::tokenizer_dir() + "/gemma3"});
+  ASSERT_TRUE(toks.ok()) << toks.status();
+  ParsedRequest p;
+  const Status s =
+      parse_request(ApiRoute::kChatCompletions,
+                    R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]})",
+                    *toks, kNoTokenLimit, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.message()).find("Conversation roles must alternate"), std::string::npos)
+      << s;
+}
+
+TEST(PromptTokenizers, AChatTemplateFileReplacesTheModelsAndMustGoWithATokenizer) {
+  const std::string folder = testing::tokenizer_dir() + "/qwen3";
+  const std::string file = ::testing::TempDir() + "/kvgate-template.jinja";
+  {
+    std::ofstream f(file);
+    f << "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}";
+  }
+  auto toks = PromptTokenizers::load({folder}, {file});
+  ASSERT_TRUE(toks.ok()) << toks.status();
+  ParsedRequest p;
+  ASSERT_TRUE(parse_request(ApiRoute::kChatCompletions,
+                            R"({"messages":[{"role":"user","content":"Hi"}]})", *toks,
+                            kNoTokenLimit, &p)
+                  .ok());
+  auto tok = tokenizer::load_tokenizer(folder);
+  std::vector<TokenId> expected;
+  ASSERT_TRUE((*tok)->encode("[user] Hi\n", false, &expected).ok());
+  EXPECT_EQ(p.tokens, expected);
+  EXPECT_FALSE(PromptTokenizers::load({folder}, {"other=" + file}).ok())
+      << "a template for a model without a tokenizer";
+  {
+    std::ofstream f(file);
+    f << "line one\n{% if %}";
+  }
+  auto bad = PromptTokenizers::load({folder}, {file});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find(":2:"), std::string::npos)
+      << "names the template line: " << bad.status();
 }
 
 }  // namespace

@@ -83,6 +83,15 @@ std::vector<Reference> run_reference(const std::string& tokenizer_json,
 
 class ReferenceTest : public ::testing::TestWithParam<const char*> {};
 
+// The special token each family's chat template closes a turn with.
+std::string end_of_turn(const std::string& family) {
+  if (family == "qwen3") return "<|im_end|>";
+  if (family == "llama3_1") return "<|eot_id|>";
+  if (family == "deepseek_v3") return "<｜end▁of▁sentence｜>";
+  if (family == "gemma3") return "<end_of_turn>";
+  return "</s>";
+}
+
 TEST_P(ReferenceTest, IdsAndDecodingEqualHuggingFaceOnTheCorpus) {
   const std::string family = GetParam();
   const std::string path = kvgate::testing::tokenizer_dir() + "/" + family + "/tokenizer.json";
@@ -116,6 +125,28 @@ TEST_P(ReferenceTest, IdsAndDecodingEqualHuggingFaceOnTheCorpus) {
   }
   EXPECT_EQ(id_mismatches, 0u) << "of " << corpus.size();
   EXPECT_EQ(text_mismatches, 0u) << "of " << corpus.size();
+
+  // The corpus resent as a growing conversation, turns joined by the family's end-of-text token:
+  // served mostly from the encode cache, with the ids of a tokenizer that has none.
+  auto uncached = load_tokenizer(path, /*encode_cache_bytes=*/0);
+  ASSERT_TRUE(uncached.ok());
+  ASSERT_TRUE((*tok)->token_to_id(end_of_turn(family)).has_value()) << end_of_turn(family);
+  const EncodeCacheStats before = (*tok)->encode_cache_stats();
+  std::string conversation;
+  size_t conversation_mismatches = 0;
+  for (size_t i = 0, next = 0; i < 120; ++i) {
+    conversation += end_of_turn(family);
+    // A turn long enough to be cached: corpus texts until it is.
+    for (size_t start = conversation.size(); conversation.size() - start < 512;) {
+      conversation += corpus[next++ % corpus.size()];
+    }
+    std::vector<TokenId> a, b;
+    ASSERT_TRUE((*tok)->encode(conversation, false, &a).ok());
+    ASSERT_TRUE((*uncached)->encode(conversation, false, &b).ok());
+    if (a != b && ++conversation_mismatches <= 3) ADD_FAILURE() << family << " turn " << i;
+  }
+  EXPECT_EQ(conversation_mismatches, 0u);
+  EXPECT_GT((*tok)->encode_cache_stats().hits, before.hits + 5000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ReferenceTest,

@@ -203,5 +203,44 @@ TEST(Errors, WhatCannotBeEncodedExactlyIsALoadErrorNamingIt) {
   EXPECT_FALSE(load_tokenizer("/nonexistent/tokenizer.json").ok());
 }
 
+// A conversation resent with one more turn: its earlier stretches come from the cache, with the
+// ids an uncached encode gives.
+TEST(EncodeCache, ARepeatedStretchIsServedFromTheCacheWithTheSameIds) {
+  const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false}])";
+  const std::string json = spec(kAbc, R"("a b","b c","a bc")", "", added);
+  auto cached = make(json);
+  auto plain = parse_tokenizer(json, "test.json", /*encode_cache_bytes=*/0);
+  ASSERT_TRUE(plain.ok());
+  std::string turns;
+  for (int turn = 0; turn < 6; ++turn) {
+    turns += "<s>";
+    for (int i = 0; i < 100 + turn; ++i) turns += turn % 2 ? "abc" : "bca";
+    EXPECT_EQ(ids(*cached, turns), ids(**plain, turns)) << "turn " << turn;
+    const EncodeCacheStats st = cached->encode_cache_stats();
+    EXPECT_EQ(st.misses, static_cast<uint64_t>(turn + 1)) << "only the new stretch is encoded";
+    EXPECT_EQ(st.hits, static_cast<uint64_t>(turn * (turn + 1) / 2));
+  }
+  EXPECT_EQ((*plain)->encode_cache_stats().entries, 0u);
+  // A short stretch is never cached: hashing it would cost more than encoding it.
+  ids(*cached, "<s>abc<s>abc");
+  EXPECT_EQ(cached->encode_cache_stats().entries, 6u);
+}
+
+TEST(EncodeCache, OverItsBudgetTheLeastRecentlyUsedGoFirst) {
+  const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false}])";
+  const std::string json = spec(kAbc, R"("a b","b c","a bc")", "", added);
+  auto small = parse_tokenizer(json, "test.json", /*encode_cache_bytes=*/64 << 10);
+  auto plain = parse_tokenizer(json, "test.json", 0);
+  ASSERT_TRUE(small.ok() && plain.ok());
+  for (int i = 0; i < 400; ++i) {
+    const std::string text = std::string(300 + i, 'a') + "<s>" + std::string(300, 'b');
+    ASSERT_EQ(ids(**small, text), ids(**plain, text));
+  }
+  const EncodeCacheStats st = (*small)->encode_cache_stats();
+  EXPECT_GT(st.evictions, 0u);
+  EXPECT_LE(st.bytes, 64u << 10);
+  EXPECT_GT(st.hits, 350u) << "the repeated second stretch stays";
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer

@@ -57,6 +57,8 @@ struct GatewayConfig {
   // The models' tokenizers: "PATH" (every model) or "MODEL=PATH", PATH a tokenizer.json or a
   // model folder holding one. Empty: the built-in test tokenizer (the mock engine's).
   std::vector<std::string> tokenizers;
+  // Chat templates replacing the ones the tokenizers' models ship: "FILE" or "MODEL=FILE".
+  std::vector<std::string> chat_templates;
   // Generation requests running at once (0: no limit; each worker's overload gate still sheds);
   // beyond it up to queue_size wait, each up to queue_timeout, and the rest get 429.
   size_t max_concurrent_requests = 0;

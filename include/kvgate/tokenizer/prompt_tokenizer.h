@@ -4,9 +4,11 @@
 // SGLang fleet hashes to the blocks the engines publish.
 //
 // Text prompts are encoded with the model's special tokens, as the engines encode completions
-// and /generate text by default. Chat messages are rendered with core's render_chat(): a model's
-// chat template is not rendered yet, so under a model tokenizer a chat prompt is a prefix only
-// kvgate and the mock share, not a real engine (the gateway warns at start).
+// and /generate text by default. Chat requests are rendered with the model's chat template (the
+// variables Hugging Face's apply_chat_template passes: messages, tools, add_generation_prompt,
+// the special tokens, and the request's chat_template_kwargs) and encoded without adding special
+// tokens, as vLLM and SGLang do; the test tokenizer, and a model that ships no template, use
+// core's render_chat().
 //
 // Threading: immutable after load(); used from every executor thread at once.
 #pragma once
@@ -25,6 +27,16 @@
 
 namespace kvgate::tokenizer {
 
+// A chat request as its template sees it.
+struct ChatPrompt {
+  std::span<const ChatMessage> messages;  // each message's role and text
+  std::string_view messages_json;         // the request's "messages" as sent (empty: from above)
+  std::string_view tools_json;            // its "tools" as sent (empty: none)
+  std::string_view template_kwargs_json;  // its "chat_template_kwargs" object (empty: none)
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+};
+
 class PromptTokenizer {
  public:
   virtual ~PromptTokenizer() = default;
@@ -36,7 +48,14 @@ class PromptTokenizer {
   }
   // The most bytes one token covers: a text of n bytes has at least n / this many tokens.
   virtual size_t max_token_bytes() const = 0;
-  virtual std::string render_chat(std::span<const ChatMessage> messages) const = 0;
+  // The prompt text of a chat request. InvalidArgument when the template refuses the
+  // conversation (its raise_exception) or cannot render it, with the template's words.
+  virtual Result<std::string> render_chat(const ChatPrompt& chat) const = 0;
+  // Appends the ids of a prompt render_chat() made (the template wrote its own BOS).
+  virtual Status encode_chat(std::string_view rendered, size_t limit,
+                             std::vector<TokenId>* out) const = 0;
+  // True when chat requests are rendered with the model's own template.
+  virtual bool has_chat_template() const = 0;
   // The model's tokenizer, or null for the test tokenizer.
   virtual const Tokenizer* model() const = 0;
 };
@@ -44,8 +63,11 @@ class PromptTokenizer {
 // The built-in test tokenizer with `vocab` ids (the mock engine's --vocab; the gateway's 32,000).
 std::shared_ptr<const PromptTokenizer> test_prompt_tokenizer(
     uint32_t vocab = TestTokenizer::kDefaultVocab);
-// The model tokenizer at `path` (a tokenizer.json or a folder holding one).
-Result<std::shared_ptr<const PromptTokenizer>> load_prompt_tokenizer(const std::string& path);
+// The model tokenizer at `path` (a tokenizer.json or a folder holding one), with the chat
+// template and special tokens of the tokenizer_config.json beside it (or chat_template.jinja, or
+// `chat_template_path` when given).
+Result<std::shared_ptr<const PromptTokenizer>> load_prompt_tokenizer(
+    const std::string& path, const std::string& chat_template_path = "");
 
 // The tokenizers of a fleet: per model name, and a default for every other model.
 class PromptTokenizers {
@@ -53,8 +75,10 @@ class PromptTokenizers {
   // The test tokenizer for every model.
   PromptTokenizers();
   // `specs`: each "PATH" (the default) or "MODEL=PATH"; PATH a tokenizer.json or a folder
-  // holding one. Fails naming the spec that does not load.
-  static Result<PromptTokenizers> load(const std::vector<std::string>& specs);
+  // holding one. `templates`: each "FILE" or "MODEL=FILE", a chat template replacing the one the
+  // tokenizer of that model (or the default) ships. Fails naming the spec that does not load.
+  static Result<PromptTokenizers> load(const std::vector<std::string>& specs,
+                                       const std::vector<std::string>& templates = {});
 
   const PromptTokenizer& for_model(std::string_view model) const;
   // True when the model decides the tokenizer (a MODEL=PATH was given).
@@ -63,12 +87,15 @@ class PromptTokenizers {
   size_t max_token_bytes() const { return max_token_bytes_; }
   // True when any model tokenizer is loaded.
   bool has_model_tokenizer() const { return has_model_; }
+  // The --tokenizer specs whose model ships no chat template (chat falls back to render_chat()).
+  const std::vector<std::string>& without_chat_template() const { return without_template_; }
 
  private:
   std::shared_ptr<const PromptTokenizer> default_;
   absl::flat_hash_map<std::string, std::shared_ptr<const PromptTokenizer>> by_model_;
   size_t max_token_bytes_ = 0;
   bool has_model_ = false;
+  std::vector<std::string> without_template_;
 };
 
 }  // namespace kvgate::tokenizer

@@ -18,6 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "kvgate/core/log.h"
 #include "kvgate/corpus/mooncake_trace.h"
+#include "kvgate/tokenizer/prompt_tokenizer.h"
 #include "replay/fleet.h"
 #include "replay/oracle.h"
 #include "replay/progress.h"
@@ -41,6 +42,9 @@ struct Flags {
   std::optional<double> length_factor;
   uint64_t token_seed = 0;
   uint32_t vocab = 32'000;
+  bool chat = false;
+  uint32_t chat_words_per_id = 0;  // 0: from the tokens per id
+  std::string tokenizer;
   uint64_t max_output_tokens = 0;
   std::string out = "replay-out";
   double slo_ttft_ms = 2000;
@@ -115,6 +119,20 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(in);
   app.add_option("--vocab", f.vocab, "Token ids are drawn below this")
       ->capture_default_str()
+      ->group(in);
+  app.add_flag("--chat", f.chat,
+               "Send /v1/chat/completions: one message per hash id (roles alternating from user), "
+               "its text words drawn from the id, so turns of a conversation extend each other "
+               "as a chat client's do; the engines render and tokenize them")
+      ->group(in);
+  app.add_option("--chat-words-per-id", f.chat_words_per_id,
+                 "Words per message with --chat (0: a third of the tokens per id)")
+      ->capture_default_str()
+      ->group(in);
+  app.add_option("--tokenizer", f.tokenizer,
+                 "With --chat: the engines' tokenizer.json or model folder (its chat template "
+                 "renders the messages), for the oracle's token ids and prompt lengths; default "
+                 "the built-in test tokenizer with --vocab, as kvgate-mock's")
       ->group(in);
   app.add_option("--max-output-tokens", f.max_output_tokens,
                  "Cap each row's output_length (0: no cap)")
@@ -324,6 +342,21 @@ int run(const Flags& f) {
   ro.threads = f.threads;
   ro.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.request_timeout_s * 1e3));
   ro.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.idle_timeout_s * 1e3));
+  std::shared_ptr<const tokenizer::PromptTokenizer> chat_tokenizer;
+  if (f.chat) {
+    if (f.tokenizer.empty()) {
+      chat_tokenizer = tokenizer::test_prompt_tokenizer(f.vocab);
+    } else {
+      auto loaded = tokenizer::load_prompt_tokenizer(f.tokenizer);
+      if (!loaded.ok()) return fail("--tokenizer: " + std::string(message_of(loaded.status())));
+      chat_tokenizer = std::move(*loaded);
+    }
+    ro.chat_tokenizer = chat_tokenizer.get();
+    ro.chat_words_per_id =
+        f.chat_words_per_id > 0 ? f.chat_words_per_id : std::max<uint32_t>(1, po.block_tokens / 3);
+  } else if (!f.tokenizer.empty()) {
+    return fail("--tokenizer goes with --chat (token-id prompts need no tokenizer)");
+  }
   PromptBuilder prompts(po);
   Runner runner(ro, prompts, oracle.get());
   Counters counters;

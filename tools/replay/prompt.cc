@@ -117,4 +117,41 @@ void completion_body(std::string_view model, const std::vector<TokenId>& prompt,
   out->append(",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
 }
 
+void chat_messages(const corpus::TraceRow& row, uint64_t seed, uint32_t words_per_id,
+                   std::string* out) {
+  out->clear();
+  out->push_back('[');
+  char buf[24];
+  for (size_t i = 0; i < row.hash_ids.size(); ++i) {
+    if (i != 0) out->push_back(',');
+    out->append(i % 2 == 0 ? R"({"role":"user","content":")"
+                           : R"({"role":"assistant","content":")");
+    const uint64_t base = splitmix64(seed ^ splitmix64(row.hash_ids[i]));
+    for (uint32_t j = 0; j < words_per_id; ++j) {
+      if (j != 0) out->push_back(j % 12 == 0 ? '.' : ' ');
+      if (j % 12 == 0 && j != 0) out->push_back(' ');
+      const auto r = std::to_chars(buf, buf + sizeof(buf), splitmix64(base + j) % 50'000);
+      out->push_back('w');
+      out->append(buf, r.ptr);
+    }
+    out->append("\"}");
+  }
+  out->push_back(']');
+}
+
+void chat_body(std::string_view model, std::string_view messages_json, uint64_t max_tokens,
+               std::string* out) {
+  out->clear();
+  out->reserve(96 + model.size() + messages_json.size());
+  out->append("{\"model\":");
+  append_json_string(out, model);
+  out->append(",\"messages\":");
+  out->append(messages_json);
+  out->append(",\"max_tokens\":");
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), max_tokens);
+  out->append(buf, r.ptr);
+  out->append(",\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+}
+
 }  // namespace kvgate::replay

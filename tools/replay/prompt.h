@@ -58,6 +58,18 @@ class PromptBuilder {
   PromptOptions options_;
 };
 
+// A chat conversation per row, for --chat: one message per hash id, roles alternating from
+// "user", each message's text words drawn from its hash id (about `words_per_id` of them), so rows
+// that share a prefix of hash ids share a prefix of messages and the rendered prompt of one turn
+// extends the previous turn's. `out`: the "messages" JSON array (cleared first).
+void chat_messages(const corpus::TraceRow& row, uint64_t seed, uint32_t words_per_id,
+                   std::string* out);
+
+// The /v1/chat/completions body: {"model":..,"messages":MESSAGES,"max_tokens":N,"stream":true,
+// "stream_options":{"include_usage":true}}, appended to `out` (cleared first).
+void chat_body(std::string_view model, std::string_view messages_json, uint64_t max_tokens,
+               std::string* out);
+
 // The /v1/completions body: {"model":..,"prompt":[ids],"max_tokens":N,"stream":true,
 // "stream_options":{"include_usage":true}}, appended to `out` (cleared first).
 void completion_body(std::string_view model, const std::vector<TokenId>& prompt,

@@ -83,6 +83,23 @@ class Runner::Run {
     }
   }
 
+  // The chat request of `row`, and the ids the engines compute for it (empty if the tokenizer
+  // cannot render it).
+  void build_chat(const corpus::TraceRow& row, const RequestRecord& rec, http::ClientRequest* req,
+                  std::vector<TokenId>* tokens) const {
+    thread_local std::string messages;
+    chat_messages(row, r_.prompts_.options().seed, r_.options_.chat_words_per_id, &messages);
+    req->target = "/v1/chat/completions";
+    chat_body(r_.options_.model, messages, rec.max_tokens, &req->body);
+    tokens->clear();
+    if (row.hash_ids.empty()) return;
+    const tokenizer::PromptTokenizer& tok = *r_.options_.chat_tokenizer;
+    auto text = tok.render_chat({.messages_json = messages});
+    if (!text.ok() || !tok.encode_chat(*text, static_cast<size_t>(-1), tokens).ok()) {
+      tokens->clear();
+    }
+  }
+
   net::awaitable<void> request(size_t i, size_t ctx) {
     RequestRecord& rec = records_[i];
     const corpus::TraceRow& row = *in_.rows[i];
@@ -96,9 +113,13 @@ class Runner::Run {
     {
       // Used only before the first co_await: other coroutines of this thread reuse it after.
       thread_local std::vector<TokenId> tokens;
-      r_.prompts_.build(row, &tokens);
+      if (r_.options_.chat_tokenizer != nullptr) {
+        build_chat(row, rec, &req, &tokens);
+      } else {
+        r_.prompts_.build(row, &tokens);
+        completion_body(r_.options_.model, tokens, rec.max_tokens, &req.body);
+      }
       rec.prompt_tokens = tokens.size();
-      completion_body(r_.options_.model, tokens, rec.max_tokens, &req.body);
       if (r_.oracle_ != nullptr && !tokens.empty()) {
         rec.oracle_tokens = r_.oracle_->lookup(tokens, &per_worker);
         rec.oracle_source = OracleSource::kEvents;

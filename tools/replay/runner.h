@@ -1,5 +1,6 @@
-// Runner: the open-loop sender. Every selected row becomes one streamed /v1/completions request,
-// sent at its due time whatever the answers before it are doing.
+// Runner: the open-loop sender. Every selected row becomes one streamed /v1/completions request
+// (or /v1/chat/completions with a chat tokenizer), sent at its due time whatever the answers
+// before it are doing.
 //
 // One scheduler coroutine waits for each due time and spawns the request as a coroutine on the
 // next context of a small IoPool (never a thread per request). A request builds its prompt, asks
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kvgate/corpus/mooncake_trace.h"
+#include "kvgate/tokenizer/prompt_tokenizer.h"
 #include "replay/fleet.h"
 #include "replay/oracle.h"
 #include "replay/progress.h"
@@ -33,6 +35,9 @@ struct RunnerOptions {
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds request_timeout{300'000};  // up to the answer's head
   std::chrono::milliseconds idle_timeout{120'000};     // between two pieces of a stream
+  // Not null: chat requests (chat_messages()), rendered and encoded with it for the oracle.
+  const tokenizer::PromptTokenizer* chat_tokenizer = nullptr;
+  uint32_t chat_words_per_id = 40;
 };
 
 struct RunInput {

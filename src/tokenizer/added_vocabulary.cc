@@ -1,5 +1,7 @@
 #include "tokenizer/added_vocabulary.h"
 
+#include <cstring>
+
 #include "tokenizer/json_util.h"
 #include "tokenizer/unicode.h"
 
@@ -32,7 +34,23 @@ void AddedVocabulary::Matcher::add(std::string_view pattern, uint32_t token_inde
     node = it->second;
   }
   terminal_.try_emplace(node, token_index);  // the first token listed with a text keeps it
-  first_byte_[static_cast<uint8_t>(pattern[0])] = true;
+  const auto first = static_cast<uint8_t>(pattern[0]);
+  if (!first_byte_[first]) {
+    first_byte_[first] = true;
+    ++first_bytes_;
+  }
+  only_first_byte_ = first_bytes_ == 1 ? first : -1;
+}
+
+size_t AddedVocabulary::Matcher::next_candidate(std::string_view text, size_t at) const {
+  if (at >= text.size()) return text.size();
+  if (only_first_byte_ >= 0) {
+    const void* p = std::memchr(text.data() + at, only_first_byte_, text.size() - at);
+    return p == nullptr ? text.size()
+                        : static_cast<size_t>(static_cast<const char*>(p) - text.data());
+  }
+  while (at < text.size() && !first_byte_[static_cast<uint8_t>(text[at])]) ++at;
+  return at;
 }
 
 std::optional<std::pair<size_t, uint32_t>> AddedVocabulary::Matcher::longest_at(
@@ -110,7 +128,8 @@ void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, 
     }
   };
   if (!matcher.empty()) {
-    for (size_t at = 0; at < text.size();) {
+    for (size_t at = matcher.next_candidate(text, 0); at < text.size();
+         at = matcher.next_candidate(text, at)) {
       auto m = matcher.longest_at(text, at);
       if (!m) {
         ++at;

@@ -66,6 +66,9 @@ class AddedVocabulary {
     void add(std::string_view pattern, uint32_t token_index);
     // The longest pattern starting at text[at]: its end and token index.
     std::optional<std::pair<size_t, uint32_t>> longest_at(std::string_view text, size_t at) const;
+    // The first position from `at` where a pattern may start (text.size() if none): a scan for
+    // the patterns' first bytes, memchr's when they all share one (a chat template's '<').
+    size_t next_candidate(std::string_view text, size_t at) const;
     bool empty() const { return terminal_.empty(); }
 
    private:
@@ -73,6 +76,8 @@ class AddedVocabulary {
     absl::flat_hash_map<uint64_t, uint32_t> edges_;     // node << 8 | byte -> child
     absl::flat_hash_map<uint32_t, uint32_t> terminal_;  // node -> token index
     bool first_byte_[256] = {};
+    int first_bytes_ = 0;       // distinct first bytes
+    int only_first_byte_ = -1;  // the one first byte all patterns share; -1: none or several
   };
   // Appends the segments of `text` (`first`: it begins the input) found with `matcher`.
   void split_with(const Matcher& matcher, std::string_view text, bool first,

@@ -54,6 +54,19 @@ Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
     if (id >= m.tokens_.size()) m.tokens_.resize(id + 1);
     m.tokens_[id] = std::string(key);
   }
+  m.char_ids_.assign(kCharTable, kNoId);
+  for (uint32_t cp = 0; cp < kCharTable; ++cp) {
+    char utf8[2];
+    const size_t len = cp < 0x80 ? 1 : 2;
+    if (len == 1) {
+      utf8[0] = static_cast<char>(cp);
+    } else {
+      utf8[0] = static_cast<char>(0xC0 | (cp >> 6));
+      utf8[1] = static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    auto it = m.vocab_.find(key_of(std::string_view(utf8, len)));
+    if (it != m.vocab_.end()) m.char_ids_[cp] = it->second;
+  }
   std::string_view unk;
   if (json["unk_token"].get_string().get(unk) == simdjson::SUCCESS) {
     auto it = m.vocab_.find(key_of(unk));
@@ -146,6 +159,20 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
       ch = scratch;
     }
     i += len;
+    // One- and two-byte characters without a prefix or suffix come from the table.
+    if (ch.data() != scratch.data() && len <= 2) {
+      const auto b0 = static_cast<uint8_t>(ch[0]);
+      const uint32_t cp =
+          len == 1 ? b0 : ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(ch[1]) & 0x3Fu);
+      if (cp < kCharTable && char_ids_[cp] != kNoId) {
+        if (pending_unk) {
+          symbols->push_back(*unk_);
+          pending_unk = false;
+        }
+        symbols->push_back(char_ids_[cp]);
+        continue;
+      }
+    }
     if (auto it = vocab_.find(key_of(ch)); it != vocab_.end()) {
       if (pending_unk) {
         symbols->push_back(*unk_);

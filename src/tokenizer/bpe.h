@@ -61,6 +61,11 @@ class BpeModel {
   bool ignore_merges_ = false;
   std::string continuing_subword_prefix_;
   std::string end_of_word_suffix_;
+  // The id of each one-character vocabulary entry for code points below kCharTable (kNoId for
+  // none): a word's characters are looked up here, not hashed into vocab_ one by one.
+  static constexpr uint32_t kCharTable = 0x800;  // every one- and two-byte UTF-8 character
+  static constexpr TokenId kNoId = static_cast<TokenId>(-1);
+  std::vector<TokenId> char_ids_;
   TokenId byte_tokens_[256] = {};  // <0xXX> ids (valid when has_byte_tokens_)
   bool has_byte_tokens_ = false;
   uint64_t cache_id_ = 0;  // names this model's word cache in every thread (never reused)

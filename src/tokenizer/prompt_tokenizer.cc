@@ -127,7 +127,9 @@ Result<PromptTokenizers> PromptTokenizers::load(const std::vector<std::string>& 
                                                 const std::vector<std::string>& templates) {
   absl::flat_hash_map<std::string, std::string> template_of;  // model ("" every other) -> file
   for (const std::string& spec : templates) {
-    auto [model, file] = model_and(spec);
+    const std::pair<std::string, std::string> parts = model_and(spec);
+    const std::string& model = parts.first;
+    const std::string& file = parts.second;
     const bool served = std::any_of(specs.begin(), specs.end(), [&](const std::string& t) {
       return model_and(t).first == model;
     });

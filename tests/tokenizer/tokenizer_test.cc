@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 namespace kvgate::tokenizer {
 namespace {
 
@@ -240,6 +243,36 @@ TEST(EncodeCache, OverItsBudgetTheLeastRecentlyUsedGoFirst) {
   EXPECT_GT(st.evictions, 0u);
   EXPECT_LE(st.bytes, 64u << 10);
   EXPECT_GT(st.hits, 350u) << "the repeated second stretch stays";
+}
+
+// Threads that share a tokenizer share its encode cache: the same ids on every thread, and under
+// ThreadSanitizer no race between finds, inserts and evictions.
+TEST(EncodeCache, ThreadsSharingItGetTheIdsOfOneThread) {
+  const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false}])";
+  const std::string json = spec(kAbc, R"("a b","b c","a bc")", "", added);
+  auto shared = parse_tokenizer(json, "test.json", /*encode_cache_bytes=*/32 << 10);
+  auto plain = parse_tokenizer(json, "test.json", 0);
+  ASSERT_TRUE(shared.ok() && plain.ok());
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i) {
+    texts.push_back(std::string(40 + i % 7, 'a') + "<s>" + std::string(33 + i, 'b') + "<s>abc");
+  }
+  std::vector<std::vector<TokenId>> expected;
+  for (const std::string& t : texts) expected.push_back(ids(**plain, t));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&, k] {
+      for (int round = 0; round < 200; ++round) {
+        const size_t i = static_cast<size_t>(round * 7 + k) % texts.size();
+        std::vector<TokenId> out;
+        if (!(*shared)->encode(texts[i], false, &out).ok() || out != expected[i]) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT((*shared)->encode_cache_stats().hits, 0u);
 }
 
 }  // namespace

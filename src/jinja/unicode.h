@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "kvgate/core/utf8.h"
+
 namespace kvgate::jinja {
 
 // The code point starting at s[*i]; advances *i past it.
@@ -39,7 +41,6 @@ inline bool is_ascii(std::string_view s) {
   return true;
 }
 
-void append_utf8(char32_t c, std::string* out);
 bool valid_utf8(std::string_view s);
 
 // len() of a Python str: code points.

@@ -56,15 +56,9 @@ Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
   }
   m.char_ids_.assign(kCharTable, kNoId);
   for (uint32_t cp = 0; cp < kCharTable; ++cp) {
-    char utf8[2];
-    const size_t len = cp < 0x80 ? 1 : 2;
-    if (len == 1) {
-      utf8[0] = static_cast<char>(cp);
-    } else {
-      utf8[0] = static_cast<char>(0xC0 | (cp >> 6));
-      utf8[1] = static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    auto it = m.vocab_.find(key_of(std::string_view(utf8, len)));
+    std::string utf8;
+    append_utf8(cp, &utf8);
+    auto it = m.vocab_.find(key_of(utf8));
     if (it != m.vocab_.end()) m.char_ids_[cp] = it->second;
   }
   std::string_view unk;

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "kvgate/core/utf8.h"
+
 #include "absl/strings/string_view.h"
 
 namespace kvgate::tokenizer {
@@ -47,7 +49,6 @@ inline size_t prev_char_start(std::string_view s, size_t end) {
   return i;
 }
 
-void append_utf8(char32_t c, std::string* out);
 bool valid_utf8(std::string_view s);
 
 bool is_whitespace(char32_t c);    // Unicode White_Space (Rust's char::is_whitespace)

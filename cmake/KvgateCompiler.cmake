@@ -17,6 +17,11 @@ target_compile_options(kvgate_project_options INTERFACE -Wall -Wextra -Wno-missi
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   # -Wmismatched-new-delete: g++ 12 false positive on Asio's coroutine frames (recycling allocator).
   target_compile_options(kvgate_project_options INTERFACE -Wshadow=local -Wno-mismatched-new-delete)
+  if(KVGATE_UNITY_BUILD)
+    # A unity batch #includes the sources, and g++ then takes a source's file-local types for a
+    # header's and warns that a class holding one has internal linkage (which is what is meant).
+    target_compile_options(kvgate_project_options INTERFACE -Wno-subobject-linkage)
+  endif()
 else()
   target_compile_options(kvgate_project_options INTERFACE -Wno-shadow)
 endif()

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "kvgate/core/clock.h"
 #include "kvgate/workers/registry.h"
 
 namespace kvgate::app {
@@ -15,8 +16,6 @@ void add_compatibility_flags(CLI::App& app, GatewayConfig& c);
 std::chrono::milliseconds seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000.0)));
 }
-
-double to_seconds(std::chrono::milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
 
 void positive_seconds(double s, const char* flag) {
   if (!(s >= 0) || !std::isfinite(s))

@@ -50,7 +50,7 @@ bool is_loop(std::string_view hops, std::string_view self) {
 thread_local policy::Scratch tl_scratch;
 thread_local std::vector<SeqHash> tl_chain;
 
-std::shared_ptr<spdlog::logger> logger() {
+std::shared_ptr<spdlog::logger> proxy_log() {
   static auto l = log::get("proxy");
   return l;
 }
@@ -620,7 +620,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                             : veto.fired() == workers::VetoKind::kShutdown
                                 ? ErrorReason::kDraining
                                 : ErrorReason::kWorkerVetoed);
-            KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 1000, "stream from {} ended: {}",
+            KVGATE_LOG_EVERY_MS(proxy_log(), spdlog::level::warn, 1000, "stream from {} ended: {}",
                                 worker->url(), why);
             const bool shutdown = veto.fired() == workers::VetoKind::kShutdown;
             const std::string event = sse_error(why, shutdown ? 503 : 502);

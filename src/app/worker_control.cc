@@ -27,7 +27,7 @@ namespace {
 
 enum class LoadSource { kUnknown, kLoadEndpoint, kMetrics, kNone };
 
-std::shared_ptr<spdlog::logger> logger() {
+std::shared_ptr<spdlog::logger> control_log() {
   static auto l = log::get("workers");
   return l;
 }
@@ -197,7 +197,7 @@ Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint>
     entries_[address->url] = e;
   }
   net::co_spawn(ctx_, run(e), net::detached);
-  logger()->info("worker {} added", e->worker->url());
+  control_log()->info("worker {} added", e->worker->url());
   return absl::OkStatus();
 }
 
@@ -228,7 +228,7 @@ bool WorkerControl::remove(std::string_view url) {
   }
   deps_.upstream->forget(e->worker->id());
   deps_.metrics->remove_worker(*normalized);
-  logger()->info("worker {} removed", *normalized);
+  control_log()->info("worker {} removed", *normalized);
   return true;
 }
 
@@ -352,7 +352,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   }
   if (e.stop) co_return;
   if (si.kv_blocks > index::kMaxCapacityHint) {
-    logger()->warn(
+    control_log()->warn(
         "worker {} says its KV pool holds {} blocks per rank; not believed (more than {}): the "
         "index grows its structures for it as the cache fills instead",
         e.worker->url(), si.kv_blocks, index::kMaxCapacityHint);
@@ -380,7 +380,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
       }
     } else if (deps_.ingest != nullptr && !e.warned_no_events) {
       e.warned_no_events = true;
-      logger()->warn(
+      control_log()->warn(
           "worker {} advertises no KV event endpoints (no /server_info endpoints and no "
           "--kv-events-endpoint): "
           "routing to it predicts its cache from past decisions",
@@ -388,7 +388,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
     }
     deps_.registry->update_info(e.worker->id(), [&](workers::WorkerInfo& i) { i = info; });
   }
-  logger()->info(
+  control_log()->info(
       "worker {} discovered: {} models, {} KV event streams, block size {}, KV pool {} blocks",
       e.worker->url(), info.models.size(), info.kv_endpoints.size(), info.block_size, si.kv_blocks);
 }
@@ -419,8 +419,8 @@ void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& 
       worker->liveness().note_contact();
     };
     if (Status s = deps_.ingest->add(spec); !s.ok()) {
-      logger()->warn("worker {} rank {}: cannot subscribe to {}: {}", e.worker->url(), ep.rank,
-                     ep.publisher, message_of(s));
+      control_log()->warn("worker {} rank {}: cannot subscribe to {}: {}", e.worker->url(), ep.rank,
+                          ep.publisher, message_of(s));
       deps_.holders->release(key);
       continue;
     }
@@ -465,14 +465,15 @@ net::awaitable<void> WorkerControl::probe(Entry& e) {
     const auto h = e.worker->health().state();
     if (h == workers::Health::kHealthy) {
       e.worker->breaker().reset();  // a returned worker starts with a closed breaker
-      logger()->info("worker {} is healthy", e.worker->url());
+      control_log()->info("worker {} is healthy", e.worker->url());
     } else {
       // Requests waiting there for a first token go elsewhere now, not at their timeouts.
       const size_t moved = e.worker->inflight().veto_all(workers::VetoKind::kUnhealthy);
-      logger()->warn("worker {} is unhealthy: {} ({} requests in flight told)", e.worker->url(),
-                     res.ok() ? "status " + std::to_string(res->status)
-                              : std::string(message_of(res.status())),
-                     moved);
+      control_log()->warn("worker {} is unhealthy: {} ({} requests in flight told)",
+                          e.worker->url(),
+                          res.ok() ? "status " + std::to_string(res->status)
+                                   : std::string(message_of(res.status())),
+                          moved);
     }
   }
 }
@@ -502,8 +503,8 @@ net::awaitable<void> WorkerControl::poll_load(Entry& e) {
   const LoadReport report = parse_vllm_metrics(res->body);
   if (!report.found) {
     e.load_source = LoadSource::kNone;  // nothing to read: the gateway's own in-flight counts serve
-    logger()->info("worker {} reports no load; routing uses the gateway's in-flight counts",
-                   e.worker->url());
+    control_log()->info("worker {} reports no load; routing uses the gateway's in-flight counts",
+                        e.worker->url());
     co_return;
   }
   e.worker->set_engine_load(report.total, deps_.clock->now());
@@ -538,14 +539,14 @@ void WorkerControl::on_liveness(Entry& e, const workers::LivenessTransition& t) 
   const char* to = workers::liveness_name(t.to);
   const char* why = workers::liveness_reason_name(t.reason);
   if (t.to == workers::Liveness::kLive) {
-    logger()->info("worker {} is live again ({}): routed to as before", e.worker->url(), why);
+    control_log()->info("worker {} is live again ({}): routed to as before", e.worker->url(), why);
     return;
   }
   const workers::VetoKind kind = t.to == workers::Liveness::kWedged
                                      ? workers::VetoKind::kWedged
                                      : workers::VetoKind::kUnreachable;
   const size_t told = e.worker->inflight().veto_all(kind);
-  logger()->warn(
+  control_log()->warn(
       "worker {} vetoed as {} ({}): routing avoids it while others can serve; {} requests in "
       "flight there told",
       e.worker->url(), to, why, told);

@@ -3,24 +3,15 @@
 #include <algorithm>
 
 #include "index/detail/event_checks.h"
+#include "index/detail/tier_counts.h"
 
 namespace kvgate::index {
 namespace {
 
+using detail::any_copy;
+using detail::mask_of;
+
 constexpr size_t kDevice = static_cast<size_t>(Tier::kDevice);
-
-bool any_copy(const std::array<uint32_t, kTierCount>& c) {
-  return (c[0] | c[1] | c[2] | c[3]) != 0;
-}
-static_assert(kTierCount == 4, "any_copy() reads four tiers");
-
-uint8_t mask_of(const std::array<uint32_t, kTierCount>& c) {
-  uint8_t m = 0;
-  for (size_t t = 0; t < kTierCount; ++t) {
-    if (c[t] > 0) m |= tier_bit(static_cast<Tier>(t));
-  }
-  return m;
-}
 
 // Flat-hash-map storage as Abseil lays it out: one slot and one control byte per capacity unit.
 template <class Map>

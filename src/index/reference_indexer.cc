@@ -1,24 +1,13 @@
 #include "index/reference_indexer.h"
 
 #include "index/detail/event_checks.h"
+#include "index/detail/tier_counts.h"
 
 namespace kvgate::index {
 namespace {
 
-bool any_copy(const std::array<uint32_t, kTierCount>& c) {
-  for (uint32_t n : c) {
-    if (n > 0) return true;
-  }
-  return false;
-}
-
-uint8_t mask_of(const std::array<uint32_t, kTierCount>& c) {
-  uint8_t m = 0;
-  for (size_t t = 0; t < kTierCount; ++t) {
-    if (c[t] > 0) m |= tier_bit(static_cast<Tier>(t));
-  }
-  return m;
-}
+using detail::any_copy;
+using detail::mask_of;
 
 // A std::map node as libstdc++ allocates it: four words of tree links and colour, the value,
 // rounded up to the allocator's 16-byte size classes.

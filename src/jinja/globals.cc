@@ -16,8 +16,6 @@ namespace {
 // The sandbox's limit on range().
 constexpr int64_t kMaxRange = 100000;
 
-Status type_error(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
-
 class Cycler final : public RichObject {
  public:
   explicit Cycler(std::vector<Value> items) : items_(std::move(items)) {}

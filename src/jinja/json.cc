@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 
 #include "absl/container/flat_hash_map.h"
 #include "jinja/operators.h"
@@ -91,10 +90,12 @@ Result<Value> convert(simdjson::dom::element e, int depth) {
   return Value::none();
 }
 
+// "\uXXXX" for a UTF-16 code unit (v < 0x10000).
 void append_hex4(unsigned v, std::string* out) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\u%04x", v);
-  *out += buf;
+  static constexpr char kHex[] = "0123456789abcdef";
+  const char escaped[6] = {
+      '\\', 'u', kHex[(v >> 12) & 0xF], kHex[(v >> 8) & 0xF], kHex[(v >> 4) & 0xF], kHex[v & 0xF]};
+  out->append(escaped, sizeof escaped);
 }
 
 void append_json_string(std::string_view s, bool ensure_ascii, std::string* out) {

@@ -36,8 +36,6 @@ bool contains(const std::string_view (&names)[N], std::string_view name) {
   return std::find(std::begin(names), std::end(names), name) != std::end(names);
 }
 
-Status type_error(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
-
 Status positional_only(const Args& args, std::string_view method, size_t min, size_t max) {
   if (!args.keywords.empty())
     return type_error(std::string(method) + "() takes no keyword arguments");

@@ -9,8 +9,6 @@
 namespace kvgate::jinja {
 namespace {
 
-Status type_error(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
-
 std::string quoted_type(const Value& v) { return "'" + std::string(type_name(v)) + "'"; }
 
 Status unsupported(std::string_view op, const Value& a, const Value& b) {

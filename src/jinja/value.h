@@ -304,6 +304,9 @@ constexpr int64_t kMaxWidth = int64_t{1} << 20;
 // Python's type name of a value ("str", "int", "list", "NoneType").
 std::string_view type_name(const Value& v);
 
+// Python's TypeError: a call or an operation given the wrong kind of value.
+inline Status type_error(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
 // Binds `args` as Python binds a call to the signature `params` (positional first, then by
 // keyword); `out[i]` keeps its value when params[i] is not given. The first `required` params
 // must be given. Errors name `what`.

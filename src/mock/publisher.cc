@@ -14,7 +14,7 @@
 namespace kvgate::mock::detail {
 namespace {
 
-const std::shared_ptr<spdlog::logger>& logger() {
+const std::shared_ptr<spdlog::logger>& publisher_log() {
   static const auto l = log::get("mock.kv");
   return l;
 }
@@ -241,7 +241,7 @@ void PublisherHub::service_replay(Stream& s) {
                                                           : nullptr;
     if (start_frame == nullptr || start_frame->size() != 8) {
       s.bad_requests.fetch_add(1, std::memory_order_relaxed);
-      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 1000,
+      KVGATE_LOG_EVERY_MS(publisher_log(), spdlog::level::warn, 1000,
                           "bad replay request ({} frames) on {}", frames.size(), s.bound.replay);
       continue;
     }
@@ -293,7 +293,7 @@ void PublisherHub::run() {
         s.buffer.clear();
         s.restarts.fetch_add(1, std::memory_order_relaxed);
         if (Status st = bind(s, /*rebind=*/true); !st.ok()) {
-          logger()->error("publisher restart failed: {}", st.ToString());
+          publisher_log()->error("publisher restart failed: {}", st.ToString());
         }
       }
     }

@@ -18,7 +18,7 @@ namespace {
 // The shortest gap between two pushed load records of one rank while it steps.
 constexpr std::chrono::milliseconds kMinLoadGap{50};
 
-const std::shared_ptr<spdlog::logger>& logger() {
+const std::shared_ptr<spdlog::logger>& worker_log() {
   static const auto l = log::get("mock");
   return l;
 }
@@ -213,7 +213,7 @@ void Worker::shutdown() {
                         }));
   done.wait();
   if (!server_->stop(std::chrono::seconds(5))) {
-    logger()->warn("worker {}: connections still open after 5 s", options_.index);
+    worker_log()->warn("worker {}: connections still open after 5 s", options_.index);
   }
 }
 
@@ -322,7 +322,8 @@ void Worker::reopen_listener_after(Duration delay) {
   listener_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
     if (Status s = server_->reopen_listener(); !s.ok()) {
-      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 1000, "reopen listener: {}", s.ToString());
+      KVGATE_LOG_EVERY_MS(worker_log(), spdlog::level::warn, 1000, "reopen listener: {}",
+                          s.ToString());
       reopen_listener_after(std::chrono::milliseconds(50));
     }
   });

@@ -1,5 +1,6 @@
 #include "tokenizer/normalizer.h"
 
+#include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 #include <unicode/unistr.h>
 #include <unicode/ustring.h>
@@ -26,14 +27,16 @@ class UnicodeForm final : public Normalizer {
   explicit UnicodeForm(const icu::Normalizer2* form) : form_(form) {}
   void normalize(std::string* text) const override {
     if (is_ascii(*text)) return;  // ASCII is the same in every form
+    // ICU's UTF-8 entry points: no conversion to UTF-16 and back for the usual already-normal text.
     UErrorCode err = U_ZERO_ERROR;
-    const icu::UnicodeString in = icu::UnicodeString::fromUTF8(*text);
-    if (form_->isNormalized(in, err) && U_SUCCESS(err)) return;
+    if (form_->isNormalizedUTF8(*text, err) && U_SUCCESS(err)) return;
     err = U_ZERO_ERROR;
-    const icu::UnicodeString out = form_->normalize(in, err);
+    std::string out;
+    out.reserve(text->size());
+    icu::StringByteSink<std::string> sink(&out);
+    form_->normalizeUTF8(0, *text, sink, nullptr, err);
     if (U_FAILURE(err)) return;
-    text->clear();
-    out.toUTF8String(*text);
+    *text = std::move(out);
   }
 
  private:
@@ -117,9 +120,10 @@ class Strip final : public Normalizer {
   bool left_, right_;
 };
 
-class Sequence final : public Normalizer {
+class NormalizerSequence final : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> parts) : parts_(std::move(parts)) {}
+  explicit NormalizerSequence(std::vector<std::unique_ptr<Normalizer>> parts)
+      : parts_(std::move(parts)) {}
   void normalize(std::string* text) const override {
     for (const auto& p : parts_) p->normalize(text);
   }
@@ -170,7 +174,7 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(JsonField field) {
   if (type == "Sequence") {
     auto parts = read_parts<Normalizer>(json, "normalizers", "normalizer", make_normalizer);
     if (!parts.ok()) return parts.status();
-    return std::unique_ptr<Normalizer>(std::make_unique<Sequence>(std::move(*parts)));
+    return std::unique_ptr<Normalizer>(std::make_unique<NormalizerSequence>(std::move(*parts)));
   }
   return absl::InvalidArgumentError("normalizer type \"" + std::string(type) +
                                     "\" is not supported");

@@ -173,9 +173,10 @@ class Metaspace final : public PreTokenizer {
   Pattern spaces_;
 };
 
-class Sequence final : public PreTokenizer {
+class PreTokenizerSequence final : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> parts) : parts_(std::move(parts)) {}
+  explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> parts)
+      : parts_(std::move(parts)) {}
   void pre_tokenize(std::vector<Piece>* pieces) const override {
     for (const auto& p : parts_) p->pre_tokenize(pieces);
   }
@@ -248,7 +249,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(JsonField field) {
     auto parts =
         read_parts<PreTokenizer>(json, "pretokenizers", "pre_tokenizer", make_pre_tokenizer);
     if (!parts.ok()) return parts.status();
-    return Ptr(std::make_unique<Sequence>(std::move(*parts)));
+    return Ptr(std::make_unique<PreTokenizerSequence>(std::move(*parts)));
   }
   return absl::InvalidArgumentError("pre_tokenizer type \"" + std::string(type) +
                                     "\" is not supported");

@@ -10,6 +10,7 @@
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "kvgate/core/clock.h"
 #include "kvgate/http/client.h"
 #include "kvgate/http/io_pool.h"
 #include "kvgate/http/sse.h"
@@ -24,8 +25,6 @@ namespace {
 constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
 constexpr std::string_view kRankHeader = "x-kvgate-dp-rank";
 constexpr size_t kErrorBodyBytes = 4096;
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string error_kind_of(const Status& s) {
   return absl::IsDeadlineExceeded(s) ? "timeout" : "transport";
@@ -60,7 +59,7 @@ class Runner::Run {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [this] { return finished_; });
     }
-    *wall_s = seconds(Clock::now() - start_);
+    *wall_s = to_seconds(Clock::now() - start_);
     pool_.stop();
     idle_.clear();
     return std::move(records_);
@@ -126,7 +125,7 @@ class Runner::Run {
       }
     }
     const auto sent = Clock::now();
-    rec.actual_s = seconds(sent - start_);
+    rec.actual_s = to_seconds(sent - start_);
     counters_->sent.fetch_add(1, std::memory_order_relaxed);
     if (rec.prompt_tokens == 0) {
       rec.error_kind = "empty_prompt";

@@ -1,14 +1,11 @@
 #include "replay/stream.h"
 
+#include "kvgate/core/clock.h"
 #include "kvgate/core/log.h"
 #include "simdjson.h"
 
 namespace kvgate::replay {
 namespace {
-
-double seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 simdjson::dom::parser& thread_parser() {
   thread_local simdjson::dom::parser parser;
@@ -65,9 +62,9 @@ void StreamReader::on_event(std::string_view data, TimePoint now) {
       }
       if (text.empty()) continue;
       if (chunks_ == 0) {
-        rec_->ttft_s = seconds(now - sent_);
+        rec_->ttft_s = to_seconds(now - sent_);
       } else {
-        rec_->itl_s.push_back(static_cast<float>(seconds(now - last_)));
+        rec_->itl_s.push_back(static_cast<float>(to_seconds(now - last_)));
       }
       last_ = now;
       ++chunks_;
@@ -87,7 +84,7 @@ void StreamReader::on_event(std::string_view data, TimePoint now) {
 }
 
 void StreamReader::finish(TimePoint now) {
-  rec_->e2e_s = seconds(now - sent_);
+  rec_->e2e_s = to_seconds(now - sent_);
   if (!rec_->has_usage) rec_->output_tokens = chunks_;
 }
 

@@ -119,12 +119,11 @@ std::optional<TokenId> AddedVocabulary::find(std::string_view content) const {
 }
 
 void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, bool first,
-                                 std::vector<Segment>* out) const {
+                                 std::vector<Cut>* out) const {
   size_t emitted = 0;  // text before this is in `out`
   const auto emit_text = [&](size_t end) {
     if (end > emitted) {
-      out->push_back({std::nullopt, Piece{std::string(text.substr(emitted, end - emitted)),
-                                          first && emitted == 0}});
+      out->push_back({std::nullopt, text.substr(emitted, end - emitted), first && emitted == 0});
     }
   };
   if (!matcher.empty()) {
@@ -161,16 +160,16 @@ void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, 
         }
       }
       emit_text(start);
-      out->push_back({t.id, Piece{}});
+      out->push_back({t.id, std::string_view(), false});
       emitted = stop;
       at = stop;
     }
   }
   emit_text(text.size());
-  if (text.empty()) out->push_back({std::nullopt, Piece{std::string(), first}});
+  if (text.empty()) out->push_back({std::nullopt, std::string_view(), first});
 }
 
-void AddedVocabulary::split_raw(std::string_view text, std::vector<Segment>* out) const {
+void AddedVocabulary::split_raw(std::string_view text, std::vector<Cut>* out) const {
   split_with(raw_, text, true, out);
 }
 
@@ -180,7 +179,10 @@ void AddedVocabulary::split_stretch(Piece stretch, const Normalizer* normalizer,
   if (normalized_.empty()) {
     out->push_back({std::nullopt, std::move(stretch)});
   } else {
-    split_with(normalized_, stretch.text, stretch.first, out);
+    thread_local std::vector<Cut> cuts;
+    cuts.clear();
+    split_with(normalized_, stretch.text, stretch.first, &cuts);
+    for (const Cut& c : cuts) out->push_back({c.token, Piece{std::string(c.text), c.first}});
   }
 }
 

@@ -42,6 +42,14 @@ struct Segment {
   Piece text;
 };
 
+// The same as a view into the text that was cut (no copy: most raw stretches of a resent chat
+// are found in the encode cache and never need one).
+struct Cut {
+  std::optional<TokenId> token;
+  std::string_view text;
+  bool first = false;  // begins the input
+};
+
 class AddedVocabulary {
  public:
   // From the "added_tokens" list; `normalizer` (may be null) is the tokenizer's.
@@ -51,7 +59,7 @@ class AddedVocabulary {
   // `text` cut at the tokens found in the raw text (normalized=false); the stretches between
   // them stay raw. What a stretch becomes (split_stretch(), then the pre-tokenizer and the model)
   // depends only on its bytes and on whether it begins the input: the encode cache keys on that.
-  void split_raw(std::string_view text, std::vector<Segment>* out) const;
+  void split_raw(std::string_view text, std::vector<Cut>* out) const;
   // A raw stretch normalized and cut at the tokens found in normalized text.
   void split_stretch(Piece stretch, const Normalizer* normalizer, std::vector<Segment>* out) const;
 
@@ -81,7 +89,7 @@ class AddedVocabulary {
   };
   // Appends the segments of `text` (`first`: it begins the input) found with `matcher`.
   void split_with(const Matcher& matcher, std::string_view text, bool first,
-                  std::vector<Segment>* out) const;
+                  std::vector<Cut>* out) const;
 
   std::vector<AddedToken> tokens_;
   absl::flat_hash_map<TokenId, uint32_t> by_id_;

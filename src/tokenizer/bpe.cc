@@ -1,25 +1,17 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <functional>
 
 #include "tokenizer/json_util.h"
+#include "tokenizer/thread_cache.h"
 #include "tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
 
 namespace {
-using WordCache = absl::flat_hash_map<std::string, std::vector<TokenId>>;
-// This thread's word cache of model `id` (ids come from a counter, so a model loaded where an
-// unloaded one lived never meets that one's words).
-WordCache& word_cache(uint64_t id) {
-  thread_local absl::flat_hash_map<uint64_t, WordCache> caches;
-  if (caches.size() > 8 && !caches.contains(id)) caches.clear();  // models come and go (tests)
-  return caches[id];
-}
-std::atomic<uint64_t> next_cache_id{1};
+struct WordCacheTag {};
 }  // namespace
 
 Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
@@ -33,7 +25,7 @@ Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
     return absl::InvalidArgumentError("model.dropout is not supported (it makes encoding random)");
   }
   BpeModel m;
-  m.cache_id_ = next_cache_id.fetch_add(1, std::memory_order_relaxed);
+  m.cache_id_ = new_thread_cache_owner();
   m.fuse_unk_ = bool_or(json["fuse_unk"], false);
   m.byte_fallback_ = bool_or(json["byte_fallback"], false);
   m.ignore_merges_ = bool_or(json["ignore_merges"], false);
@@ -153,11 +145,16 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
       ch = scratch;
     }
     i += len;
-    // One- and two-byte characters without a prefix or suffix come from the table.
-    if (ch.data() != scratch.data() && len <= 2) {
+    // Characters of up to three bytes without a prefix or suffix come from the table.
+    if (ch.data() != scratch.data() && len <= 3 && ch.size() == len) {
       const auto b0 = static_cast<uint8_t>(ch[0]);
-      const uint32_t cp =
-          len == 1 ? b0 : ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(ch[1]) & 0x3Fu);
+      uint32_t cp = b0;
+      if (len == 2) {
+        cp = ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(ch[1]) & 0x3Fu);
+      } else if (len == 3) {
+        cp = ((b0 & 0x0Fu) << 12) | ((static_cast<uint8_t>(ch[1]) & 0x3Fu) << 6) |
+             (static_cast<uint8_t>(ch[2]) & 0x3Fu);
+      }
       if (cp < kCharTable && char_ids_[cp] != kNoId) {
         if (pending_unk) {
           symbols->push_back(*unk_);
@@ -190,15 +187,8 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
 void BpeModel::encode(std::string_view word, std::vector<TokenId>* out) const {
   if (word.empty()) return;
   if (word.size() > kCachedWordBytes) return encode_uncached(word, out);
-  WordCache& cache = word_cache(cache_id_);
-  if (auto it = cache.find(key_of(word)); it != cache.end()) {
-    out->insert(out->end(), it->second.begin(), it->second.end());
-    return;
-  }
-  const size_t before = out->size();
-  encode_uncached(word, out);
-  if (cache.size() >= kCachedWords) cache.clear();
-  cache.emplace(std::string(word), std::vector<TokenId>(out->begin() + before, out->end()));
+  thread_token_cache<WordCacheTag>(cache_id_).append_ids(
+      word, out, [&](std::vector<TokenId>* o) { encode_uncached(word, o); });
 }
 
 void BpeModel::encode_uncached(std::string_view word, std::vector<TokenId>* out) const {

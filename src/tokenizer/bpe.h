@@ -27,12 +27,11 @@ class BpeModel {
   // From the "model" object of tokenizer.json.
   static Result<BpeModel> from_json(simdjson::dom::element json);
 
-  // Words up to kCachedWordBytes are remembered per thread (word -> ids, up to kCachedWords of
-  // them, then forgotten at once): prose repeats its words, and a repeated word costs one lookup
-  // instead of a vocabulary lookup per character and the merges.
+  // Words up to kCachedWordBytes are remembered per thread (tokenizer/thread_cache.h): prose
+  // repeats its words, and a repeated word costs one lookup instead of a vocabulary lookup per
+  // character and the merges.
   void encode(std::string_view word, std::vector<TokenId>* out) const;
   static constexpr size_t kCachedWordBytes = 64;
-  static constexpr size_t kCachedWords = 1 << 16;
 
   std::optional<TokenId> token_to_id(std::string_view token) const;
   std::string_view id_to_token(TokenId id) const;
@@ -63,7 +62,9 @@ class BpeModel {
   std::string end_of_word_suffix_;
   // The id of each one-character vocabulary entry for code points below kCharTable (kNoId for
   // none): a word's characters are looked up here, not hashed into vocab_ one by one.
-  static constexpr uint32_t kCharTable = 0x800;  // every one- and two-byte UTF-8 character
+  // Every character of one to three UTF-8 bytes (the Basic Multilingual Plane: Latin, CJK, and
+  // SentencePiece's "\u2581" word mark): 256 KiB a model.
+  static constexpr uint32_t kCharTable = 0x10000;
   static constexpr TokenId kNoId = static_cast<TokenId>(-1);
   std::vector<TokenId> char_ids_;
   TokenId byte_tokens_[256] = {};  // <0xXX> ids (valid when has_byte_tokens_)

@@ -15,10 +15,13 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/thread_cache.h"
 #include "tokenizer/unicode.h"
 
 namespace kvgate::tokenizer {
 namespace {
+
+struct ShortStretchTag {};
 
 class HfTokenizer final : public Tokenizer {
  public:
@@ -33,25 +36,28 @@ class HfTokenizer final : public Tokenizer {
         decoder_(std::move(decoder)),
         cache_(encode_cache_bytes > 0 ? std::make_unique<EncodeCache>(encode_cache_bytes)
                                       : nullptr),
-        max_token_bytes_(longest_token_bytes()) {}
+        max_token_bytes_(longest_token_bytes()),
+        short_stretch_owner_(new_thread_cache_owner()) {}
 
   Status encode(std::string_view text, bool add_special_tokens,
                 std::vector<TokenId>* out) const override {
     if (!valid_utf8(text)) return absl::InvalidArgumentError("the text is not valid UTF-8");
     if (add_special_tokens) out->insert(out->end(), post_.prefix.begin(), post_.prefix.end());
-    thread_local std::vector<Segment> raw;
+    thread_local std::vector<Cut> raw;
     raw.clear();
     added_.split_raw(text, &raw);
-    for (Segment& s : raw) {
-      if (s.token) {
-        out->push_back(*s.token);
-      } else if (cache_ == nullptr || s.text.text.size() < kMinCachedStretchBytes) {
-        encode_stretch(std::move(s.text), out);
+    for (const Cut& c : raw) {
+      if (c.token) {
+        out->push_back(*c.token);
+      } else if (cache_ == nullptr) {
+        encode_stretch(c, out);
+      } else if (c.text.size() < kMinCachedStretchBytes) {
+        encode_short_stretch(c, out);
       } else {
-        const EncodeCache::Key key = EncodeCache::key_of(s.text.text, s.text.first);
+        const EncodeCache::Key key = EncodeCache::key_of(c.text, c.first);
         if (cache_->find(key, out)) continue;
         const size_t before = out->size();
-        encode_stretch(std::move(s.text), out);
+        encode_stretch(c, out);
         cache_->insert(key, std::span<const TokenId>(out->data() + before, out->size() - before));
       }
     }
@@ -101,11 +107,12 @@ class HfTokenizer final : public Tokenizer {
  private:
   // One raw stretch between added tokens: normalized, cut at the added tokens found in
   // normalized text, pre-tokenized, and each piece through the model.
-  void encode_stretch(Piece stretch, std::vector<TokenId>* out) const {
+  void encode_stretch(const Cut& stretch, std::vector<TokenId>* out) const {
     thread_local std::vector<Segment> segments;
     thread_local std::vector<Piece> pieces;
     segments.clear();
-    added_.split_stretch(std::move(stretch), normalizer_.get(), &segments);
+    added_.split_stretch(Piece{std::string(stretch.text), stretch.first}, normalizer_.get(),
+                         &segments);
     for (Segment& s : segments) {
       if (s.token) {
         out->push_back(*s.token);
@@ -116,6 +123,16 @@ class HfTokenizer final : public Tokenizer {
       if (pre_) pre_->pre_tokenize(&pieces);
       for (const Piece& p : pieces) model_.encode(p.text, out);
     }
+  }
+  // A stretch too short for the shared cache (its hash and lock would cost what encoding it
+  // does) through this thread's memo instead: the short lines of a chat cut at newline tokens,
+  // the role names between a template's markers, come back all through a conversation.
+  void encode_short_stretch(const Cut& stretch, std::vector<TokenId>* out) const {
+    thread_local std::string key;
+    key.assign(1, stretch.first ? '\1' : '\0');
+    key.append(stretch.text);
+    thread_token_cache<ShortStretchTag>(short_stretch_owner_)
+        .append_ids(key, out, [&](std::vector<TokenId>* o) { encode_stretch(stretch, o); });
   }
   // An upper bound on the bytes one id decodes to: no supported decoder makes a token's text
   // longer than its vocabulary entry (ByteLevel maps each character to one byte; Metaspace,
@@ -139,6 +156,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<Decoder> decoder_;
   std::unique_ptr<EncodeCache> cache_;  // null: no cache
   size_t max_token_bytes_;
+  uint64_t short_stretch_owner_;  // names this tokenizer's short-stretch memo in every thread
 };
 
 // `s` with `origin` named, for load errors.

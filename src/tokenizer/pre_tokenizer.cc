@@ -85,12 +85,14 @@ void split_piece(const Piece& piece, const Pattern& pattern, Behavior behavior, 
 }
 
 // Applies `split` (one piece -> its parts) to every piece.
+// (Not re-entrant: the scratch vector is this thread's; no split calls split_all.)
 template <typename F>
 void split_all(std::vector<Piece>* pieces, F&& split) {
-  std::vector<Piece> out;
-  out.reserve(pieces->size() * 2);
+  thread_local std::vector<Piece> out;
+  out.clear();
   for (const Piece& p : *pieces) split(p, &out);
-  *pieces = std::move(out);
+  pieces->swap(out);
+  out.clear();
 }
 
 class Split final : public PreTokenizer {
@@ -118,20 +120,24 @@ class ByteLevel final : public PreTokenizer {
   ByteLevel(bool add_prefix_space, std::optional<Pattern> words)
       : add_prefix_space_(add_prefix_space), words_(std::move(words)) {}
   void pre_tokenize(std::vector<Piece>* pieces) const override {
-    split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
-      Piece prefixed = p;
-      if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) prefixed.text.insert(0, " ");
-      if (words_) {
-        split_piece(prefixed, *words_, Behavior::kIsolated, false, out);
-      } else if (!prefixed.text.empty()) {
-        out->push_back(std::move(prefixed));
-      }
-    });
+    if (add_prefix_space_ || words_) {
+      split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
+        Piece prefixed = p;
+        if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) {
+          prefixed.text.insert(0, " ");
+        }
+        if (words_) {
+          split_piece(prefixed, *words_, Behavior::kIsolated, false, out);
+        } else if (!prefixed.text.empty()) {
+          out->push_back(std::move(prefixed));
+        }
+      });
+    }
+    thread_local std::string mapped;
     for (Piece& p : *pieces) {
-      std::string mapped;
-      mapped.reserve(p.text.size() * 2);
-      for (const char c : p.text) mapped += byte_char(static_cast<uint8_t>(c));
-      p.text = std::move(mapped);
+      mapped.clear();
+      append_byte_chars(p.text, &mapped);
+      p.text.assign(mapped);
     }
   }
 

@@ -58,5 +58,7 @@ bool is_alphanumeric(char32_t c);  // Alphabetic or Numeric (Rust's char::is_alp
 // decoder). byte_char(b) is its UTF-8; char_byte() the way back (-1: not in the alphabet).
 std::string_view byte_char(uint8_t b);
 int char_byte(char32_t c);
+// Appends byte_char() of each of `bytes` (a table lookup per byte, no call).
+void append_byte_chars(std::string_view bytes, std::string* out);
 
 }  // namespace kvgate::tokenizer

@@ -229,6 +229,26 @@ TEST(EncodeCache, ARepeatedStretchIsServedFromTheCacheWithTheSameIds) {
   EXPECT_EQ(cached->encode_cache_stats().entries, 6u);
 }
 
+// Stretches too short for the shared cache go through a memo of the thread's own: keyed by the
+// tokenizer and by whether the stretch begins the input, as the ids are.
+TEST(EncodeCache, ShortStretchesAreRememberedPerTokenizerAndPerPlaceInTheInput) {
+  const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false}])";
+  const std::string metaspace =
+      R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":true})";
+  const std::string vocab = kAbc + R"(,"\u2581":6)";
+  auto merging = make(spec(vocab, R"("a b","b c","a bc")", "", added, "null", metaspace));
+  auto unmerged = make(spec(vocab, "", "", added, "null", metaspace));
+  ASSERT_TRUE(merging && unmerged);
+  for (int round = 0; round < 3; ++round) {
+    // "abc" begins the input: Metaspace's "first" scheme marks it; after <s> it does not.
+    EXPECT_EQ(ids(*merging, "abc"), (std::vector<TokenId>{6, 3, 2})) << round;
+    EXPECT_EQ(ids(*merging, "<s>abc"), (std::vector<TokenId>{9, 3, 2})) << round;
+    EXPECT_EQ(ids(*unmerged, "abc"), (std::vector<TokenId>{6, 0, 1, 2})) << round;
+    EXPECT_EQ(ids(*unmerged, "<s>abc"), (std::vector<TokenId>{9, 0, 1, 2})) << round;
+  }
+  EXPECT_EQ(merging->encode_cache_stats().entries, 0u) << "short stretches stay out of it";
+}
+
 TEST(EncodeCache, OverItsBudgetTheLeastRecentlyUsedGoFirst) {
   const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false}])";
   const std::string json = spec(kAbc, R"("a b","b c","a bc")", "", added);

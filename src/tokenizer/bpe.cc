@@ -12,6 +12,8 @@ namespace kvgate::tokenizer {
 
 namespace {
 struct WordCacheTag {};
+constexpr std::string_view kWordMark = "\u2581";  // SentencePiece's word mark
+constexpr size_t kMaxNoCutCharacters = 16;
 }  // namespace
 
 Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
@@ -116,6 +118,7 @@ Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
     m.merges_.insert_or_assign(pair_key(ia->second, ib->second), Merge{rank, im->second});
     ++rank;
   }
+  m.find_word_mark_cuts();
   return m;
 }
 
@@ -146,21 +149,13 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
     }
     i += len;
     // Characters of up to three bytes without a prefix or suffix come from the table.
-    if (ch.data() != scratch.data() && len <= 3 && ch.size() == len) {
-      const auto b0 = static_cast<uint8_t>(ch[0]);
-      uint32_t cp = b0;
-      if (len == 2) {
-        cp = ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(ch[1]) & 0x3Fu);
-      } else if (len == 3) {
-        cp = ((b0 & 0x0Fu) << 12) | ((static_cast<uint8_t>(ch[1]) & 0x3Fu) << 6) |
-             (static_cast<uint8_t>(ch[2]) & 0x3Fu);
-      }
-      if (cp < kCharTable && char_ids_[cp] != kNoId) {
+    if (ch.data() != scratch.data()) {
+      if (const TokenId id = char_id(ch); id != kNoId) {
         if (pending_unk) {
           symbols->push_back(*unk_);
           pending_unk = false;
         }
-        symbols->push_back(char_ids_[cp]);
+        symbols->push_back(id);
         continue;
       }
     }
@@ -186,7 +181,76 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
 
 void BpeModel::encode(std::string_view word, std::vector<TokenId>* out) const {
   if (word.empty()) return;
-  if (word.size() > kCachedWordBytes) return encode_uncached(word, out);
+  if (word.size() <= kCachedWordBytes) return encode_cached(word, out);
+  if (cut_at_word_marks_) return encode_by_word_marks(word, out);
+  encode_uncached(word, out);
+}
+
+TokenId BpeModel::char_id(std::string_view ch) const {
+  if (ch.empty() || char_len(static_cast<uint8_t>(ch[0])) != ch.size()) return kNoId;
+  const auto b0 = static_cast<uint8_t>(ch[0]);
+  uint32_t cp = b0;
+  if (ch.size() == 2) {
+    cp = ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(ch[1]) & 0x3Fu);
+  } else if (ch.size() == 3) {
+    cp = ((b0 & 0x0Fu) << 12) | ((static_cast<uint8_t>(ch[1]) & 0x3Fu) << 6) |
+         (static_cast<uint8_t>(ch[2]) & 0x3Fu);
+  } else if (ch.size() != 1) {
+    return kNoId;  // four bytes: beyond the table
+  }
+  return cp < kCharTable ? char_ids_[cp] : kNoId;
+}
+
+void BpeModel::find_word_mark_cuts() {
+  cut_at_word_marks_ = false;
+  no_cut_after_.clear();
+  // A prefix or suffix changes a character's symbol by its place in the word, ignore_merges
+  // takes whole words from the vocabulary: a cut could change either.
+  if (ignore_merges_ || !continuing_subword_prefix_.empty() || !end_of_word_suffix_.empty() ||
+      !vocab_.contains(key_of(kWordMark))) {
+    return;
+  }
+  for (const std::string& token : tokens_) {
+    for (size_t at = token.find(kWordMark, 1); at != std::string::npos;
+         at = token.find(kWordMark, at + kWordMark.size())) {
+      const size_t prev = prev_char_start(token, at);
+      const std::string_view before(token.data() + prev, at - prev);
+      if (before == kWordMark) continue;
+      if (std::find(no_cut_after_.begin(), no_cut_after_.end(), before) == no_cut_after_.end()) {
+        if (no_cut_after_.size() == kMaxNoCutCharacters) return;  // too many: never cut
+        no_cut_after_.emplace_back(before);
+      }
+    }
+  }
+  cut_at_word_marks_ = true;
+}
+
+void BpeModel::encode_by_word_marks(std::string_view word, std::vector<TokenId>* out) const {
+  const auto encode_part = [&](std::string_view part) {
+    if (part.size() <= kCachedWordBytes) {
+      encode_cached(part, out);
+    } else {
+      encode_uncached(part, out);
+    }
+  };
+  size_t start = 0;
+  for (size_t at = word.find(kWordMark, 1); at != std::string_view::npos;
+       at = word.find(kWordMark, at + kWordMark.size())) {
+    const size_t prev = prev_char_start(word, at);
+    const std::string_view before = word.substr(prev, at - prev);
+    // The character before the cut must be a vocabulary entry of its own: one that falls back
+    // to byte tokens or the unknown token could merge as those.
+    if (before == kWordMark || char_id(before) == kNoId ||
+        std::find(no_cut_after_.begin(), no_cut_after_.end(), before) != no_cut_after_.end()) {
+      continue;
+    }
+    encode_part(word.substr(start, at - start));
+    start = at;
+  }
+  encode_part(word.substr(start));
+}
+
+void BpeModel::encode_cached(std::string_view word, std::vector<TokenId>* out) const {
   thread_token_cache<WordCacheTag>(cache_id_).append_ids(
       word, out, [&](std::vector<TokenId>* o) { encode_uncached(word, o); });
 }

@@ -47,7 +47,15 @@ class BpeModel {
     auto it = merges_.find(pair_key(a, b));
     return it == merges_.end() ? nullptr : &it->second;
   }
+  // A long word (a SentencePiece model with no pre-tokenizer gets whole lines) cut before its
+  // word marks where no token could span the cut, each part encoded as a word of its own.
+  void encode_by_word_marks(std::string_view word, std::vector<TokenId>* out) const;
+  void encode_cached(std::string_view word, std::vector<TokenId>* out) const;
   void encode_uncached(std::string_view word, std::vector<TokenId>* out) const;
+  // The id of a one-character vocabulary entry of up to three bytes, or kNoId.
+  TokenId char_id(std::string_view ch) const;
+  // Decides where encode_by_word_marks() may cut (cut_at_word_marks_, no_cut_after_).
+  void find_word_mark_cuts();
   // The word's initial symbols (characters, byte tokens, unknowns).
   void initial_symbols(std::string_view word, std::vector<TokenId>* symbols) const;
 
@@ -70,6 +78,11 @@ class BpeModel {
   TokenId byte_tokens_[256] = {};  // <0xXX> ids (valid when has_byte_tokens_)
   bool has_byte_tokens_ = false;
   uint64_t cache_id_ = 0;  // names this model's word cache in every thread (never reused)
+  // Cutting before a word mark ("\u2581") that follows another character is exact when no token
+  // holds that character followed by the mark (no merge can then join symbols across the cut):
+  // on when the vocabulary has the mark and a few such characters at most, listed here.
+  bool cut_at_word_marks_ = false;
+  std::vector<std::string> no_cut_after_;
 };
 
 }  // namespace kvgate::tokenizer

@@ -88,6 +88,25 @@ TEST(Bpe, UnknownCharactersBecomeTheUnknownTokenFusedWhenAsked) {
   EXPECT_EQ(ids(*none, "xya"), (std::vector<TokenId>{1})) << "no unk token: dropped";
 }
 
+// A SentencePiece model without a pre-tokenizer gets whole lines as words; a long one is cut
+// before its word marks, except after a character some token joins to a mark ("b\u2581" here):
+// the ids are those of the whole word.
+TEST(Bpe, ALongWordIsCutAtWordMarksOnlyWhereNoTokenSpansTheCut) {
+  auto t = make(spec(R"("\u2581":0,"a":1,"b":2,"\u2581a":3,"b\u2581":4,"b\u2581a":5,"c":6)",
+                     R"("b \u2581","b\u2581 a","\u2581 a")"));
+  ASSERT_TRUE(t);
+  std::string word;
+  std::vector<TokenId> want;
+  for (int i = 0; i < 30; ++i) {
+    word += "c\u2581a";
+    want.insert(want.end(), {6, 3});
+  }
+  word += "b\u2581a";  // "b\u2581a" is one token: no cut before this mark
+  want.push_back(5);
+  ASSERT_GT(word.size(), 64u) << "long enough to be cut";
+  EXPECT_EQ(ids(*t, word), want);
+}
+
 TEST(AddedTokens, SpecialTokensAreCutOutBeforeAnythingElse) {
   const std::string added =
       R"([{"id":9,"content":"<s>","special":true,"normalized":false},

@@ -14,6 +14,12 @@ namespace {
 struct WordCacheTag {};
 constexpr std::string_view kWordMark = "\u2581";  // SentencePiece's word mark
 constexpr size_t kMaxNoCutCharacters = 16;
+
+// The character that ends just before s[at] (at > 0).
+std::string_view char_before(std::string_view s, size_t at) {
+  const size_t start = prev_char_start(s, at);
+  return s.substr(start, at - start);
+}
 }  // namespace
 
 Result<BpeModel> BpeModel::from_json(simdjson::dom::element json) {
@@ -181,23 +187,17 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<TokenId>* symb
 
 void BpeModel::encode(std::string_view word, std::vector<TokenId>* out) const {
   if (word.empty()) return;
-  if (word.size() <= kCachedWordBytes) return encode_cached(word, out);
-  if (cut_at_word_marks_) return encode_by_word_marks(word, out);
-  encode_uncached(word, out);
+  if (cut_at_word_marks_ && word.size() > kCachedWordBytes) {
+    return encode_by_word_marks(word, out);
+  }
+  encode_word(word, out);
 }
 
 TokenId BpeModel::char_id(std::string_view ch) const {
+  // A whole character only (the size check keeps next_char() inside `ch`).
   if (ch.empty() || char_len(static_cast<uint8_t>(ch[0])) != ch.size()) return kNoId;
-  const auto b0 = static_cast<uint8_t>(ch[0]);
-  uint32_t cp = b0;
-  if (ch.size() == 2) {
-    cp = ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(ch[1]) & 0x3Fu);
-  } else if (ch.size() == 3) {
-    cp = ((b0 & 0x0Fu) << 12) | ((static_cast<uint8_t>(ch[1]) & 0x3Fu) << 6) |
-         (static_cast<uint8_t>(ch[2]) & 0x3Fu);
-  } else if (ch.size() != 1) {
-    return kNoId;  // four bytes: beyond the table
-  }
+  size_t len = 0;
+  const char32_t cp = next_char(ch, 0, &len);
   return cp < kCharTable ? char_ids_[cp] : kNoId;
 }
 
@@ -213,8 +213,7 @@ void BpeModel::find_word_mark_cuts() {
   for (const std::string& token : tokens_) {
     for (size_t at = token.find(kWordMark, 1); at != std::string::npos;
          at = token.find(kWordMark, at + kWordMark.size())) {
-      const size_t prev = prev_char_start(token, at);
-      const std::string_view before(token.data() + prev, at - prev);
+      const std::string_view before = char_before(token, at);
       if (before == kWordMark) continue;
       if (std::find(no_cut_after_.begin(), no_cut_after_.end(), before) == no_cut_after_.end()) {
         if (no_cut_after_.size() == kMaxNoCutCharacters) return;  // too many: never cut
@@ -226,31 +225,24 @@ void BpeModel::find_word_mark_cuts() {
 }
 
 void BpeModel::encode_by_word_marks(std::string_view word, std::vector<TokenId>* out) const {
-  const auto encode_part = [&](std::string_view part) {
-    if (part.size() <= kCachedWordBytes) {
-      encode_cached(part, out);
-    } else {
-      encode_uncached(part, out);
-    }
-  };
   size_t start = 0;
   for (size_t at = word.find(kWordMark, 1); at != std::string_view::npos;
        at = word.find(kWordMark, at + kWordMark.size())) {
-    const size_t prev = prev_char_start(word, at);
-    const std::string_view before = word.substr(prev, at - prev);
+    const std::string_view before = char_before(word, at);
     // The character before the cut must be a vocabulary entry of its own: one that falls back
     // to byte tokens or the unknown token could merge as those.
     if (before == kWordMark || char_id(before) == kNoId ||
         std::find(no_cut_after_.begin(), no_cut_after_.end(), before) != no_cut_after_.end()) {
       continue;
     }
-    encode_part(word.substr(start, at - start));
+    encode_word(word.substr(start, at - start), out);
     start = at;
   }
-  encode_part(word.substr(start));
+  encode_word(word.substr(start), out);
 }
 
-void BpeModel::encode_cached(std::string_view word, std::vector<TokenId>* out) const {
+void BpeModel::encode_word(std::string_view word, std::vector<TokenId>* out) const {
+  if (word.size() > kCachedWordBytes) return encode_uncached(word, out);
   thread_token_cache<WordCacheTag>(cache_id_).append_ids(
       word, out, [&](std::vector<TokenId>* o) { encode_uncached(word, o); });
 }

@@ -50,7 +50,8 @@ class BpeModel {
   // A long word (a SentencePiece model with no pre-tokenizer gets whole lines) cut before its
   // word marks where no token could span the cut, each part encoded as a word of its own.
   void encode_by_word_marks(std::string_view word, std::vector<TokenId>* out) const;
-  void encode_cached(std::string_view word, std::vector<TokenId>* out) const;
+  // One word, uncut: through this thread's word cache when it is short enough to be kept.
+  void encode_word(std::string_view word, std::vector<TokenId>* out) const;
   void encode_uncached(std::string_view word, std::vector<TokenId>* out) const;
   // The id of a one-character vocabulary entry of up to three bytes, or kNoId.
   TokenId char_id(std::string_view ch) const;

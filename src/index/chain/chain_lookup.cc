@@ -189,8 +189,8 @@ void ChainIndex::lookup_traced(std::span<const SeqHash> chain, std::vector<Holde
         detail::cpu_pause();
         continue;
       }
-      const Word* hashes = r.hashes.load(std::memory_order_relaxed);
-      const Word* ents = r.entries.load(std::memory_order_relaxed);
+      const Word* hashes = r.hashes.load(std::memory_order_acquire);
+      const Word* ents = r.entries.load(std::memory_order_acquire);
       size_t len = r.length.load(std::memory_order_relaxed);
       size_t n = r.entry_count.load(std::memory_order_relaxed);
       len = hashes ? std::min(len, WordSlab::capacity(hashes)) : 0;

@@ -14,7 +14,7 @@ SeqHash IndexCore::seq_at(RunId run, uint32_t offset) const {
       cpu_pause();
       continue;
     }
-    const Word* h = r.hashes.load(std::memory_order_relaxed);
+    const Word* h = r.hashes.load(std::memory_order_acquire);
     SeqHash s = 0;
     if (h != nullptr && offset < WordSlab::capacity(h))
       s = WordSlab::data(h)[offset].load(std::memory_order_relaxed);
@@ -34,7 +34,7 @@ RunId IndexCore::new_run(RunId parent, uint32_t offset, SeqHash seq, size_t capa
     WordSlab::data(counts)[i].store(0, std::memory_order_relaxed);
   RunGuard g(arena, id);
   r.begin_write();
-  r.hashes.store(hashes, std::memory_order_relaxed);
+  r.hashes.store(hashes, std::memory_order_release);
   r.entries.store(nullptr, std::memory_order_relaxed);
   r.entry_count.store(0, std::memory_order_relaxed);
   r.length.store(1, std::memory_order_relaxed);

@@ -239,9 +239,9 @@ RunId RunSession::close() {
       new_table = true;
     }
     r.begin_write();
-    if (new_table) r.entries.store(entries, std::memory_order_relaxed);
+    if (new_table) r.entries.store(entries, std::memory_order_release);
     if (entry_changed) publish_entry();
-    r.hashes.store(hashes_, std::memory_order_relaxed);
+    r.hashes.store(hashes_, std::memory_order_release);
     r.length.store(len_, std::memory_order_relaxed);
     r.end_write();
     core_.slab.free(replaced);

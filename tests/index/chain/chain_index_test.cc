@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "harness/exactness.h"
 #include "index/chain/sharded_index.h"
 
@@ -81,6 +85,67 @@ TEST(ChainIndex, ConcurrentTwentyOfTwenty) {
     ASSERT_TRUE(report.ok()) << "run " << seed - 99 << " of 20: " << report.status();
     ASSERT_GT(report->holder_removals, 0u);
   }
+}
+
+// A reader that loads a run's hash or entry block while a writer publishes a new one reads the
+// block's header before its version check discards the attempt: the block must have been
+// constructed before, as far as the reader can tell (ThreadSanitizer checks it). The writer grows
+// fresh chains one block at a time and adds holders to them, so many write sections publish a
+// block carved moments earlier; six readers on fewer cores look the growing chain up all along
+// and are preempted between a run's version and its pointers now and then, which is the race.
+// (With the pointers loaded relaxed, ThreadSanitizer reported it in about one run of eight.)
+TEST(ChainIndex, ReadersRacingFreshlyCarvedBlocks) {
+  ChainIndex idx;
+  BlockHasher hasher;
+  constexpr int kChains = 300;
+  constexpr int kLength = 96;
+  constexpr uint32_t kHolders = 6;
+  std::vector<std::vector<SeqHash>> chains(kChains);
+  for (int c = 0; c < kChains; ++c) {
+    SeqHash seq = 0;
+    for (int i = 0; i < kLength; ++i) {
+      const LocalHash local = (uint64_t(c + 1) << 20) | uint64_t(i + 1);
+      seq = i == 0 ? local : hasher.chain(seq, local);
+      chains[c].push_back(seq);
+    }
+  }
+  std::atomic<int> current{0};
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> lookups{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 6; ++t) {
+    readers.emplace_back([&] {
+      std::vector<HolderMatch> out;
+      while (!done.load(std::memory_order_acquire)) {
+        idx.lookup(chains[current.load(std::memory_order_relaxed)], out);
+        for (const HolderMatch& m : out) ASSERT_LE(m.any_depth, uint32_t{kLength});
+        lookups.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (int c = 0; c < kChains; ++c) {
+    current.store(c, std::memory_order_relaxed);
+    for (uint32_t h = 0; h < kHolders; ++h) {
+      for (int i = 0; i < kLength; ++i) {
+        const EngineHash eng = (uint64_t(c + 1) << 20) | uint64_t(i + 1);
+        const LocalHash local = eng;
+        Event st{.kind = EventKind::kStored,
+                 .tier = Tier::kDevice,
+                 .has_parent = i > 0,
+                 .parent = i > 0 ? eng - 1 : 0,
+                 .engine_hashes = std::span(&eng, 1),
+                 .local_hashes = std::span(&local, 1)};
+        idx.apply(HolderId(h), std::span(&st, 1));
+      }
+    }
+  }
+  done.store(true, std::memory_order_release);
+  for (auto& t : readers) t.join();
+  std::vector<HolderMatch> out;
+  idx.lookup(chains[kChains - 1], out);
+  ASSERT_EQ(out.size(), kHolders);
+  for (const HolderMatch& m : out) EXPECT_EQ(m.any_depth, uint32_t{kLength});
+  EXPECT_GT(lookups.load(), 0u);
 }
 
 TEST(ChainIndex, ExactAgainstReferenceConcurrent) {

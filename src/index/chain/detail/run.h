@@ -14,6 +14,10 @@
 // writer changes them; readers retry when it moved). Writers serialize on the run's lock
 // (RunArena::lock), one run at a time. Child tables are read without the seqlock, validated by
 // pointer and generation. Writer-only fields are touched only with the lock held.
+// The slab pointers (hashes, entries, children) are stored with release and loaded with acquire
+// (free on x86): a reader inside a write section may load a block the writer has only just
+// carved, and reads its header before the version check discards the attempt; the pair orders
+// the block's construction before that read.
 #pragma once
 
 #include <atomic>

@@ -28,18 +28,43 @@ void AddedVocabulary::Matcher::add(std::string_view pattern, uint32_t token_inde
   if (pattern.empty()) return;
   uint32_t node = 0;
   for (const char c : pattern) {
-    const uint64_t key = (uint64_t{node} << 8) | static_cast<uint8_t>(c);
-    auto [it, inserted] = edges_.try_emplace(key, nodes_);
-    if (inserted) ++nodes_;
-    node = it->second;
+    uint32_t next = child(node, static_cast<uint8_t>(c));
+    if (next == kNone) {
+      next = nodes_++;
+      insert_edge((uint64_t{node} << 8 | static_cast<uint8_t>(c)) + 1, next);
+      terminal_.push_back(kNone);
+    }
+    node = next;
   }
-  terminal_.try_emplace(node, token_index);  // the first token listed with a text keeps it
+  if (terminal_[node] == kNone) {  // the first token listed with a text keeps it
+    terminal_[node] = token_index;
+    ++patterns_;
+  }
   const auto first = static_cast<uint8_t>(pattern[0]);
   if (!first_byte_[first]) {
     first_byte_[first] = true;
     ++first_bytes_;
   }
   only_first_byte_ = first_bytes_ == 1 ? first : -1;
+}
+
+void AddedVocabulary::Matcher::insert_edge(uint64_t key, uint32_t child) {
+  if (2 * (edges_ + 1) > edge_keys_.size()) {  // at most half full
+    std::vector<uint64_t> keys(2 * edge_keys_.size(), 0);
+    std::vector<uint32_t> children(keys.size(), 0);
+    keys.swap(edge_keys_);
+    children.swap(edge_children_);
+    --edge_shift_;
+    edges_ = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] != 0) insert_edge(keys[i], children[i]);
+    }
+  }
+  size_t i = slot_of(key);
+  while (edge_keys_[i] != 0) i = (i + 1) & (edge_keys_.size() - 1);
+  edge_keys_[i] = key;
+  edge_children_[i] = child;
+  ++edges_;
 }
 
 size_t AddedVocabulary::Matcher::next_candidate(std::string_view text, size_t at) const {
@@ -59,10 +84,9 @@ std::optional<std::pair<size_t, uint32_t>> AddedVocabulary::Matcher::longest_at(
   std::optional<std::pair<size_t, uint32_t>> best;
   uint32_t node = 0;
   for (size_t i = at; i < text.size(); ++i) {
-    auto it = edges_.find((uint64_t{node} << 8) | static_cast<uint8_t>(text[i]));
-    if (it == edges_.end()) break;
-    node = it->second;
-    if (auto t = terminal_.find(node); t != terminal_.end()) best = {{i + 1, t->second}};
+    node = child(node, static_cast<uint8_t>(text[i]));
+    if (node == kNone) break;
+    if (terminal_[node] != kNone) best = {{i + 1, terminal_[node]}};
   }
   return best;
 }
@@ -160,7 +184,7 @@ void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, 
         }
       }
       emit_text(start);
-      out->push_back({t.id, std::string_view(), false});
+      out->push_back({t.id, text.substr(start, stop - start), false, t.special});
       emitted = stop;
       at = stop;
     }

@@ -1,5 +1,6 @@
 #include "tokenizer/encode_cache.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include "xxhash.h"
 
 namespace kvgate::tokenizer {
@@ -8,6 +9,15 @@ EncodeCache::EncodeCache(size_t budget_bytes) : shard_budget_(budget_bytes / kSh
 
 EncodeCache::Key EncodeCache::key_of(std::string_view stretch, bool first) {
   const XXH128_hash_t h = XXH3_128bits_withSeed(stretch.data(), stretch.size(), first ? 1 : 0);
+  return {h.low64, h.high64};
+}
+
+EncodeCache::Key EncodeCache::key_of_span(std::string_view bytes, std::span<const uint64_t> cuts) {
+  XXH3_state_t state;
+  XXH3_128bits_reset_withSeed(&state, 2);  // stretches use seeds 0 and 1
+  XXH3_128bits_update(&state, bytes.data(), bytes.size());
+  XXH3_128bits_update(&state, cuts.data(), cuts.size_bytes());
+  const XXH128_hash_t h = XXH3_128bits_digest(&state);
   return {h.low64, h.high64};
 }
 

@@ -43,6 +43,9 @@ class EncodeCache {
     }
   };
   static Key key_of(std::string_view stretch, bool first);
+  // A span of several cuts: its bytes and how it was cut (`cuts`: a word per cut, the caller's
+  // encoding of each token or stretch end). Never equal to a stretch's key.
+  static Key key_of_span(std::string_view bytes, std::span<const uint64_t> cuts);
 
   // Appends the ids cached under `key` to `out`; false (nothing appended) if none are.
   bool find(const Key& key, std::vector<TokenId>* out);

@@ -46,20 +46,19 @@ class HfTokenizer final : public Tokenizer {
     thread_local std::vector<Cut> raw;
     raw.clear();
     added_.split_raw(text, &raw);
-    for (const Cut& c : raw) {
-      if (c.token) {
-        out->push_back(*c.token);
-      } else if (cache_ == nullptr) {
-        encode_stretch(c, out);
-      } else if (c.text.size() < kMinCachedStretchBytes) {
-        encode_short_stretch(c, out);
-      } else {
-        const EncodeCache::Key key = EncodeCache::key_of(c.text, c.first);
-        if (cache_->find(key, out)) continue;
-        const size_t before = out->size();
-        encode_stretch(c, out);
-        cache_->insert(key, std::span<const TokenId>(out->data() + before, out->size() - before));
+    const auto is_special = [](const Cut& c) { return c.token && c.special; };
+    for (size_t i = 0; i < raw.size();) {
+      size_t end = i + 1;
+      if (!is_special(raw[i])) {
+        while (end < raw.size() && !is_special(raw[end])) ++end;
       }
+      const std::span<const Cut> span(raw.data() + i, end - i);
+      if (span.size() > 1 && cache_ != nullptr) {
+        encode_span(span, out);
+      } else {
+        for (const Cut& c : span) encode_cut(c, out);
+      }
+      i = end;
     }
     if (add_special_tokens) out->insert(out->end(), post_.suffix.begin(), post_.suffix.end());
     return absl::OkStatus();
@@ -105,6 +104,49 @@ class HfTokenizer final : public Tokenizer {
   }
 
  private:
+  // One cut of the raw text: an added token's id, or a stretch through the caches.
+  void encode_cut(const Cut& c, std::vector<TokenId>* out) const {
+    if (c.token) {
+      out->push_back(*c.token);
+    } else if (cache_ == nullptr) {
+      encode_stretch(c, out);
+    } else if (c.text.size() < kMinCachedStretchBytes) {
+      encode_short_stretch(c, out);
+    } else {
+      const EncodeCache::Key key = EncodeCache::key_of(c.text, c.first);
+      if (cache_->find(key, out)) return;
+      const size_t before = out->size();
+      encode_stretch(c, out);
+      cache_->insert(key, std::span<const TokenId>(out->data() + before, out->size() - before));
+    }
+  }
+  // The cuts between two special tokens (a message, in a rendered chat) as one entry of the
+  // encode cache. A tokenizer with non-special added tokens inside text (Gemma 3's newlines and
+  // tabs, DeepSeek V3's role markers) cuts a message into many short stretches; one lookup for
+  // the lot instead of one each. Exact by construction: the key is the span's bytes and its cuts
+  // (each token's id, each stretch's end and whether it begins the input), and the ids are those
+  // cuts' ids, each a function of them.
+  void encode_span(std::span<const Cut> cuts, std::vector<TokenId>* out) const {
+    const char* begin = cuts.front().text.data();
+    const char* end = cuts.back().text.data() + cuts.back().text.size();
+    if (static_cast<size_t>(end - begin) < kMinCachedStretchBytes) {
+      for (const Cut& c : cuts) encode_cut(c, out);  // the per-thread memo is cheaper
+      return;
+    }
+    thread_local std::vector<uint64_t> shape;
+    shape.clear();
+    for (const Cut& c : cuts) {
+      shape.push_back(c.token ? (uint64_t{1} << 63) | *c.token
+                              : static_cast<uint64_t>(c.text.data() + c.text.size() - begin) << 1 |
+                                    (c.first ? 1 : 0));
+    }
+    const EncodeCache::Key key =
+        EncodeCache::key_of_span(std::string_view(begin, static_cast<size_t>(end - begin)), shape);
+    if (cache_->find(key, out)) return;
+    const size_t before = out->size();
+    for (const Cut& c : cuts) encode_cut(c, out);
+    cache_->insert(key, std::span<const TokenId>(out->data() + before, out->size() - before));
+  }
   // One raw stretch between added tokens: normalized, cut at the added tokens found in
   // normalized text, pre-tokenized, and each piece through the model.
   void encode_stretch(const Cut& stretch, std::vector<TokenId>* out) const {

@@ -268,6 +268,37 @@ TEST(EncodeCache, ShortStretchesAreRememberedPerTokenizerAndPerPlaceInTheInput) 
   EXPECT_EQ(merging->encode_cache_stats().entries, 0u) << "short stretches stay out of it";
 }
 
+// The cuts between two special tokens (a message cut at a non-special token such as Gemma 3's
+// newline) are one entry: one lookup when the message comes back, the ids those of its cuts.
+// The entry is keyed by how the span was cut as well as by its bytes: the same bytes at the start
+// of the input are cut as the first stretch there, and Metaspace's "first" scheme marks it.
+TEST(EncodeCache, ASpanBetweenSpecialTokensIsOneEntryKeyedByItsCuts) {
+  const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false},)"
+                            R"({"id":8,"content":"\n","special":false,"normalized":false}])";
+  const std::string metaspace =
+      R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":true})";
+  const std::string json =
+      spec(kAbc + R"(,"\u2581":6)", R"("a b","b c","a bc")", "", added, "null", metaspace);
+  auto cached = make(json);
+  auto plain = parse_tokenizer(json, "test.json", /*encode_cache_bytes=*/0);
+  ASSERT_TRUE(cached && plain.ok());
+  std::string message;
+  for (int line = 0; line < 8; ++line) message += std::string(5 + line, 'a') + "bc\n";
+  ASSERT_GE(message.size(), 32u);
+  for (int round = 0; round < 3; ++round) {
+    for (const std::string& text : {message, "<s>" + message, message + "<s>" + message}) {
+      EXPECT_EQ(ids(*cached, text), ids(**plain, text)) << "round " << round << ": " << text;
+    }
+  }
+  EXPECT_EQ(ids(*cached, message).front(), 6u) << "the first stretch is marked";
+  EXPECT_NE(ids(*cached, "<s>" + message)[1], 6u) << "after <s> it is not";
+  const EncodeCacheStats before = cached->encode_cache_stats();
+  ids(*cached, "<s>" + message + "<s>" + message);
+  const EncodeCacheStats after = cached->encode_cache_stats();
+  EXPECT_EQ(after.hits - before.hits, 2u) << "one lookup per span, not one per line";
+  EXPECT_EQ(after.misses, before.misses);
+}
+
 TEST(EncodeCache, OverItsBudgetTheLeastRecentlyUsedGoFirst) {
   const std::string added = R"([{"id":9,"content":"<s>","special":true,"normalized":false}])";
   const std::string json = spec(kAbc, R"("a b","b c","a bc")", "", added);

@@ -13,6 +13,8 @@ find_package(Boost 1.74 REQUIRED)
 find_package(GTest CONFIG REQUIRED)
 find_package(benchmark CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)                 # SHA-256 for the engines' hash schemes
+find_package(Protobuf REQUIRED)                # the relay's messages (proto/)
+find_package(gRPC CONFIG REQUIRED)             # the relay's service; gRPC::grpc_cpp_plugin
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(NUMA REQUIRED IMPORTED_TARGET numa)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # the tokenizers' split patterns

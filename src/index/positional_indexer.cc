@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "index/detail/event_checks.h"
 #include "index/detail/tier_counts.h"
 
 namespace kvgate::index {
@@ -28,7 +27,7 @@ ApplyResult PositionalIndexer::apply(HolderId holder, std::span<const Event> eve
   const uint32_t id = holder.value();
   auto it = holders_.find(id);
   for (const Event& e : events) {
-    if (detail::malformed(e)) {
+    if (malformed_event(e)) {
       ++r.malformed_events;
       continue;
     }

@@ -1,6 +1,5 @@
 #include "index/reference_indexer.h"
 
-#include "index/detail/event_checks.h"
 #include "index/detail/tier_counts.h"
 
 namespace kvgate::index {
@@ -24,7 +23,7 @@ ApplyResult ReferenceIndexer::apply(HolderId holder, std::span<const Event> even
   ApplyResult r;
   Holder& h = holders_[holder];
   for (const Event& e : events) {
-    if (detail::malformed(e)) {
+    if (malformed_event(e)) {
       ++r.malformed_events;
       continue;
     }

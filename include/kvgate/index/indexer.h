@@ -43,6 +43,23 @@ struct Event {
   std::span<const LocalHash> local_hashes;    // kStored: the router's local hash of each block
 };
 
+// What every indexer agrees is an event it cannot apply at all (counted as malformed, skipped):
+// a stored event must name at least one block and give one local hash per engine hash; an event
+// kind or tier outside the enums means the decoder handed over garbage. An empty removal is a
+// harmless no-op, not malformed.
+inline bool malformed_event(const Event& e) {
+  const bool tier_ok = static_cast<size_t>(e.tier) < kTierCount;
+  switch (e.kind) {
+    case EventKind::kStored:
+      return !tier_ok || e.engine_hashes.empty() || e.engine_hashes.size() != e.local_hashes.size();
+    case EventKind::kRemoved:
+      return !tier_ok;
+    case EventKind::kCleared:
+      return false;
+  }
+  return true;
+}
+
 // What one apply() did, for the caller's counters.
 struct ApplyResult {
   uint32_t stored_blocks = 0;     // block copies added (new memberships and extra copies)

@@ -7,7 +7,6 @@
 #include "index/chain/chain_index.h"
 #include "index/chain/detail/child_table.h"
 #include "index/chain/detail/run_session.h"
-#include "index/detail/event_checks.h"
 
 namespace kvgate::index::chain {
 
@@ -278,7 +277,7 @@ ApplyResult ChainIndex::apply(HolderId holder, std::span<const Event> events) {
   }
   HolderState& hs = state(holder.value());
   for (const Event& e : events) {
-    if (index::detail::malformed(e)) {
+    if (malformed_event(e)) {
       ++r.malformed_events;
       continue;
     }

@@ -1,0 +1,283 @@
+#include "kvgate/relay/rank_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "harness/corpus_generator.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/relay/proto_events.h"
+
+namespace kvgate::relay {
+namespace {
+
+using Message = RankStream::Message;
+using Cursor = RankStream::Cursor;
+constexpr HolderId kHolder{0};
+
+std::unique_ptr<index::Indexer> reference() {
+  auto made = index::make_indexer(index::IndexKind::kReference);
+  EXPECT_TRUE(made.ok());
+  return std::move(*made);
+}
+
+std::vector<index::Membership> content(const index::Indexer& idx) {
+  std::vector<index::Membership> out;
+  EXPECT_TRUE(idx.memberships(out).ok());
+  return out;
+}
+
+// A subscriber as a gateway is one: applies what the stream sends to its own index.
+struct Follower {
+  std::unique_ptr<index::Indexer> idx = reference();
+  Cursor cursor;
+  uint64_t batches = 0, snapshots = 0;
+  std::vector<v1::OutOfRange::Reason> reasons;
+  std::optional<uint64_t> last_seq;
+
+  void apply(const v1::Event& pe) {
+    OwnedEvent owned;
+    ASSERT_TRUE(from_proto(pe, &owned).ok());
+    const index::Event e = owned.view();
+    idx->apply(kHolder, std::span(&e, 1));
+  }
+  void consume(const std::vector<Message>& messages) {
+    for (const Message& m : messages) {
+      switch (m->kind_case()) {
+        case v1::SubscribeResponse::kOutOfRange:
+          reasons.push_back(m->out_of_range().reason());
+          idx->remove_holder(kHolder);  // the snapshot rebuilds it from nothing
+          ++snapshots;
+          break;
+        case v1::SubscribeResponse::kSnapshot:
+          for (const v1::Event& e : m->snapshot().events()) apply(e);
+          if (m->snapshot().last()) {
+            last_seq = m->snapshot().has_seq() ? std::optional(m->snapshot().seq()) : std::nullopt;
+          }
+          break;
+        case v1::SubscribeResponse::kBatch:
+          if (last_seq) {
+            ASSERT_EQ(m->batch().seq(), *last_seq + 1) << "no gap, no repeat";
+          }
+          last_seq = m->batch().seq();
+          for (const v1::Event& e : m->batch().events()) apply(e);
+          ++batches;
+          break;
+        default:
+          FAIL() << "unexpected message";
+      }
+    }
+  }
+  void drain(RankStream& s, size_t per_read = 64) {
+    for (;;) {
+      auto got = s.next(cursor, per_read);
+      if (got.empty()) return;
+      consume(got);
+    }
+  }
+};
+
+// The exactness corpus for one holder, as a rank's admitted batches: `direct` gets them as the
+// engine sent them.
+struct Feed {
+  index::harness::CorpusGenerator gen;
+  index::harness::Step step;
+  std::unique_ptr<index::Indexer> direct = reference();
+  uint64_t seq = 100;  // an engine the relay joined late numbers from wherever it is
+
+  explicit Feed(uint64_t seed) : gen({.seed = seed, .holders = 1, .holder_capacity = 256}) {}
+  void one(RankStream& s) {
+    do {
+      gen.next(step);
+    } while (step.kind != index::harness::Step::Kind::kBatch);
+    direct->apply(kHolder, step.events);
+    s.append({.seq = seq++, .events = step.events});
+  }
+};
+
+TEST(RankStream, AFreshSubscriberReadsACompleteHistoryThenWaitsForTheNextBatch) {
+  RankStream s({});
+  Feed feed(1);
+  for (int i = 0; i < 30; ++i) feed.one(s);
+  Follower f;
+  f.drain(s, 7);
+  EXPECT_EQ(f.batches, 30u);
+  EXPECT_TRUE(f.reasons.empty()) << "the whole epoch is there: no snapshot";
+  EXPECT_EQ(content(*f.idx), content(*feed.direct));
+
+  const uint64_t seen = s.version();
+  EXPECT_TRUE(s.next(f.cursor, 10).empty());
+  int woken = 0;
+  s.notify_once(seen, [&] { ++woken; });
+  EXPECT_EQ(woken, 0);
+  feed.one(s);
+  EXPECT_EQ(woken, 1);
+  feed.one(s);
+  EXPECT_EQ(woken, 1) << "once";
+  f.drain(s);
+  EXPECT_EQ(f.batches, 32u);
+  EXPECT_EQ(content(*f.idx), content(*feed.direct));
+  // A wake asked for after a batch it has not read comes at once.
+  s.notify_once(seen, [&] { ++woken; });
+  EXPECT_EQ(woken, 2);
+}
+
+TEST(RankStream, PastTheHistoryASubscriberGetsOutOfRangeASnapshotAndTheTail) {
+  RankStream s({.max_batches = 8});
+  Feed feed(2);
+  for (int i = 0; i < 50; ++i) feed.one(s);
+
+  Follower fresh;  // the history no longer starts at the epoch's first batch
+  fresh.drain(s);
+  ASSERT_EQ(fresh.reasons, std::vector{v1::OutOfRange::REASON_FRESH});
+  EXPECT_EQ(fresh.batches, 0u);
+  EXPECT_EQ(content(*fresh.idx), content(*feed.direct)) << "the snapshot is the state";
+
+  Follower old;  // resumes the right epoch from a trimmed seq
+  old.cursor = fresh.cursor;
+  old.cursor.next_seq = 110;
+  old.cursor.served = false;
+  old.drain(s);
+  EXPECT_EQ(old.reasons, std::vector{v1::OutOfRange::REASON_BEFORE_HISTORY});
+
+  Follower other;  // an epoch the stream is not in
+  other.cursor = {.epoch = fresh.cursor.epoch + 1, .next_seq = 149};
+  other.drain(s);
+  EXPECT_EQ(other.reasons, std::vector{v1::OutOfRange::REASON_OTHER_EPOCH});
+
+  Follower ahead;
+  ahead.cursor = {.epoch = fresh.cursor.epoch, .next_seq = 999};
+  ahead.drain(s);
+  EXPECT_EQ(ahead.reasons, std::vector{v1::OutOfRange::REASON_AHEAD});
+
+  Follower within;  // inside the history: just the batches
+  within.cursor = {.epoch = fresh.cursor.epoch, .next_seq = 146};
+  auto got = s.next(within.cursor, 100);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got.front()->batch().seq(), 146u);
+  EXPECT_EQ(got.back()->batch().seq(), 149u);
+
+  // Every follower goes on with the live batches (fewer than the history keeps) and holds what
+  // the engine's stream made.
+  for (int i = 0; i < 6; ++i) feed.one(s);
+  for (Follower* f : {&fresh, &old, &other, &ahead}) {
+    f->drain(s, 3);
+    EXPECT_EQ(content(*f->idx), content(*feed.direct));
+    EXPECT_EQ(f->batches, 6u);
+    EXPECT_EQ(f->snapshots, 1u);
+  }
+}
+
+TEST(RankStream, ASlowSubscriberFallsBehindToASnapshotAndNeverHoldsTheHistory) {
+  RankStream s({.max_batches = 5});
+  Feed feed(3);
+  Follower slow;
+  for (int i = 0; i < 3; ++i) feed.one(s);
+  slow.consume(s.next(slow.cursor, 2));
+  EXPECT_EQ(slow.batches, 2u);
+  for (int i = 0; i < 40; ++i) feed.one(s);
+  v1::RankInfo info;
+  s.describe(&info);
+  EXPECT_EQ(info.history_batches(), 5u) << "bounded whatever the subscriber does";
+  slow.drain(s);
+  EXPECT_EQ(slow.reasons, std::vector{v1::OutOfRange::REASON_FELL_BEHIND});
+  EXPECT_EQ(content(*slow.idx), content(*feed.direct));
+}
+
+TEST(RankStream, HistoryBytesAreBoundedToo) {
+  RankStream s({.max_batches = 1'000'000, .max_bytes = 4096});
+  Feed feed(4);
+  for (int i = 0; i < 300; ++i) feed.one(s);
+  v1::RankInfo info;
+  s.describe(&info);
+  EXPECT_LE(info.history_bytes(), 4096u);
+  EXPECT_GT(info.history_batches(), 1u);
+  EXPECT_LT(info.history_batches(), 300u);
+}
+
+TEST(RankStream, ANewEpochMovesEverySubscriberToItsState) {
+  RankStream s({});
+  Feed feed(5);
+  for (int i = 0; i < 10; ++i) feed.one(s);
+  Follower f;
+  f.drain(s);
+  const uint64_t first_epoch = f.cursor.epoch;
+  // The engine restarted: it holds nothing, its numbering starts over.
+  const index::Event cleared{.kind = index::EventKind::kCleared};
+  feed.direct->remove_holder(kHolder);
+  s.append({.seq = 0, .new_epoch = true, .events = std::span(&cleared, 1)});
+  feed.seq = 1;
+  for (int i = 0; i < 5; ++i) feed.one(s);
+  f.drain(s);
+  EXPECT_EQ(f.reasons, std::vector{v1::OutOfRange::REASON_OTHER_EPOCH});
+  EXPECT_NE(f.cursor.epoch, first_epoch);
+  EXPECT_EQ(content(*f.idx), content(*feed.direct));
+  v1::RankInfo info;
+  s.describe(&info);
+  EXPECT_FALSE(info.degraded());
+
+  // A seq that skips one without the cursor saying so cannot be continued: a degraded epoch.
+  feed.seq += 3;
+  feed.one(s);
+  s.describe(&info);
+  EXPECT_TRUE(info.degraded());
+}
+
+TEST(RankStream, OneSnapshotServesEverySubscriberAtTheSamePlace) {
+  RankStream s({.max_batches = 4});
+  Feed feed(6);
+  for (int i = 0; i < 20; ++i) feed.one(s);
+  Cursor a, b;
+  const auto first = s.next(a, 10);
+  const auto second = s.next(b, 10);
+  ASSERT_GE(first.size(), 2u);
+  ASSERT_EQ(first.size(), second.size());
+  EXPECT_EQ(first[1].get(), second[1].get()) << "the same chunk, built once";
+  feed.one(s);
+  Cursor c;
+  const auto third = s.next(c, 10);
+  EXPECT_NE(third[1].get(), first[1].get()) << "a batch later, a new snapshot";
+}
+
+// A writer appending the corpus while readers follow it at their own pace, resuming now and then
+// as a new stream would, and falling behind the history now and then: every reader ends holding
+// what the engine's stream made. (Run under ThreadSanitizer by the tsan preset.)
+TEST(RankStream, ReadersRacingTheWriterEndExact) {
+  RankStream s({.max_batches = 64, .snapshot_chunk_blocks = 50});
+  Feed feed(7);
+  std::atomic<bool> done{false};
+  constexpr int kReaders = 4;
+  std::vector<std::unique_ptr<Follower>> followers;
+  for (int i = 0; i < kReaders; ++i) followers.push_back(std::make_unique<Follower>());
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      Follower& f = *followers[r];
+      std::mt19937 rng(r);
+      while (!done.load(std::memory_order_acquire)) {
+        f.consume(s.next(f.cursor, 1 + rng() % 16));
+        if (rng() % 200 == 0) {  // the link dropped: resume as a new stream from the last batch
+          f.cursor = {.epoch = f.cursor.epoch, .next_seq = f.last_seq ? *f.last_seq + 1 : 0};
+        }
+        if (rng() % 4 == static_cast<unsigned>(r)) std::this_thread::yield();
+      }
+    });
+  }
+  for (int i = 0; i < 3000; ++i) feed.one(s);
+  done.store(true, std::memory_order_release);
+  for (auto& t : readers) t.join();
+  uint64_t snapshots = 0;
+  for (auto& f : followers) {
+    f->drain(s);
+    EXPECT_EQ(content(*f->idx), content(*feed.direct));
+    snapshots += f->snapshots;
+  }
+  EXPECT_GT(snapshots, 0u) << "some reader was moved to a snapshot";
+}
+
+}  // namespace
+}  // namespace kvgate::relay

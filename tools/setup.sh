@@ -19,6 +19,8 @@ PACKAGES=(
   prometheus
   # python helpers used by tests (Debian's /usr/bin/python3 only)
   python3 python3-zmq python3-msgpack python3-jinja2
+  # a gRPC client no one here wrote, for the relay's tests (messages from protoc --python_out)
+  python3-grpcio python3-protobuf
 )
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).

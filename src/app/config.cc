@@ -22,7 +22,8 @@ void positive_seconds(double s, const char* flag) {
     throw CLI::ValidationError(flag, "must be a finite number of seconds >= 0");
 }
 
-// "WORKER_URL=tcp://host:port[,replay=tcp://host:port][,topic=T][,rank=R]"
+}  // namespace
+
 ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos) {
@@ -69,8 +70,6 @@ ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec) {
   }
   return out;
 }
-
-}  // namespace
 
 void add_flags(CLI::App& app, GatewayConfig& c) {
   app.description(

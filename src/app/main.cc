@@ -1,4 +1,5 @@
-// kvgate: the gateway binary. `kvgate --help` lists every flag.
+// kvgate: the gateway binary. `kvgate --help` lists every flag; `kvgate relay --help` the relay
+// role's.
 #include <signal.h>
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
@@ -7,13 +8,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 
 #include "kvgate/app/config.h"
 #include "kvgate/app/gateway.h"
+#include "kvgate/app/relay_role.h"
 #include "kvgate/core/log.h"
+#include "kvgate/core/stop_signals.h"
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "relay") {
+    return kvgate::app::run_relay(argc - 1, argv + 1);
+  }
   kvgate::app::GatewayConfig config;
   CLI::App cli;
   kvgate::app::add_flags(cli, config);
@@ -61,12 +68,7 @@ int main(int argc, char** argv) {
   }
 
   // Block the stop signals before any thread starts, so only sigwait() below sees them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  const sigset_t stop_signals = kvgate::block_stop_signals();
 
   // Every client connection holds an upstream one: take every descriptor the system allows.
   if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {

@@ -64,6 +64,17 @@ void RankStream::append(const RankBatch& batch) {
   for (auto& [token, fn] : wake) fn();
 }
 
+void RankStream::restart(bool degraded) {
+  std::vector<std::pair<uint64_t, std::function<void()>>> wake;
+  {
+    MutexLock lock(&mu_);
+    start_epoch(degraded);
+    ++version_;
+    wake.swap(waiters_);
+  }
+  for (auto& [token, fn] : wake) fn();
+}
+
 void RankStream::trim() {
   while (history_.size() > 1 &&
          (history_.size() > limits_.max_batches || history_bytes_ > limits_.max_bytes)) {
@@ -188,17 +199,12 @@ RankStream::Message RankStream::heartbeat() const {
   return m;
 }
 
-uint64_t RankStream::notify_once(uint64_t seen_version, std::function<void()> wake) {
-  {
-    MutexLock lock(&mu_);
-    if (seen_version == version_) {
-      const uint64_t token = next_token_++;
-      waiters_.emplace_back(token, std::move(wake));
-      return token;
-    }
-  }
-  wake();
-  return 0;
+std::optional<uint64_t> RankStream::notify_once(uint64_t seen_version, std::function<void()> wake) {
+  MutexLock lock(&mu_);
+  if (seen_version != version_) return std::nullopt;
+  const uint64_t token = next_token_++;
+  waiters_.emplace_back(token, std::move(wake));
+  return token;
 }
 
 void RankStream::cancel(uint64_t token) {

@@ -10,6 +10,7 @@
 
 #include "kvgate/events/decode.h"
 #include "kvgate/events/normalize.h"
+#include "support/wait.h"
 #include "test_publisher.h"
 
 #if defined(__has_feature)
@@ -28,15 +29,7 @@ namespace {
 using testing::TestPublisher;
 using namespace std::chrono_literals;
 
-template <class Pred>
-bool wait_until(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
+using kvgate::testing::wait_until;
 
 // Batch k of an engine's life: a fresh 2-block sequence, and every third batch removes a block
 // stored two batches earlier.

@@ -10,76 +10,16 @@
 
 #include "harness/corpus_generator.h"
 #include "kvgate/index/indexer.h"
-#include "kvgate/relay/proto_events.h"
+#include "relay/follower.h"
 
 namespace kvgate::relay {
 namespace {
 
-using Message = RankStream::Message;
 using Cursor = RankStream::Cursor;
-constexpr HolderId kHolder{0};
-
-std::unique_ptr<index::Indexer> reference() {
-  auto made = index::make_indexer(index::IndexKind::kReference);
-  EXPECT_TRUE(made.ok());
-  return std::move(*made);
-}
-
-std::vector<index::Membership> content(const index::Indexer& idx) {
-  std::vector<index::Membership> out;
-  EXPECT_TRUE(idx.memberships(out).ok());
-  return out;
-}
-
-// A subscriber as a gateway is one: applies what the stream sends to its own index.
-struct Follower {
-  std::unique_ptr<index::Indexer> idx = reference();
-  Cursor cursor;
-  uint64_t batches = 0, snapshots = 0;
-  std::vector<v1::OutOfRange::Reason> reasons;
-  std::optional<uint64_t> last_seq;
-
-  void apply(const v1::Event& pe) {
-    OwnedEvent owned;
-    ASSERT_TRUE(from_proto(pe, &owned).ok());
-    const index::Event e = owned.view();
-    idx->apply(kHolder, std::span(&e, 1));
-  }
-  void consume(const std::vector<Message>& messages) {
-    for (const Message& m : messages) {
-      switch (m->kind_case()) {
-        case v1::SubscribeResponse::kOutOfRange:
-          reasons.push_back(m->out_of_range().reason());
-          idx->remove_holder(kHolder);  // the snapshot rebuilds it from nothing
-          ++snapshots;
-          break;
-        case v1::SubscribeResponse::kSnapshot:
-          for (const v1::Event& e : m->snapshot().events()) apply(e);
-          if (m->snapshot().last()) {
-            last_seq = m->snapshot().has_seq() ? std::optional(m->snapshot().seq()) : std::nullopt;
-          }
-          break;
-        case v1::SubscribeResponse::kBatch:
-          if (last_seq) {
-            ASSERT_EQ(m->batch().seq(), *last_seq + 1) << "no gap, no repeat";
-          }
-          last_seq = m->batch().seq();
-          for (const v1::Event& e : m->batch().events()) apply(e);
-          ++batches;
-          break;
-        default:
-          FAIL() << "unexpected message";
-      }
-    }
-  }
-  void drain(RankStream& s, size_t per_read = 64) {
-    for (;;) {
-      auto got = s.next(cursor, per_read);
-      if (got.empty()) return;
-      consume(got);
-    }
-  }
-};
+using testing::content;
+using testing::Follower;
+using testing::kHolder;
+using testing::reference;
 
 // The exactness corpus for one holder, as a rank's admitted batches: `direct` gets them as the
 // engine sent them.
@@ -112,7 +52,7 @@ TEST(RankStream, AFreshSubscriberReadsACompleteHistoryThenWaitsForTheNextBatch) 
   const uint64_t seen = s.version();
   EXPECT_TRUE(s.next(f.cursor, 10).empty());
   int woken = 0;
-  s.notify_once(seen, [&] { ++woken; });
+  EXPECT_TRUE(s.notify_once(seen, [&] { ++woken; }).has_value());
   EXPECT_EQ(woken, 0);
   feed.one(s);
   EXPECT_EQ(woken, 1);
@@ -121,9 +61,14 @@ TEST(RankStream, AFreshSubscriberReadsACompleteHistoryThenWaitsForTheNextBatch) 
   f.drain(s);
   EXPECT_EQ(f.batches, 32u);
   EXPECT_EQ(content(*f.idx), content(*feed.direct));
-  // A wake asked for after a batch it has not read comes at once.
-  s.notify_once(seen, [&] { ++woken; });
-  EXPECT_EQ(woken, 2);
+  // A wake asked for after a batch it has not read is refused: read first.
+  EXPECT_FALSE(s.notify_once(seen, [&] { ++woken; }).has_value());
+  EXPECT_EQ(woken, 1);
+  const auto token = s.notify_once(s.version(), [&] { ++woken; });
+  ASSERT_TRUE(token.has_value());
+  s.cancel(*token);
+  feed.one(s);
+  EXPECT_EQ(woken, 1) << "cancelled";
 }
 
 TEST(RankStream, PastTheHistoryASubscriberGetsOutOfRangeASnapshotAndTheTail) {

@@ -26,6 +26,10 @@ struct ExplicitKvEndpoint {
   workers::KvEndpoint endpoint;
 };
 
+// A --kv-events-endpoint value: "WORKER_URL=tcp://host:port[,replay=tcp://host:port][,topic=T]
+// [,rank=R]". Throws CLI::ValidationError naming the flag.
+ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec);
+
 struct GatewayConfig {
   // Listening
   std::string host = "0.0.0.0";

@@ -58,6 +58,9 @@ class ABSL_LOCKABLE Mutex {
     mu_.WriterUnlock();
     post_unlock(0);
   }
+  // Tells the analysis (and, in debug builds, checks) that this thread holds the lock: where it
+  // was taken through another name for the same mutex.
+  void assert_held() const ABSL_ASSERT_EXCLUSIVE_LOCK() { mu_.AssertHeld(); }
   void lock_shared() ABSL_SHARED_LOCK_FUNCTION() {
     pre_lock(kRead);
     mu_.ReaderLock();

@@ -72,6 +72,9 @@ class RankStream {
 
   // The writer's: one admitted batch, in order.
   void append(const RankBatch& batch);
+  // A new epoch with no batch yet: the rank was cleared with nothing admitted behind the clear
+  // (the engine restarted and has not published since, or a resync).
+  void restart(bool degraded);
   // The engine's latest load, carried by later batches and heartbeats.
   void set_load(const v1::Load& load);
 
@@ -81,9 +84,10 @@ class RankStream {
   std::vector<Message> next(Cursor& cursor, size_t max_batches);
   // A heartbeat with the newest seq and load.
   Message heartbeat() const;
-  // Calls `wake` once, on the writer's thread, after the next append (at once if one came since
-  // `seen_version`). Returns a token for cancel().
-  uint64_t notify_once(uint64_t seen_version, std::function<void()> wake);
+  // Calls `wake` once, on the writer's thread and outside any lock of this stream, after the next
+  // append; returns a token for cancel(). nullopt (and no call) if one came since `seen_version`:
+  // read again.
+  std::optional<uint64_t> notify_once(uint64_t seen_version, std::function<void()> wake);
   void cancel(uint64_t token);
   uint64_t version() const;  // moves with every append
 

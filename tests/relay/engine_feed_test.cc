@@ -11,7 +11,7 @@
 #include "kvgate/events/decode.h"
 #include "kvgate/events/encode.h"
 #include "kvgate/events/normalize.h"
-#include "relay/follower.h"
+#include "relay/test_subscriber.h"
 #include "support/wait.h"
 
 namespace kvgate::relay {
@@ -20,8 +20,8 @@ namespace {
 using events::testing::TestPublisher;
 using namespace std::chrono_literals;
 using testing::content;
-using testing::Follower;
 using testing::kHolder;
+using testing::TestSubscriber;
 
 using kvgate::testing::wait_until;
 
@@ -78,7 +78,7 @@ class EngineFeedTest : public ::testing::Test {
                         .topic = "kv-events"}});
   }
   // Reads what the rank has for `f` until it has applied `seq`.
-  bool follow_until(Follower& f, uint64_t seq) {
+  bool follow_until(TestSubscriber& f, uint64_t seq) {
     return wait_until([&] {
       f.drain(*table_.find("engine-a", 0));
       return f.last_seq == seq;
@@ -103,7 +103,7 @@ TEST_F(EngineFeedTest, BatchesLostOnTheWayToTheRelayAreRefilledThereSubscribersS
     sent.push_back(content_of(k));
     pub.publish(sent.back(), /*deliver=*/k % 7 != 3);  // every seventh lost on the wire
   }
-  Follower f;
+  TestSubscriber f;
   ASSERT_TRUE(follow_until(f, 39));
   EXPECT_EQ(f.batches, 40u);
   EXPECT_TRUE(f.reasons.empty()) << "no snapshot: the relay's history has every batch";
@@ -131,7 +131,7 @@ TEST_F(EngineFeedTest, AnEngineRestartStartsANewEpochSubscribersFollowItsState) 
   ASSERT_TRUE(add(pub).ok());
   ASSERT_TRUE(pub.wait_subscriber());
   for (uint64_t k = 0; k < 10; ++k) pub.publish(content_of(k));
-  Follower f;
+  TestSubscriber f;
   ASSERT_TRUE(follow_until(f, 9));
   const uint64_t first_epoch = f.cursor.epoch;
 

@@ -10,16 +10,16 @@
 
 #include "harness/corpus_generator.h"
 #include "kvgate/index/indexer.h"
-#include "relay/follower.h"
+#include "relay/test_subscriber.h"
 
 namespace kvgate::relay {
 namespace {
 
 using Cursor = RankStream::Cursor;
 using testing::content;
-using testing::Follower;
 using testing::kHolder;
 using testing::reference;
+using testing::TestSubscriber;
 
 // The exactness corpus for one holder, as a rank's admitted batches: `direct` gets them as the
 // engine sent them.
@@ -43,7 +43,7 @@ TEST(RankStream, AFreshSubscriberReadsACompleteHistoryThenWaitsForTheNextBatch) 
   RankStream s({});
   Feed feed(1);
   for (int i = 0; i < 30; ++i) feed.one(s);
-  Follower f;
+  TestSubscriber f;
   f.drain(s, 7);
   EXPECT_EQ(f.batches, 30u);
   EXPECT_TRUE(f.reasons.empty()) << "the whole epoch is there: no snapshot";
@@ -76,30 +76,30 @@ TEST(RankStream, PastTheHistoryASubscriberGetsOutOfRangeASnapshotAndTheTail) {
   Feed feed(2);
   for (int i = 0; i < 50; ++i) feed.one(s);
 
-  Follower fresh;  // the history no longer starts at the epoch's first batch
+  TestSubscriber fresh;  // the history no longer starts at the epoch's first batch
   fresh.drain(s);
   ASSERT_EQ(fresh.reasons, std::vector{v1::OutOfRange::REASON_FRESH});
   EXPECT_EQ(fresh.batches, 0u);
   EXPECT_EQ(content(*fresh.idx), content(*feed.direct)) << "the snapshot is the state";
 
-  Follower old;  // resumes the right epoch from a trimmed seq
+  TestSubscriber old;  // resumes the right epoch from a trimmed seq
   old.cursor = fresh.cursor;
   old.cursor.next_seq = 110;
   old.cursor.served = false;
   old.drain(s);
   EXPECT_EQ(old.reasons, std::vector{v1::OutOfRange::REASON_BEFORE_HISTORY});
 
-  Follower other;  // an epoch the stream is not in
+  TestSubscriber other;  // an epoch the stream is not in
   other.cursor = {.epoch = fresh.cursor.epoch + 1, .next_seq = 149};
   other.drain(s);
   EXPECT_EQ(other.reasons, std::vector{v1::OutOfRange::REASON_OTHER_EPOCH});
 
-  Follower ahead;
+  TestSubscriber ahead;
   ahead.cursor = {.epoch = fresh.cursor.epoch, .next_seq = 999};
   ahead.drain(s);
   EXPECT_EQ(ahead.reasons, std::vector{v1::OutOfRange::REASON_AHEAD});
 
-  Follower within;  // inside the history: just the batches
+  TestSubscriber within;  // inside the history: just the batches
   within.cursor = {.epoch = fresh.cursor.epoch, .next_seq = 146};
   auto got = s.next(within.cursor, 100);
   ASSERT_EQ(got.size(), 4u);
@@ -109,7 +109,7 @@ TEST(RankStream, PastTheHistoryASubscriberGetsOutOfRangeASnapshotAndTheTail) {
   // Every follower goes on with the live batches (fewer than the history keeps) and holds what
   // the engine's stream made.
   for (int i = 0; i < 6; ++i) feed.one(s);
-  for (Follower* f : {&fresh, &old, &other, &ahead}) {
+  for (TestSubscriber* f : {&fresh, &old, &other, &ahead}) {
     f->drain(s, 3);
     EXPECT_EQ(content(*f->idx), content(*feed.direct));
     EXPECT_EQ(f->batches, 6u);
@@ -120,7 +120,7 @@ TEST(RankStream, PastTheHistoryASubscriberGetsOutOfRangeASnapshotAndTheTail) {
 TEST(RankStream, ASlowSubscriberFallsBehindToASnapshotAndNeverHoldsTheHistory) {
   RankStream s({.max_batches = 5});
   Feed feed(3);
-  Follower slow;
+  TestSubscriber slow;
   for (int i = 0; i < 3; ++i) feed.one(s);
   slow.consume(s.next(slow.cursor, 2));
   EXPECT_EQ(slow.batches, 2u);
@@ -148,7 +148,7 @@ TEST(RankStream, ANewEpochMovesEverySubscriberToItsState) {
   RankStream s({});
   Feed feed(5);
   for (int i = 0; i < 10; ++i) feed.one(s);
-  Follower f;
+  TestSubscriber f;
   f.drain(s);
   const uint64_t first_epoch = f.cursor.epoch;
   // The engine restarted: it holds nothing, its numbering starts over.
@@ -196,12 +196,12 @@ TEST(RankStream, ReadersRacingTheWriterEndExact) {
   Feed feed(7);
   std::atomic<bool> done{false};
   constexpr int kReaders = 4;
-  std::vector<std::unique_ptr<Follower>> followers;
-  for (int i = 0; i < kReaders; ++i) followers.push_back(std::make_unique<Follower>());
+  std::vector<std::unique_ptr<TestSubscriber>> followers;
+  for (int i = 0; i < kReaders; ++i) followers.push_back(std::make_unique<TestSubscriber>());
   std::vector<std::thread> readers;
   for (int r = 0; r < kReaders; ++r) {
     readers.emplace_back([&, r] {
-      Follower& f = *followers[r];
+      TestSubscriber& f = *followers[r];
       std::mt19937 rng(r);
       while (!done.load(std::memory_order_acquire)) {
         f.consume(s.next(f.cursor, 1 + rng() % 16));

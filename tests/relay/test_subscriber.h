@@ -31,7 +31,7 @@ inline std::vector<index::Membership> content(const index::Indexer& idx) {
 }
 
 // A subscriber as a gateway is one: applies what the stream sends to its own index.
-struct Follower {
+struct TestSubscriber {
   std::unique_ptr<index::Indexer> idx = reference();
   Cursor cursor;
   uint64_t batches = 0, snapshots = 0;

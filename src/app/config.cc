@@ -256,6 +256,21 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "routing "
          "decisions (approximate, see --prediction-ttl-secs)")
       ->group("Routing");
+  app.add_option_function<std::string>(
+         "--kv-events-relay",
+         [&c](const std::string& url) {
+           constexpr std::string_view kScheme = "grpc://";
+           if (url.rfind(kScheme, 0) != 0 || url.size() == kScheme.size() ||
+               url.find(':', kScheme.size()) == std::string::npos) {
+             throw CLI::ValidationError("--kv-events-relay",
+                                        "expected grpc://HOST:PORT, got " + url);
+           }
+           c.kv_events_relay = url.substr(kScheme.size());
+         },
+         "Read every worker's KV events through a kvgate relay (`kvgate relay`), "
+         "grpc://HOST:PORT, instead of subscribing to each engine; the relay's --engine URLs "
+         "must be the workers' URLs. Streams resume from where they were after a break")
+      ->group("Routing");
   app.add_option("--block-size", c.default_block_size,
                  "Tokens per KV block used for hashing until the workers report their own")
       ->capture_default_str()

@@ -132,7 +132,10 @@ Status GatewayImpl::init() {
   if (!idx.ok()) return idx.status();
   raw_index_ = index::make_synchronized(std::move(*idx));
   index_ = std::make_unique<InstrumentedIndex>(*raw_index_, *metrics_, clock_);
-  if (config_.kv_events) {
+  if (config_.kv_events && !config_.kv_events_relay.empty()) {
+    follower_ = std::make_unique<relay::RelayFollower>(
+        *raw_index_, relay::FollowerOptions{.target = config_.kv_events_relay});
+  } else if (config_.kv_events) {
     events::IngestOptions io;
     io.event_threads = config_.event_threads;
     io.lanes = config_.event_lanes;
@@ -157,6 +160,7 @@ Status GatewayImpl::init() {
                                                                .registry = &workers_,
                                                                .holders = &holders_,
                                                                .ingest = ingest_.get(),
+                                                               .follower = follower_.get(),
                                                                .policy = policy_.get(),
                                                                .upstream = upstream_.get(),
                                                                .metrics = metrics_.get(),
@@ -309,6 +313,7 @@ void GatewayImpl::stop(std::chrono::milliseconds grace) {
   control_->stop();
   upstream_->stop();
   if (ingest_) ingest_->stop();
+  if (follower_) follower_->stop();
   io_.stop();
   parse_work_.reset();
   parse_context_.stop();

@@ -27,6 +27,7 @@
 #include "kvgate/metrics/metrics.h"
 #include "kvgate/metrics/process.h"
 #include "kvgate/policy/policy.h"
+#include "kvgate/relay/follower.h"
 #include "kvgate/workers/registry.h"
 
 namespace kvgate::app {
@@ -90,6 +91,7 @@ class GatewayImpl {
   std::unique_ptr<index::Indexer> index_;      // what routing reads: raw_index_, instrumented
   HolderIdAllocator holders_;
   std::unique_ptr<events::EventIngest> ingest_;
+  std::unique_ptr<relay::RelayFollower> follower_;  // --kv-events-relay (then no ingest_)
   workers::WorkerRegistry workers_;
   std::unique_ptr<policy::Policy> policy_;
   std::unique_ptr<UpstreamPool> upstream_;

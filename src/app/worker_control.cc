@@ -222,8 +222,9 @@ bool WorkerControl::remove(std::string_view url) {
   deps_.registry->remove(*normalized);
   deps_.policy->on_worker_removed(e->worker->id());
   for (const HolderKey& key : subscribed) {
-    if (deps_.ingest != nullptr)
-      deps_.ingest->remove(key);  // also removes the holder from the index
+    // Both also remove the holder from the index.
+    if (deps_.ingest != nullptr) deps_.ingest->remove(key);
+    if (deps_.follower != nullptr) deps_.follower->remove(*normalized, key.rank);
     deps_.holders->release(key);
   }
   deps_.upstream->forget(e->worker->id());
@@ -368,8 +369,12 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   {
     MutexLock lock(&mu_);
     if (e.stop) co_return;
-    if (deps_.ingest != nullptr && !endpoints.empty()) {
-      subscribe(e, endpoints, si.kv_blocks);
+    if (deps_.follower != nullptr || (deps_.ingest != nullptr && !endpoints.empty())) {
+      if (deps_.follower != nullptr) {
+        follow(e, info.dp_size);
+      } else {
+        subscribe(e, endpoints, si.kv_blocks);
+      }
       info.holders.clear();
       info.holder_ranks.clear();
       for (const HolderKey& k : e.subscribed) {
@@ -421,6 +426,36 @@ void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& 
     if (Status s = deps_.ingest->add(spec); !s.ok()) {
       control_log()->warn("worker {} rank {}: cannot subscribe to {}: {}", e.worker->url(), ep.rank,
                           ep.publisher, message_of(s));
+      deps_.holders->release(key);
+      continue;
+    }
+    e.subscribed.push_back(key);
+  }
+}
+
+void WorkerControl::follow(Entry& e, uint32_t ranks) {
+  for (uint32_t rank = 0; rank < ranks; ++rank) {
+    const HolderKey key{e.worker->id(), rank};
+    if (std::find(e.subscribed.begin(), e.subscribed.end(), key) != e.subscribed.end()) continue;
+    const HolderId holder = deps_.holders->acquire(key);
+    // The relay repeats the engine's last pushed load with every batch and heartbeat: a record is
+    // taken once, when it is new (an engine that pushes none has ts 0).
+    relay::FollowCallbacks callbacks;
+    callbacks.on_load = [worker = e.worker, rank, clock = deps_.clock,
+                         last_ts = 0.0](const relay::v1::Load& l) mutable {
+      if (l.ts() <= 0 || l.ts() == last_ts) return;
+      last_ts = l.ts();
+      worker->set_pushed_load(rank,
+                              {.running = l.running(),
+                               .waiting = l.waiting(),
+                               .kv_usage = l.kv_usage(),
+                               .queued_prefill_tokens = l.queued_prefill_tokens()},
+                              clock->now());
+    };
+    if (Status s = deps_.follower->add(e.worker->url(), rank, holder, std::move(callbacks));
+        !s.ok()) {
+      control_log()->warn("worker {} rank {}: cannot follow it on the relay: {}", e.worker->url(),
+                          rank, message_of(s));
       deps_.holders->release(key);
       continue;
     }

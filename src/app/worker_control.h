@@ -33,6 +33,7 @@
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/events/ingest.h"
 #include "kvgate/policy/policy.h"
+#include "kvgate/relay/follower.h"
 #include "kvgate/workers/registry.h"
 
 namespace kvgate::app {
@@ -41,7 +42,8 @@ struct WorkerControlDeps {
   const GatewayConfig* config = nullptr;
   workers::WorkerRegistry* registry = nullptr;
   HolderIdAllocator* holders = nullptr;
-  events::EventIngest* ingest = nullptr;  // null without KV events
+  events::EventIngest* ingest = nullptr;     // null without KV events, or with them from a relay
+  relay::RelayFollower* follower = nullptr;  // --kv-events-relay
   policy::Policy* policy = nullptr;
   UpstreamPool* upstream = nullptr;
   GatewayMetrics* metrics = nullptr;
@@ -72,6 +74,8 @@ class WorkerControl {
   struct Entry;
   boost::asio::awaitable<void> run(std::shared_ptr<Entry> e);
   boost::asio::awaitable<void> discover(Entry& e);
+  // --kv-events-relay: follows the worker's ranks on the relay (with mu_ held).
+  void follow(Entry& e, uint32_t ranks);
   boost::asio::awaitable<void> probe(Entry& e);
   boost::asio::awaitable<void> poll_load(Entry& e);
   // Every kLivenessTick: applies the liveness rules to every worker and acts on each change.

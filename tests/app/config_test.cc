@@ -106,6 +106,23 @@ TEST(Config, AnUnknownFlagIsAnError) {
   EXPECT_THROW(app.parse(2, argv), CLI::ExtrasError);
 }
 
+TEST(Config, AKvEventsRelayIsAGrpcAddress) {
+  EXPECT_EQ(parse({}).kv_events_relay, "");
+  EXPECT_EQ(parse({"--kv-events-relay", "grpc://relay-1:50051"}).kv_events_relay, "relay-1:50051");
+  for (const char* bad : {"relay-1:50051", "http://relay-1:50051", "grpc://", "grpc://relay-1"}) {
+    GatewayConfig c;
+    CLI::App app;
+    add_flags(app, c);
+    std::vector<const char*> argv = {"kvgate", "--kv-events-relay", bad};
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const CLI::ValidationError& e) {
+      EXPECT_NE(std::string(e.what()).find("grpc://HOST:PORT"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Config, TlsFilesMustExistAndComeInPairs) {
   {
     GatewayConfig c;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `kvgate relay` in front of a live engine (kvgate-mock), read by a client no one here wrote
+# `kvgate relay` in front of live engines (kvgate-mock), read by a client no one here wrote
 # (tests/relay/relay_client.py: Debian's python3-grpcio with protoc's Python messages): the relay
-# discovers the engine, relays its batches in order, resumes, moves another epoch to a snapshot,
-# refuses bad requests, answers health and reflection.
+# discovers the engines, relays their batches in order, resumes, moves another epoch to a
+# snapshot, refuses bad requests, answers health and reflection. Then a gateway reading its KV
+# events through the relay (--kv-events-relay) routes a repeated prompt to the engine holding it.
 #   bash tests/relay/relay_e2e_test.sh BUILD_DIR
 set -uo pipefail
 build="${1:?usage: relay_e2e_test.sh BUILD_DIR}"
@@ -20,17 +21,19 @@ kvg_need kvgate || exit 1
 command -v protoc >/dev/null || fail "protoc is missing (tools/setup.sh installs it)"
 protoc -I "$here/proto" --python_out="$work" "$here/proto/kvgate/relay/v1/relay.proto" ||
   fail "protoc could not compile the relay's proto"
-kvg_start_mock 1 || exit 1
+kvg_start_mock 2 || exit 1
 url="${KVG_WORKER_URLS%% *}"
+engines=()
+for u in $KVG_WORKER_URLS; do engines+=(--engine "$u"); done
 
-"$KVG_BIN/kvgate" relay --engine "$url" --listen 127.0.0.1:0 --heartbeat-secs 0.3 \
+"$KVG_BIN/kvgate" relay "${engines[@]}" --listen 127.0.0.1:0 --heartbeat-secs 0.3 \
   --log-level info >"$work/relay.out" 2>"$work/relay.err" &
 KVG_PIDS+=("$!")
 kvg_poll 15 grep -qs "kvgate relay listening on" "$work/relay.out" ||
   fail "the relay did not start: $(tail -3 "$work/relay.err")"
 addr="$(sed -n 's/^kvgate relay listening on //p' "$work/relay.out" | head -1)"
-kvg_poll 15 grep -qs "relaying" "$work/relay.err" ||
-  fail "the relay did not subscribe to the engine: $(tail -3 "$work/relay.err")"
+kvg_poll 15 test "$(grep -c relaying "$work/relay.err")" -ge 2 ||
+  fail "the relay did not subscribe to both engines: $(tail -3 "$work/relay.err")"
 
 cat >"$work/complete.sh" <<SH
 #!/usr/bin/env bash
@@ -42,4 +45,26 @@ SH
 chmod +x "$work/complete.sh"
 "$KVG_PY" "$here/tests/relay/relay_client.py" "$work" "$addr" "$url" "$work/complete.sh" ||
   fail "the client's checks failed (relay log: $(tail -3 "$work/relay.err"))"
+
+# A gateway fed by the relay: the first request of a prompt lands anywhere and its blocks reach
+# the gateway's index through the relay; the repeats go where they are (affinity decisions).
+kvg_start_gateway cache_aware --kv-events-relay "grpc://$addr" || exit 1
+kvg_wait_routable 2 30 || exit 1
+body='{"model":"mock-8b","prompt":"'"$(printf 'shared prefix %d ' $(seq 1 150))"'","max_tokens":1}'
+curl -sf --max-time 10 -H 'content-type: application/json' -d "$body" \
+  "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "the gateway did not answer"
+affinity() {
+  curl -sf "$KVG_GATEWAY_URL/metrics" |
+    sed -n 's/^kvgate_router_decisions_total{branch="affinity"[^}]*} \([0-9.]*\)$/\1/p' |
+    awk '{s += $1} END {print s + 0}'
+}
+kvg_poll 10 bash -c "curl -sf '$KVG_GATEWAY_URL/metrics' | grep -q 'kvgate_index_memberships [1-9]'" ||
+  fail "the gateway's index stayed empty: nothing came through the relay"
+for i in 1 2 3 4 5; do
+  curl -sf --max-time 10 -H 'content-type: application/json' -d "$body" \
+    "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "the gateway did not answer"
+done
+hits="$(affinity)"
+[[ "${hits%.*}" -ge 5 ]] || fail "$hits of 5 repeats were routed to the engine holding the prompt"
+echo "relay_e2e_test: the gateway routed $hits of 5 repeats by the relay's events"
 echo "relay_e2e_test: PASS"

@@ -92,6 +92,9 @@ struct GatewayConfig {
   policy::CacheAwareConfig cache_aware;
   index::IndexKind kv_index = index::IndexKind::kChain;
   bool kv_events = true;
+  // Read every worker's KV events through a kvgate relay (its HOST:PORT) instead of subscribing to
+  // the engines; empty: subscribe directly.
+  std::string kv_events_relay;
   uint32_t default_block_size = 16;  // until the workers report theirs
   uint64_t hash_seed = kDefaultHashSeed;
   std::string routing_key_header = "x-routing-key";

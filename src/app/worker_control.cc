@@ -439,7 +439,9 @@ void WorkerControl::follow(Entry& e, uint32_t ranks) {
     if (std::find(e.subscribed.begin(), e.subscribed.end(), key) != e.subscribed.end()) continue;
     const HolderId holder = deps_.holders->acquire(key);
     // The relay repeats the engine's last pushed load with every batch and heartbeat: a record is
-    // taken once, when it is new (an engine that pushes none has ts 0).
+    // taken once, when it is new (an engine that pushes none has ts 0), and a new one is a sign
+    // of the engine's life as it is when it comes straight from the engine. (The relay's own
+    // heartbeats say nothing of the engine.)
     relay::FollowCallbacks callbacks;
     callbacks.on_load = [worker = e.worker, rank, clock = deps_.clock,
                          last_ts = 0.0](const relay::v1::Load& l) mutable {
@@ -451,6 +453,7 @@ void WorkerControl::follow(Entry& e, uint32_t ranks) {
                                .kv_usage = l.kv_usage(),
                                .queued_prefill_tokens = l.queued_prefill_tokens()},
                               clock->now());
+      worker->liveness().note_contact();
     };
     if (Status s = deps_.follower->add(e.worker->url(), rank, holder, std::move(callbacks));
         !s.ok()) {

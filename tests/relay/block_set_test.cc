@@ -8,6 +8,7 @@
 
 #include "harness/corpus_generator.h"
 #include "kvgate/index/indexer.h"
+#include "relay/test_subscriber.h"
 
 namespace kvgate::relay {
 
@@ -19,11 +20,7 @@ using index::EventKind;
 using index::Membership;
 using index::Tier;
 
-std::unique_ptr<index::Indexer> reference() {
-  auto made = index::make_indexer(index::IndexKind::kReference);
-  EXPECT_TRUE(made.ok());
-  return std::move(*made);
-}
+using testing::reference;
 
 std::vector<Membership> held(const index::Indexer& idx, HolderId h) {
   std::vector<Membership> out;

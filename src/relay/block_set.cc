@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+
 namespace kvgate::relay {
 namespace {
 
@@ -12,7 +14,7 @@ bool any_copy(const std::array<uint32_t, index::kTierCount>& c) {
 
 // A ghost's name in a snapshot: derived from its place, so a snapshot is the same every time,
 // and moved off any engine hash the rank holds.
-EngineHash ghost_name(SeqHash seq, const absl::flat_hash_map<EngineHash, uint64_t>& taken) {
+EngineHash ghost_name(SeqHash seq, const absl::flat_hash_set<EngineHash>& taken) {
   EngineHash name = seq ^ 0x6b76676174652d67ull;  // "kvgate-g"
   while (taken.contains(name)) name = name * 0x9E3779B97F4A7C15ull + 1;
   return name;
@@ -154,11 +156,11 @@ void BlockSet::snapshot(absl::FunctionRef<void(const index::Event&)> emit,
   std::sort(roots.begin(), roots.end());
   std::vector<std::pair<SeqHash, EngineHash>> at;  // (place, engine hash)
   at.reserve(records_.size());
-  absl::flat_hash_map<EngineHash, uint64_t> taken;
+  absl::flat_hash_set<EngineHash> taken;  // names in use: the records', then the ghosts'
   taken.reserve(records_.size());
   for (const auto& [eh, rec] : records_) {
     at.emplace_back(rec.seq, eh);
-    taken.emplace(eh, 0);
+    taken.insert(eh);
   }
   std::sort(at.begin(), at.end());
   absl::flat_hash_map<SeqHash, EngineHash> name_of;  // the name each place is stored under
@@ -183,8 +185,8 @@ void BlockSet::snapshot(absl::FunctionRef<void(const index::Event&)> emit,
     engine.clear();
     local.clear();
   };
-  // Stores `eh` at the node `seq` once on `tier`, continuing the open event when it can.
-  const auto store = [&](SeqHash seq, const Node& node, EngineHash eh, index::Tier tier) {
+  // Stores `eh` at `node`'s place once on `tier`, continuing the open event when it can.
+  const auto store = [&](const Node& node, EngineHash eh, index::Tier tier) {
     const bool continues = !engine.empty() && open_tier == tier && !node.root &&
                            name_of.at(node.parent) == engine.back() &&
                            engine.size() < max_blocks_per_event;
@@ -196,7 +198,6 @@ void BlockSet::snapshot(absl::FunctionRef<void(const index::Event&)> emit,
     }
     engine.push_back(eh);
     local.push_back(node.local);
-    (void)seq;
   };
 
   // Depth first from each root, a place before the places after it.
@@ -208,17 +209,17 @@ void BlockSet::snapshot(absl::FunctionRef<void(const index::Event&)> emit,
     auto first = std::lower_bound(at.begin(), at.end(), std::make_pair(seq, EngineHash{0}));
     if (first == at.end() || first->first != seq) {
       const EngineHash g = ghost_name(seq, taken);
-      taken.emplace(g, 0);
+      taken.insert(g);
       ghost_names.push_back(g);
       name_of[seq] = g;
-      store(seq, node, g, index::Tier::kDevice);
+      store(node, g, index::Tier::kDevice);
     } else {
       name_of[seq] = first->second;
       for (auto r = first; r != at.end() && r->first == seq; ++r) {
         const Record& rec = records_.at(r->second);
         for (size_t t = 0; t < index::kTierCount; ++t) {
           for (uint32_t c = 0; c < rec.copies[t]; ++c) {
-            store(seq, node, r->second, static_cast<index::Tier>(t));
+            store(node, r->second, static_cast<index::Tier>(t));
           }
         }
       }

@@ -64,7 +64,7 @@ class EngineFeed::Impl {
     RankStream* stream = nullptr;
     std::unique_ptr<events::Subscription> sub;
     uint64_t batches = 0;
-    std::atomic<uint64_t> loads{0};  // counted on this thread, by the subscription's callback
+    uint64_t loads = 0;  // the subscription's callback counts them, on this thread too
   };
 
   void run() {
@@ -138,7 +138,7 @@ class EngineFeed::Impl {
         load.set_queued_prefill_tokens(l.queued_prefill_tokens);
         load.set_ts(l.ts);
         raw->stream->set_load(load);
-        raw->loads.fetch_add(1, std::memory_order_relaxed);
+        ++raw->loads;
       };
       r->sub = std::make_unique<events::Subscription>(
           ctx, spec, options_.subscription,
@@ -179,7 +179,7 @@ class EngineFeed::Impl {
                      .cursor = r->sub->cursor_stats(),
                      .degraded = r->sub->degraded(),
                      .batches = r->batches,
-                     .loads = r->loads.load(std::memory_order_relaxed)});
+                     .loads = r->loads});
       std::string& s = state[r->worker];
       const bool heard = r->batches > 0 || out.back().loads > 0;
       if (out.back().degraded) {

@@ -40,7 +40,6 @@ struct Follow {
   std::optional<uint64_t> last_seq;
   FollowStats stats;
   StreamReactor* reactor = nullptr;  // the open stream, if any
-  bool delivered = false;            // the open stream has delivered something
   Steady::time_point next_attempt{};
   std::chrono::milliseconds backoff{0};
   bool removed = false;
@@ -230,7 +229,6 @@ void RelayFollower::Impl::open(const std::shared_ptr<Follow>& f) {
   }
   ++f->stats.streams;
   f->stats.connected = false;
-  f->delivered = false;
   auto* reactor = new StreamReactor(*this, f, std::move(request));
   f->reactor = reactor;
   reactor->start(*stub_);
@@ -269,7 +267,6 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
   std::unique_lock<std::mutex> lock(mu_);
   if (f.removed || r.abandoned()) return;
   f.stats.connected = true;
-  f.delivered = true;
   switch (m.kind_case()) {
     case v1::SubscribeResponse::kBatch: {
       const v1::EventBatch& b = m.batch();
@@ -344,6 +341,7 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
 
 void RelayFollower::Impl::on_done(Follow& f, const grpc::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
+  const bool delivered = f.stats.connected;  // this stream delivered something
   f.reactor = nullptr;
   f.stats.connected = false;
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
@@ -355,9 +353,8 @@ void RelayFollower::Impl::on_done(Follow& f, const grpc::Status& status) {
   }
   // A stream that delivered something broke (a cut link, a silent relay): come back at once. One
   // that did not (refused, or the relay is down): back off, doubling.
-  f.backoff = f.delivered || f.backoff.count() == 0
-                  ? options_.reconnect_min
-                  : std::min(options_.reconnect_max, f.backoff * 2);
+  f.backoff = delivered || f.backoff.count() == 0 ? options_.reconnect_min
+                                                  : std::min(options_.reconnect_max, f.backoff * 2);
   f.next_attempt = Steady::now() + f.backoff;
   cv_.notify_all();
 }

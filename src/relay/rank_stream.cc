@@ -102,7 +102,8 @@ void RankStream::out_of_range(Cursor& cursor, v1::OutOfRange::Reason reason,
   o->set_oldest_seq(oldest_seq());
   o->set_epoch(epoch_);
   out->push_back(std::move(oor));
-  if (snapshot_.empty() || snapshot_epoch_ != epoch_ || snapshot_version_ != version_) {
+  // Every batch and every new epoch moves the version: a snapshot at this version is this state.
+  if (snapshot_.empty() || snapshot_version_ != version_) {
     // (Locals: the lambdas below are outside the lock analysis.)
     const uint64_t epoch = epoch_;
     const std::optional<uint64_t> seq = last_seq_;
@@ -132,7 +133,6 @@ void RankStream::out_of_range(Cursor& cursor, v1::OutOfRange::Reason reason,
     chunk->mutable_snapshot()->set_blocks(blocks_.copies());
     chunks.push_back(std::move(chunk));
     snapshot_ = std::move(chunks);
-    snapshot_epoch_ = epoch_;
     snapshot_version_ = version_;
   }
   out->insert(out->end(), snapshot_.begin(), snapshot_.end());

@@ -180,10 +180,13 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::SubscribeResp
   SteadyClock::time_point last_write_;
 };
 
-// A Subscribe refused before it starts.
+// A Subscribe refused before it starts (counted).
 class Refusal final : public grpc::ServerWriteReactor<v1::SubscribeResponse> {
  public:
-  explicit Refusal(const grpc::Status& status) { Finish(status); }
+  Refusal(Counters& counters, grpc::StatusCode code, std::string message) {
+    counters.rejected.fetch_add(1, std::memory_order_relaxed);
+    Finish(grpc::Status(code, std::move(message)));
+  }
   void OnDone() override { delete this; }
 };
 
@@ -195,27 +198,22 @@ class Service final : public v1::Relay::CallbackService {
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
       grpc::CallbackServerContext* /*context*/, const v1::SubscribeRequest* request) override {
     if (request->worker().empty()) {
-      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-      return new Refusal(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                       "SubscribeRequest.worker is required (ListWorkers names them)"));
+      return new Refusal(counters_, grpc::StatusCode::INVALID_ARGUMENT,
+                         "SubscribeRequest.worker is required (ListWorkers names them)");
     }
     if (request->epoch() == 0 && request->from_seq() != 0) {
-      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-      return new Refusal(grpc::Status(
-          grpc::StatusCode::INVALID_ARGUMENT,
+      return new Refusal(
+          counters_, grpc::StatusCode::INVALID_ARGUMENT,
           "SubscribeRequest.from_seq without an epoch: resume with the epoch it belongs to, or "
-          "subscribe fresh with from_seq 0"));
+          "subscribe fresh with from_seq 0");
     }
     RankStream* stream = table_.find(request->worker(), request->rank());
     if (stream == nullptr) {
-      counters_.rejected.fetch_add(1, std::memory_order_relaxed);
-      const bool worker_known = table_.has_worker(request->worker());
-      return new Refusal(grpc::Status(
-          grpc::StatusCode::NOT_FOUND,
-          worker_known
+      return new Refusal(
+          counters_, grpc::StatusCode::NOT_FOUND,
+          table_.has_worker(request->worker())
               ? "worker " + request->worker() + " has no rank " + std::to_string(request->rank())
-              : "no worker " + request->worker() + " on this relay (ListWorkers names them)"));
+              : "no worker " + request->worker() + " on this relay (ListWorkers names them)");
     }
     counters_.subscribes.fetch_add(1, std::memory_order_relaxed);
     RankStream::Cursor cursor;

@@ -172,13 +172,7 @@ TEST(RelayFollower, AWorkerTheRelayDoesNotServeIsAskedForAgainUntilItIs) {
   }));
   // It appears on the relay: the follower finds it, reads its batches.
   auto ranks = *table.add({.name = "http://10.0.0.9:8000", .ranks = 1});
-  const index::EngineHash eng = 77;
-  const LocalHash local = 770;
-  const index::Event e{.kind = index::EventKind::kStored,
-                       .tier = index::Tier::kDevice,
-                       .engine_hashes = std::span(&eng, 1),
-                       .local_hashes = std::span(&local, 1)};
-  ranks[0]->append({.seq = 5, .events = std::span(&e, 1)});
+  testing::append_block(*ranks[0], 5, 77, 770);
   ASSERT_TRUE(
       wait_until([&] { return follower.stats("http://10.0.0.9:8000", 0)->last_seq == 5u; }));
   EXPECT_EQ(holder_content(*followed, HolderId(3)).size(), 1u);
@@ -202,13 +196,7 @@ TEST(RelayFollower, ASilentRelayIsLeftAndTheStreamResumedElsewhere) {
   RelayFollower follower(*followed, o);
   ASSERT_TRUE(follower.add(kWorker, 0, HolderId(0)).ok());
   for (uint64_t seq = 0; seq < 3; ++seq) {
-    const index::EngineHash eng = 100 + seq;
-    const LocalHash local = 1000 + seq;
-    const index::Event e{.kind = index::EventKind::kStored,
-                         .tier = index::Tier::kDevice,
-                         .engine_hashes = std::span(&eng, 1),
-                         .local_hashes = std::span(&local, 1)};
-    ranks[0]->append({.seq = seq, .events = std::span(&e, 1)});
+    testing::append_block(*ranks[0], seq, 100 + seq, 1000 + seq);
     std::this_thread::sleep_for(400ms);
   }
   ASSERT_TRUE(wait_until([&] { return follower.stats(kWorker, 0)->last_seq == 2u; }));

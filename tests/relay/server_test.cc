@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kvgate/relay/v1/relay.grpc.pb.h"
+#include "relay/test_subscriber.h"
 
 namespace kvgate::relay {
 namespace {
@@ -19,13 +20,7 @@ using namespace std::chrono_literals;
 // One stored block per batch, numbered from `first`.
 void feed(RankStream& s, uint64_t first, uint64_t count) {
   for (uint64_t seq = first; seq < first + count; ++seq) {
-    const index::EngineHash eng = 1000 + seq;
-    const LocalHash local = 5000 + seq;
-    const index::Event e{.kind = index::EventKind::kStored,
-                         .tier = index::Tier::kDevice,
-                         .engine_hashes = std::span(&eng, 1),
-                         .local_hashes = std::span(&local, 1)};
-    s.append({.seq = seq, .events = std::span(&e, 1)});
+    testing::append_block(s, seq, 1000 + seq, 5000 + seq);
   }
 }
 

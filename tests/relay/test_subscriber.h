@@ -30,6 +30,15 @@ inline std::vector<index::Membership> content(const index::Indexer& idx) {
   return out;
 }
 
+// Appends batch `seq` to `s`: one block stored on the device tier, starting a sequence.
+inline void append_block(RankStream& s, uint64_t seq, index::EngineHash eng, LocalHash local) {
+  const index::Event e{.kind = index::EventKind::kStored,
+                       .tier = index::Tier::kDevice,
+                       .engine_hashes = std::span(&eng, 1),
+                       .local_hashes = std::span(&local, 1)};
+  s.append({.seq = seq, .events = std::span(&e, 1)});
+}
+
 // A subscriber as a gateway is one: applies what the stream sends to its own index.
 struct TestSubscriber {
   std::unique_ptr<index::Indexer> idx = reference();

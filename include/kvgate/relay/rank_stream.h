@@ -118,7 +118,6 @@ class RankStream {
   v1::Load load_ KVGATE_GUARDED_BY(mu_);
   uint64_t version_ KVGATE_GUARDED_BY(mu_) = 0;
   // The last snapshot taken, for the next subscriber at the same place.
-  uint64_t snapshot_epoch_ KVGATE_GUARDED_BY(mu_) = 0;
   uint64_t snapshot_version_ KVGATE_GUARDED_BY(mu_) = 0;
   std::vector<Message> snapshot_ KVGATE_GUARDED_BY(mu_);
   uint64_t next_token_ KVGATE_GUARDED_BY(mu_) = 1;

@@ -71,12 +71,12 @@ endfunction()
 # kvgate_test_environment(<test>)
 #   What every test's process gets: where the sources and the build are, and under a sanitizer
 #   preset its options (one suppression file for ThreadSanitizer, tests/tsan.supp; halt on the
-#   first report) and a quarter-size run of the index's exactness harnesses, whose full size takes
-#   minutes under a sanitizer's slowdown.
+#   first report) and a tenth-size run of the index's exactness harnesses, whose full size takes
+#   minutes under a sanitizer's slowdown (the release build runs them whole).
 function(kvgate_test_environment test)
   set(env "KVGATE_SOURCE_DIR=${PROJECT_SOURCE_DIR}" "KVGATE_BINARY_DIR=${PROJECT_BINARY_DIR}")
   if(KVGATE_SANITIZE)
-    list(APPEND env "KVGATE_EXACTNESS_SCALE=0.25")
+    list(APPEND env "KVGATE_EXACTNESS_SCALE=0.1")
   endif()
   if(KVGATE_SANITIZE MATCHES "thread")
     list(APPEND env

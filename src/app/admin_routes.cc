@@ -177,6 +177,7 @@ std::string GatewayImpl::metrics_text() {
   metrics_->sync_upstream(upstream_->stats());
   metrics_->sync_admission(admission_->stats());
   metrics_->sync_front_end(server_->stats());
+  if (follow_metrics_) follow_metrics_->sync(follower_->stats());
   return metrics::text_exposition(registry_);
 }
 

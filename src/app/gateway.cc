@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "app/build_info.h"
 #include "app/gateway_impl.h"
 #include "app/instrumented_index.h"
 #include "boost/asio/post.hpp"
@@ -61,20 +62,6 @@ std::string random_instance_id() {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-metrics::BuildInfo build_info() {
-#ifdef NDEBUG
-  constexpr const char* kBuildType = "release";
-#else
-  constexpr const char* kBuildType = "assertions";
-#endif
-#if defined(__clang__)
-  const std::string compiler = "clang " __clang_version__;
-#else
-  const std::string compiler = "g++ " __VERSION__;
-#endif
-  return {.version = kVersion, .compiler = compiler, .build_type = kBuildType};
 }
 
 }  // namespace
@@ -135,6 +122,7 @@ Status GatewayImpl::init() {
   if (config_.kv_events && !config_.kv_events_relay.empty()) {
     follower_ = std::make_unique<relay::RelayFollower>(
         *raw_index_, relay::FollowerOptions{.target = config_.kv_events_relay});
+    follow_metrics_ = std::make_unique<RelayFollowMetrics>(registry_);
   } else if (config_.kv_events) {
     events::IngestOptions io;
     io.event_threads = config_.event_threads;
@@ -156,16 +144,18 @@ Status GatewayImpl::init() {
                                .worker_tls = *worker_tls,
                                .idle_per_worker = config_.idle_connections_per_worker,
                                .idle_timeout = config_.upstream_idle_timeout});
-  control_ = std::make_unique<WorkerControl>(WorkerControlDeps{.config = &config_,
-                                                               .registry = &workers_,
-                                                               .holders = &holders_,
-                                                               .ingest = ingest_.get(),
-                                                               .follower = follower_.get(),
-                                                               .policy = policy_.get(),
-                                                               .upstream = upstream_.get(),
-                                                               .metrics = metrics_.get(),
-                                                               .clock = &clock_,
-                                                               .worker_tls = *worker_tls});
+  control_ =
+      std::make_unique<WorkerControl>(WorkerControlDeps{.config = &config_,
+                                                        .registry = &workers_,
+                                                        .holders = &holders_,
+                                                        .ingest = ingest_.get(),
+                                                        .follower = follower_.get(),
+                                                        .follow_metrics = follow_metrics_.get(),
+                                                        .policy = policy_.get(),
+                                                        .upstream = upstream_.get(),
+                                                        .metrics = metrics_.get(),
+                                                        .clock = &clock_,
+                                                        .worker_tls = *worker_tls});
   server_ = std::make_unique<http::Server>(
       io_, http::ServerOptions{.address = config_.host,
                                .port = config_.port,

@@ -91,7 +91,8 @@ class GatewayImpl {
   std::unique_ptr<index::Indexer> index_;      // what routing reads: raw_index_, instrumented
   HolderIdAllocator holders_;
   std::unique_ptr<events::EventIngest> ingest_;
-  std::unique_ptr<relay::RelayFollower> follower_;  // --kv-events-relay (then no ingest_)
+  std::unique_ptr<relay::RelayFollower> follower_;      // --kv-events-relay (then no ingest_)
+  std::unique_ptr<RelayFollowMetrics> follow_metrics_;  // with follower_
   workers::WorkerRegistry workers_;
   std::unique_ptr<policy::Policy> policy_;
   std::unique_ptr<UpstreamPool> upstream_;

@@ -13,11 +13,17 @@
 #include <thread>
 #include <vector>
 
+#include "app/build_info.h"
 #include "app/discovery.h"
+#include "app/relay_metrics.h"
 #include "kvgate/app/config.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/stop_signals.h"
 #include "kvgate/http/client.h"
+#include "kvgate/http/io_pool.h"
+#include "kvgate/http/server.h"
+#include "kvgate/metrics/metrics.h"
+#include "kvgate/metrics/process.h"
 #include "kvgate/relay/engine_feed.h"
 #include "kvgate/relay/server.h"
 #include "kvgate/workers/registry.h"
@@ -29,6 +35,7 @@ struct RelayConfig {
   std::vector<std::string> engines;
   std::vector<ExplicitKvEndpoint> kv_endpoints;
   std::string listen = "0.0.0.0:50051";
+  std::string metrics_listen = "0.0.0.0:50052";
   size_t history_batches = 10'000;
   uint64_t history_bytes = 256ull << 20;
   double heartbeat_secs = 1;
@@ -89,6 +96,22 @@ void add_relay_flags(CLI::App& app, RelayConfig& c) {
                  "HOST:PORT the gRPC service (kvgate.relay.v1.Relay, health, reflection) listens "
                  "on; port 0 picks a free one")
       ->capture_default_str()
+      ->group("Serving");
+  app.add_option("--metrics-listen", c.metrics_listen,
+                 "HOST:PORT serving GET /metrics (Prometheus: per engine rank the batches "
+                 "relayed, gaps refilled, publisher restarts, history kept; subscribers and "
+                 "snapshots) and GET /health; port 0 picks a free one, empty turns it off")
+      ->capture_default_str()
+      ->check([](const std::string& s) -> std::string {
+        if (s.empty()) return "";
+        const size_t colon = s.rfind(':');
+        const std::string port = colon == std::string::npos ? "" : s.substr(colon + 1);
+        if (colon == 0 || port.empty() || port.size() > 5 ||
+            port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+          return "expected HOST:PORT (port 0-65535), or empty: " + s;
+        }
+        return "";
+      })
       ->group("Serving");
   app.add_option("--relay-history-batches", c.history_batches,
                  "Batches kept per engine rank for subscribers that resume; one that asks for an "
@@ -245,6 +268,46 @@ int run_relay(int argc, char** argv) {
   }
   const std::string host = c.listen.substr(0, c.listen.rfind(':'));
   std::printf("kvgate relay listening on %s:%d\n", host.c_str(), server.port());
+
+  metrics::Registry registry;
+  metrics::ProcessMetrics process_metrics(registry, "kvgate", build_info());
+  RelayMetrics relay_metrics(registry);
+  http::IoPool io(1);
+  std::unique_ptr<http::Server> metrics_server;
+  if (!c.metrics_listen.empty()) {
+    const size_t colon = c.metrics_listen.rfind(':');
+    metrics_server = std::make_unique<http::Server>(
+        io, http::ServerOptions{
+                .address = c.metrics_listen.substr(0, colon),
+                .port = static_cast<uint16_t>(std::stoi(c.metrics_listen.substr(colon + 1))),
+                .server_name = "kvgate relay"});
+    metrics_server->route(
+        http::Verb::get, "/metrics",
+        [&](const http::Request&, http::Responder& res) -> boost::asio::awaitable<void> {
+          process_metrics.update();
+          relay::v1::ListWorkersResponse kept;
+          table.list(&kept);
+          relay_metrics.sync(feed.stats(), kept, server.stats());
+          http::Response r = http::Response::text(200, metrics::text_exposition(registry),
+                                                  "text/plain; version=0.0.4");
+          (void)co_await res.send(std::move(r));
+        });
+    metrics_server->route(
+        http::Verb::get, "/health",
+        [](const http::Request&, http::Responder& res) -> boost::asio::awaitable<void> {
+          (void)co_await res.send(http::Response::text(200, "ok\n", "text/plain"));
+        });
+    io.start();
+    if (Status s = metrics_server->start(); !s.ok()) {
+      logger->critical("cannot serve metrics on {}: {}", c.metrics_listen, message_of(s));
+      server.stop();
+      io.stop();
+      log::shutdown();
+      return 1;
+    }
+    std::printf("kvgate relay metrics on %s:%d\n", c.metrics_listen.substr(0, colon).c_str(),
+                metrics_server->port());
+  }
   std::fflush(stdout);
   logger->info(
       "kvgate relay listening on {}:{} ({} engines, history {} batches / {} bytes per "
@@ -267,6 +330,8 @@ int run_relay(int argc, char** argv) {
   }
   cv.notify_all();
   for (auto& t : discovery) t.join();
+  if (metrics_server) metrics_server->stop(std::chrono::milliseconds(0));
+  io.stop();
   server.stop();
   feed.stop();
   log::shutdown();

@@ -455,6 +455,11 @@ void WorkerControl::follow(Entry& e, uint32_t ranks) {
                               clock->now());
       worker->liveness().note_contact();
     };
+    if (deps_.follow_metrics != nullptr) {
+      callbacks.on_batch = [m = deps_.follow_metrics](double engine_ts) {
+        m->observe_apply_lag(engine_ts);
+      };
+    }
     if (Status s = deps_.follower->add(e.worker->url(), rank, holder, std::move(callbacks));
         !s.ok()) {
       control_log()->warn("worker {} rank {}: cannot follow it on the relay: {}", e.worker->url(),
@@ -467,11 +472,19 @@ void WorkerControl::follow(Entry& e, uint32_t ranks) {
 }
 
 void WorkerControl::refresh_from_events(Entry& e) {
-  if (deps_.ingest == nullptr) return;
+  if (deps_.ingest == nullptr && deps_.follower == nullptr) return;
   std::vector<HolderKey> keys;
   {
     MutexLock lock(&mu_);
     keys = e.subscribed;
+  }
+  if (deps_.follower != nullptr) {
+    for (const HolderKey& k : keys) {
+      if (auto st = deps_.follower->stats(e.worker->url(), k.rank)) {
+        e.worker->set_index_blocks(k.rank, st->blocks);
+      }
+    }
+    return;
   }
   bool block_size_known = false;
   for (const HolderKey& k : keys) {

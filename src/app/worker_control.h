@@ -25,6 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "app/gateway_metrics.h"
+#include "app/relay_follow_metrics.h"
 #include "app/upstream_pool.h"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/steady_timer.hpp"
@@ -44,6 +45,7 @@ struct WorkerControlDeps {
   HolderIdAllocator* holders = nullptr;
   events::EventIngest* ingest = nullptr;     // null without KV events, or with them from a relay
   relay::RelayFollower* follower = nullptr;  // --kv-events-relay
+  RelayFollowMetrics* follow_metrics = nullptr;  // with follower
   policy::Policy* policy = nullptr;
   UpstreamPool* upstream = nullptr;
   GatewayMetrics* metrics = nullptr;

@@ -33,6 +33,11 @@ const prometheus::Histogram::BucketBoundaries& fast_op_buckets_seconds() {
   return b;
 }
 
+void advance(Counter& counter, uint64_t total) {
+  const double t = static_cast<double>(total);
+  if (t > counter.Value()) counter.Increment(t - counter.Value());
+}
+
 Family<Counter>& counter_family(Registry& reg, const std::string& name, const std::string& help) {
   return prometheus::BuildCounter().Name(name).Help(help).Register(reg);
 }

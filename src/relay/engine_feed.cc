@@ -149,6 +149,7 @@ class EngineFeed::Impl {
               raw->stream->append({.seq = b->seq,
                                    .new_epoch = b->clear_first,
                                    .degraded = raw->sub->degraded(),
+                                   .engine_ts = b->ts,
                                    .events = b->events});
               ++raw->batches;
             }

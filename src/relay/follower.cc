@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -65,6 +66,7 @@ class RelayFollower::Impl final : public StreamOwner {
   Status add(std::string worker, uint32_t rank, HolderId holder, FollowCallbacks callbacks);
   bool remove(std::string_view worker, uint32_t rank);
   std::optional<FollowStats> stats(std::string_view worker, uint32_t rank) const;
+  std::vector<FollowStats> stats() const;
   void cut_links();
   void stop();
 
@@ -76,7 +78,10 @@ class RelayFollower::Impl final : public StreamOwner {
   void open(const std::shared_ptr<Follow>& f);  // with mu_ held
   // The holder cannot continue from what it holds: empty it, subscribe fresh.
   void start_over(Follow& f, StreamReactor& r, const std::string& why);
-  void apply(Follow& f, const google::protobuf::RepeatedPtrField<v1::Event>& events);
+  // Applies to f's holder; the caller adds the result to f's stats (with mu_ held).
+  index::ApplyResult apply(Follow& f, const google::protobuf::RepeatedPtrField<v1::Event>& events);
+  static void count(Follow& f, const index::ApplyResult& r);
+  static FollowStats stats_of(const Follow& f);  // with mu_ held
 
   index::Indexer& index_;
   const FollowerOptions options_;
@@ -181,10 +186,24 @@ std::optional<FollowStats> RelayFollower::Impl::stats(std::string_view worker,
   std::lock_guard<std::mutex> lock(mu_);
   auto it = follows_.find(std::make_pair(std::string(worker), rank));
   if (it == follows_.end()) return std::nullopt;
-  FollowStats s = it->second->stats;
-  s.connected = it->second->reactor != nullptr && s.connected;
-  s.epoch = it->second->epoch;
-  s.last_seq = it->second->last_seq;
+  return stats_of(*it->second);
+}
+
+std::vector<FollowStats> RelayFollower::Impl::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<FollowStats> out;
+  out.reserve(follows_.size());
+  for (const auto& [key, f] : follows_) out.push_back(stats_of(*f));
+  return out;
+}
+
+FollowStats RelayFollower::Impl::stats_of(const Follow& f) {
+  FollowStats s = f.stats;
+  s.worker = f.worker;
+  s.rank = f.rank;
+  s.connected = f.reactor != nullptr && s.connected;
+  s.epoch = f.epoch;
+  s.last_seq = f.last_seq;
   return s;
 }
 
@@ -226,6 +245,7 @@ void RelayFollower::Impl::open(const std::shared_ptr<Follow>& f) {
     // A fresh stream rebuilds the holder from nothing. (No stream is open, so no other write
     // for this holder can be under way.)
     index_.remove_holder(f->holder);
+    f->stats.blocks = 0;
   }
   ++f->stats.streams;
   f->stats.connected = false;
@@ -234,8 +254,14 @@ void RelayFollower::Impl::open(const std::shared_ptr<Follow>& f) {
   reactor->start(*stub_);
 }
 
-void RelayFollower::Impl::apply(Follow& f,
-                                const google::protobuf::RepeatedPtrField<v1::Event>& events) {
+void RelayFollower::Impl::count(Follow& f, const index::ApplyResult& r) {
+  int64_t blocks = r.clears > 0 ? 0 : static_cast<int64_t>(f.stats.blocks);
+  blocks += static_cast<int64_t>(r.stored_blocks) - static_cast<int64_t>(r.removed_blocks);
+  f.stats.blocks = static_cast<uint64_t>(std::max<int64_t>(blocks, 0));
+}
+
+index::ApplyResult RelayFollower::Impl::apply(
+    Follow& f, const google::protobuf::RepeatedPtrField<v1::Event>& events) {
   thread_local std::vector<OwnedEvent> owned;
   thread_local std::vector<index::Event> views;
   owned.resize(static_cast<size_t>(events.size()));
@@ -248,7 +274,7 @@ void RelayFollower::Impl::apply(Follow& f,
     }
     views.push_back(owned[static_cast<size_t>(i)].view());
   }
-  index_.apply(f.holder, views);
+  return index_.apply(f.holder, views);
 }
 
 void RelayFollower::Impl::start_over(Follow& f, StreamReactor& r, const std::string& why) {
@@ -283,9 +309,11 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
             f, r, "batch " + std::to_string(b.seq()) + " after " + std::to_string(*f.last_seq));
       }
       lock.unlock();  // the holder's writes are this stream's alone
-      apply(f, b.events());
+      const index::ApplyResult applied = apply(f, b.events());
       if (f.callbacks.on_load) f.callbacks.on_load(b.load());
+      if (f.callbacks.on_batch) f.callbacks.on_batch(b.engine_ts());
       lock.lock();
+      count(f, applied);
       f.last_seq = b.seq();
       ++f.stats.batches;
       return;
@@ -294,6 +322,7 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
       lock.unlock();
       index_.remove_holder(f.holder);
       lock.lock();
+      f.stats.blocks = 0;
       f.valid = false;
       f.in_snapshot = true;
       f.epoch = m.out_of_range().epoch();
@@ -305,8 +334,9 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
         return start_over(f, r, "a snapshot chunk without its OutOfRange");
       }
       lock.unlock();
-      apply(f, c.events());
+      const index::ApplyResult applied = apply(f, c.events());
       lock.lock();
+      count(f, applied);
       if (c.last()) {
         f.in_snapshot = false;
         f.valid = true;
@@ -390,6 +420,7 @@ bool RelayFollower::remove(std::string_view worker, uint32_t rank) {
 std::optional<FollowStats> RelayFollower::stats(std::string_view worker, uint32_t rank) const {
   return impl_->stats(worker, rank);
 }
+std::vector<FollowStats> RelayFollower::stats() const { return impl_->stats(); }
 void RelayFollower::cut_links() { impl_->cut_links(); }
 void RelayFollower::stop() { impl_->stop(); }
 

@@ -51,6 +51,7 @@ void RankStream::append(const RankBatch& batch) {
     v1::EventBatch* b = message->mutable_batch();
     b->set_epoch(epoch_);
     b->set_seq(batch.seq);
+    b->set_engine_ts(batch.engine_ts);
     for (const index::Event& e : batch.events) to_proto(e, b->add_events());
     *b->mutable_load() = load_;
     const size_t bytes = message->ByteSizeLong();

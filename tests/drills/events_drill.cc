@@ -16,16 +16,11 @@ struct OneEngine {
   bool ready() const { return fleet.ready() && gw.ready() && gw.wait_routable(1, 20); }
   // Waits until the gateway's index holds exactly what the engine holds (true), up to `timeout_s`.
   bool index_matches_engine(double timeout_s, uint64_t* index, size_t* engine) const {
-    const double deadline = now_s() + timeout_s;
-    do {
-      auto v = gw.worker(fleet.url(0));
-      auto t = fleet.resident_blocks(0);
-      *index = v ? v->index_blocks : 0;
-      *engine = t.value_or(0);
-      if (v && t && *index == *engine) return true;
-      sleep_s(0.1);
-    } while (now_s() < deadline);
-    return false;
+    std::vector<IndexVsEngine> v;
+    const bool exact = wait_index_exact(gw, fleet, timeout_s, &v);
+    *index = v.at(0).index;
+    *engine = v.at(0).engine;
+    return exact;
   }
 };
 

@@ -144,10 +144,12 @@ std::optional<std::string> MockFleet::admin_get(size_t i, const std::string& rou
 std::optional<size_t> MockFleet::resident_blocks(size_t i) const {
   auto body = admin_get(i, "/admin/truth");
   if (!body) return std::nullopt;
+  // Block copies, as an index counts them: two requests that computed the same block at once
+  // leave two cached copies of it (and two stored events).
   size_t n = 0;
-  for (size_t at = body->find("\"engine_hash\""); at != std::string::npos;
-       at = body->find("\"engine_hash\"", at + 1)) {
-    ++n;
+  const std::string key = "\"copies\":";
+  for (size_t at = body->find(key); at != std::string::npos; at = body->find(key, at + 1)) {
+    n += std::strtoull(body->c_str() + at + key.size(), nullptr, 10);
   }
   return n;
 }
@@ -206,7 +208,11 @@ std::string GatewayProcess::metrics() const { return get(port_, "/metrics").valu
 
 std::optional<double> GatewayProcess::metric_sum(const std::string& family,
                                                  const std::string& with) const {
-  const std::string text = metrics();
+  return drills::metric_sum(metrics(), family, with);
+}
+
+std::optional<double> metric_sum(const std::string& text, const std::string& family,
+                                 const std::string& with) {
   std::optional<double> sum;
   size_t at = 0;
   while (at < text.size()) {
@@ -221,6 +227,83 @@ std::optional<double> GatewayProcess::metric_sum(const std::string& family,
     sum = sum.value_or(0) + std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
   }
   return sum;
+}
+
+std::vector<IndexVsEngine> index_vs_engines(const GatewayProcess& gw, const MockFleet& fleet) {
+  std::vector<IndexVsEngine> out(fleet.size());
+  const std::vector<WorkerView> views = gw.workers();
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    auto truth = fleet.resident_blocks(i);
+    auto view = std::find_if(views.begin(), views.end(),
+                             [&](const WorkerView& v) { return v.url == fleet.url(i); });
+    out[i].engine = truth.value_or(0);
+    out[i].index = view != views.end() ? view->index_blocks : 0;
+    out[i].answered = truth.has_value() && view != views.end();
+  }
+  return out;
+}
+
+bool wait_index_exact(const GatewayProcess& gw, const MockFleet& fleet, double timeout_s,
+                      std::vector<IndexVsEngine>* last) {
+  const double deadline = now_s() + timeout_s;
+  std::vector<IndexVsEngine> v;
+  bool exact = false;
+  do {
+    v = index_vs_engines(gw, fleet);
+    exact = std::all_of(v.begin(), v.end(),
+                        [](const IndexVsEngine& w) { return w.answered && w.index == w.engine; });
+    if (!exact) sleep_s(0.1);
+  } while (!exact && now_s() < deadline);
+  if (last != nullptr) *last = std::move(v);
+  return exact;
+}
+
+std::string describe(const std::vector<IndexVsEngine>& v) {
+  std::string out = "index";
+  for (size_t i = 0; i < v.size(); ++i) {
+    out +=
+        (i == 0 ? " " : ", ") + std::to_string(v[i].index) + " of " + std::to_string(v[i].engine);
+  }
+  return out + " blocks";
+}
+
+// ---- RelayProcess ----
+
+RelayProcess::RelayProcess(const std::vector<std::string>& engine_urls,
+                           std::vector<std::string> extra_args, uint16_t port) {
+  std::vector<std::string> args = {testing::binary_dir() + "/kvgate",
+                                   "relay",
+                                   "--listen",
+                                   "127.0.0.1:" + std::to_string(port),
+                                   "--metrics-listen",
+                                   "127.0.0.1:0",
+                                   "--log-level",
+                                   "warn"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  for (const std::string& url : engine_urls) {
+    args.push_back("--engine");
+    args.push_back(url);
+  }
+  child_ = std::make_unique<Child>(args);
+  if (!child_->wait_for_output("kvgate relay metrics on", std::chrono::seconds(20))) {
+    std::fprintf(stderr, "drill: kvgate relay did not start (%s): %s\n", join_args(args).c_str(),
+                 child_->errors().c_str());
+    return;
+  }
+  const std::string out = child_->output();
+  const auto port_after = [&out](const std::string& label) {
+    const size_t colon = out.find(':', out.find(label) + label.size());
+    return static_cast<uint16_t>(std::stoi(out.substr(colon + 1)));
+  };
+  port_ = port_after("listening on ");
+  metrics_port_ = port_after("metrics on ");
+}
+
+std::string RelayProcess::metrics() const { return get(metrics_port_, "/metrics").value_or(""); }
+
+std::optional<double> RelayProcess::metric_sum(const std::string& family,
+                                               const std::string& with) const {
+  return drills::metric_sum(metrics(), family, with);
 }
 
 bool GatewayProcess::wait_routable(size_t n, double timeout_s) const {

@@ -49,7 +49,7 @@ class MockFleet {
   bool post(size_t i, const std::string& route, const std::string& body = "{}") const;
   // GETs one of worker `i`'s admin routes (/admin/truth, /admin/faults).
   std::optional<std::string> admin_get(size_t i, const std::string& route) const;
-  // Blocks worker `i`'s engine holds now, over its ranks (from /admin/truth).
+  // Block copies worker `i`'s engine holds now, over its ranks (from /admin/truth).
   std::optional<size_t> resident_blocks(size_t i) const;
 
  private:
@@ -100,6 +100,29 @@ class GatewayProcess {
   uint16_t port_ = 0;
 };
 
+// `kvgate relay` in front of `engine_urls` on a loopback port (`port` 0: a free one), with its
+// /metrics on another.
+class RelayProcess {
+ public:
+  RelayProcess(const std::vector<std::string>& engine_urls, std::vector<std::string> extra_args,
+               uint16_t port = 0);
+  bool ready() const { return port_ != 0; }
+  uint16_t port() const { return port_; }
+  Child& process() { return *child_; }
+  std::string metrics() const;
+  std::optional<double> metric_sum(const std::string& family, const std::string& with = "") const;
+
+ private:
+  std::unique_ptr<Child> child_;
+  uint16_t port_ = 0;
+  uint16_t metrics_port_ = 0;
+};
+
+// The sum of the samples of `family` in a Prometheus text exposition whose line contains `with`
+// (empty: every sample); nullopt when absent.
+std::optional<double> metric_sum(const std::string& text, const std::string& family,
+                                 const std::string& with = "");
+
 // Two one-worker kvgate-mock processes (a, which the drill faults, and b) behind a gateway with
 // default flags. `a` can be replaced by a new process on the same ports.
 struct TwoEngines {
@@ -117,6 +140,22 @@ struct TwoEngines {
     return v ? v->index_blocks : 0;
   }
 };
+
+// One worker's blocks in the gateway's index and in its engine (/admin/truth; 0 when either did
+// not answer).
+struct IndexVsEngine {
+  uint64_t index = 0;
+  size_t engine = 0;
+  bool answered = false;
+};
+// Every worker of `fleet`, in its order.
+std::vector<IndexVsEngine> index_vs_engines(const GatewayProcess& gw, const MockFleet& fleet);
+// Waits up to `timeout_s` until every worker's index holds exactly what its engine holds (true);
+// `last` (may be null) gets the last comparison.
+bool wait_index_exact(const GatewayProcess& gw, const MockFleet& fleet, double timeout_s,
+                      std::vector<IndexVsEngine>* last = nullptr);
+// "index 40 of 40, 12 of 12 blocks".
+std::string describe(const std::vector<IndexVsEngine>& v);
 
 // Polls /workers every 50 ms and keeps each worker's changes with their times.
 class Watcher {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -205,6 +206,43 @@ TEST(RelayFollower, ASilentRelayIsLeftAndTheStreamResumedElsewhere) {
   EXPECT_GE(st.resumes, 2u);
   EXPECT_EQ(st.batches, 3u) << "nothing twice";
   EXPECT_EQ(holder_content(*followed, HolderId(0)).size(), 3u);
+}
+
+TEST(RelayFollower, BatchesCarryTheEnginesPublishTimeAndEveryFollowIsListed) {
+  StreamTable table({});
+  RelayServer server(table, {.listen = "127.0.0.1:0", .heartbeat = 100ms});
+  ASSERT_TRUE(server.start().ok());
+  auto ranks = *table.add({.name = kWorker, .ranks = 2});
+  auto followed = index::make_synchronized(testing::reference());
+  RelayFollower follower(*followed, options(server.port()));
+  std::mutex mu;
+  std::vector<double> published;
+  FollowCallbacks callbacks;
+  callbacks.on_batch = [&](double ts) {
+    std::lock_guard<std::mutex> lock(mu);
+    published.push_back(ts);
+  };
+  ASSERT_TRUE(follower.add(kWorker, 1, HolderId(1), callbacks).ok());
+  ASSERT_TRUE(follower.add(kWorker, 0, HolderId(0)).ok());
+  const index::EngineHash eng = 5;
+  const LocalHash local = 50;
+  const index::Event e{.kind = index::EventKind::kStored,
+                       .tier = index::Tier::kDevice,
+                       .engine_hashes = std::span(&eng, 1),
+                       .local_hashes = std::span(&local, 1)};
+  ranks[1]->append({.seq = 0, .engine_ts = 1'700'000'000.25, .events = std::span(&e, 1)});
+  ASSERT_TRUE(wait_until([&] { return follower.stats(kWorker, 1)->last_seq == 0u; }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(published, std::vector<double>{1'700'000'000.25});
+  }
+  const std::vector<FollowStats> all = follower.stats();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].worker, kWorker);
+  EXPECT_EQ(all[0].rank, 0u);
+  EXPECT_EQ(all[0].batches, 0u);
+  EXPECT_EQ(all[1].rank, 1u);
+  EXPECT_EQ(all[1].batches, 1u);
 }
 
 }  // namespace

@@ -26,10 +26,11 @@ url="${KVG_WORKER_URLS%% *}"
 engines=()
 for u in $KVG_WORKER_URLS; do engines+=(--engine "$u"); done
 
-"$KVG_BIN/kvgate" relay "${engines[@]}" --listen 127.0.0.1:0 --heartbeat-secs 0.3 \
+"$KVG_BIN/kvgate" relay "${engines[@]}" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  --heartbeat-secs 0.3 \
   --log-level info >"$work/relay.out" 2>"$work/relay.err" &
 KVG_PIDS+=("$!")
-kvg_poll 15 grep -qs "kvgate relay listening on" "$work/relay.out" ||
+kvg_poll 15 grep -qs "kvgate relay metrics on" "$work/relay.out" ||
   fail "the relay did not start: $(tail -3 "$work/relay.err")"
 addr="$(sed -n 's/^kvgate relay listening on //p' "$work/relay.out" | head -1)"
 kvg_poll 15 test "$(grep -c relaying "$work/relay.err")" -ge 2 ||
@@ -45,6 +46,18 @@ SH
 chmod +x "$work/complete.sh"
 "$KVG_PY" "$here/tests/relay/relay_client.py" "$work" "$addr" "$url" "$work/complete.sh" ||
   fail "the client's checks failed (relay log: $(tail -3 "$work/relay.err"))"
+
+# The relay's /metrics: what it relayed per engine rank, as Prometheus's own linter reads it.
+metrics_addr="$(sed -n 's/^kvgate relay metrics on //p' "$work/relay.out" | head -1)"
+curl -sf "http://$metrics_addr/metrics" >"$work/relay.metrics" || fail "the relay's /metrics did not answer"
+relayed="$(sed -n 's/^kvgate_relay_engine_batches_total{.*disposition="applied".*} \([0-9.]*\)$/\1/p' \
+  "$work/relay.metrics" | awk '{s += $1} END {print s + 0}')"
+[[ "${relayed%.*}" -ge 1 ]] || fail "the relay's /metrics counts no relayed batch"
+grep -q '^kvgate_relay_snapshots_total [1-9]' "$work/relay.metrics" ||
+  fail "the relay's /metrics counts no snapshot (the client was moved to one)"
+if command -v promtool >/dev/null; then
+  lint="$(promtool check metrics <"$work/relay.metrics" 2>&1)" || fail "promtool: $lint"
+fi
 
 # A gateway fed by the relay: the first request of a prompt lands anywhere and its blocks reach
 # the gateway's index through the relay; the repeats go where they are (affinity decisions).
@@ -67,4 +80,8 @@ done
 hits="$(affinity)"
 [[ "${hits%.*}" -ge 5 ]] || fail "$hits of 5 repeats were routed to the engine holding the prompt"
 echo "relay_e2e_test: the gateway routed $hits of 5 repeats by the relay's events"
+curl -sf "$KVG_GATEWAY_URL/metrics" | grep -q '^kvgate_relay_follow_connected{.*} 1' ||
+  fail "the gateway's /metrics shows no stream from the relay up"
+curl -sf "$KVG_GATEWAY_URL/metrics" | grep -q '^kvgate_relay_follow_apply_lag_seconds_count [1-9]' ||
+  fail "the gateway's /metrics measured no apply lag through the relay"
 echo "relay_e2e_test: PASS"

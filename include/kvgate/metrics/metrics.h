@@ -7,6 +7,7 @@
 // series creation (Add/Remove) take the family's lock: control path only.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,5 +45,9 @@ Family<Counter>& counter_family(Registry& reg, const std::string& name, const st
 Family<Gauge>& gauge_family(Registry& reg, const std::string& name, const std::string& help);
 Family<Histogram>& histogram_family(Registry& reg, const std::string& name,
                                     const std::string& help);
+
+// Brings `counter` up to `total`, a monotonic count another component keeps in its own stats
+// table (mirrored at scrape time); never moves it back.
+void advance(Counter& counter, uint64_t total);
 
 }  // namespace kvgate::metrics

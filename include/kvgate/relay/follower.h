@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kvgate/core/ids.h"
 #include "kvgate/core/result.h"
@@ -43,9 +44,14 @@ struct FollowerOptions {
 struct FollowCallbacks {
   // The engine's load, from every batch and heartbeat (on a gRPC thread: store it, never block).
   std::function<void(const v1::Load&)> on_load;
+  // After each batch is applied (not snapshot chunks), with the engine's publish time, seconds
+  // since the Unix epoch (0: unknown). On a gRPC thread, like on_load.
+  std::function<void(double engine_ts)> on_batch;
 };
 
 struct FollowStats {
+  std::string worker;
+  uint32_t rank = 0;
   bool connected = false;  // a stream is open and has delivered something
   uint64_t epoch = 0;
   std::optional<uint64_t> last_seq;
@@ -55,6 +61,7 @@ struct FollowStats {
   uint64_t resumes = 0;    // of which resumed from (epoch, seq) after a break
   uint64_t restarts = 0;   // the holder emptied to start over (not counting snapshots)
   uint64_t heartbeats = 0;
+  uint64_t blocks = 0;     // block copies the holder holds now (from the index's apply results)
   std::string last_error;  // why the last stream ended, if it failed
 };
 
@@ -71,6 +78,8 @@ class RelayFollower {
   // it was not followed.
   bool remove(std::string_view worker, uint32_t rank);
   std::optional<FollowStats> stats(std::string_view worker, uint32_t rank) const;
+  // Every followed (worker, rank), ordered by worker then rank.
+  std::vector<FollowStats> stats() const;
   // Cuts every open stream as a broken link would (they resume); for tests and drills.
   void cut_links();
   void stop();

@@ -54,6 +54,7 @@ struct RankBatch {
   // (`degraded`: the rank then holds only part of what the engine holds).
   bool new_epoch = false;
   bool degraded = false;
+  double engine_ts = 0;  // the publisher's wall clock (0: unknown)
   std::span<const index::Event> events;
 };
 

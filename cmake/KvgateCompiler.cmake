@@ -52,19 +52,27 @@ if(KVGATE_SANITIZE)
   set(KVGATE_JEMALLOC OFF CACHE BOOL "jemalloc is incompatible with sanitizers" FORCE)
 endif()
 
-# Under a sanitizer kvgate compiles at -O0, but for the folders that call
-# kvgate_compute_bound_folder() (core, index, events, tokenizer and the index's and tokenizer's
-# tests), which keep -O1. At -O1 clang spends about 4x as long optimizing the thousands of
-# Asio/Beast composed-operation instantiations of the I/O code (src/http/server.cc: 263 s against
-# 69 s under ASan), whose tests wait on sockets and timers; the compute-bound tests (the index's
-# exactness and race harnesses, the tokenizer's references, the event decoder's fuzzer) spend
-# their time in the folders kept at -O1.
+# Under a sanitizer kvgate compiles at -O0, and so does test code (tests/, kvgate_test_folder())
+# in every tree, but for the folders that call kvgate_compute_bound_folder() (core, index,
+# events, tokenizer, the index's and tokenizer's tests, the drills' load generators), which keep
+# the build's optimization (-O1 under a sanitizer, -O2 in release). At -O1 clang spends about 4x
+# as long optimizing the thousands of Asio/Beast composed-operation instantiations of the I/O
+# code (src/http/server.cc: 263 s against 69 s under ASan), whose tests wait on sockets and
+# timers; the compute-bound tests (the index's exactness and race harnesses, the tokenizer's
+# references, the event decoder's fuzzer) spend their time in the folders that keep it.
 if(KVGATE_SANITIZE)
   add_compile_options(-O0)
 endif()
+macro(kvgate_test_folder)
+  if(KVGATE_SANITIZE OR CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo")
+    add_compile_options(-O0)
+  endif()
+endmacro()
 macro(kvgate_compute_bound_folder)
   if(KVGATE_SANITIZE)
     add_compile_options(-O1)
+  elseif(CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo")
+    add_compile_options(-O2)
   endif()
 endmacro()
 

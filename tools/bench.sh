@@ -21,8 +21,8 @@ echo "== kvgate-bench-decision (128 workers, 5,000 decisions)"
 "$bin/kvgate-bench-decision" --workers 128 --decisions 5000 | tee "$out/kvgate-bench-decision.txt"
 echo "== kvgate-bench-churn (20 s)"
 "$bin/kvgate-bench-churn" --seconds 20 --window 10 | tee "$out/kvgate-bench-churn.txt"
-echo "== kvgate-bench-relay (20,000 batches, 16,384-block snapshot, 20 subscribers)"
-"$bin/kvgate-bench-relay" --batches 20000 --subscribers 20 --fanout-batches 100 |
+echo "== kvgate-bench-relay (20,000 batches, 16,384-block snapshot, 20 subscribers, 400 lag batches)"
+"$bin/kvgate-bench-relay" --batches 20000 --subscribers 20 --fanout-batches 100 --lag-batches 400 |
   tee "$out/kvgate-bench-relay.txt"
 echo "== kvgate-bench-index: needs a Mooncake corpus (kvgate-corpus build); see docs/benchmarks.md"
 echo "bench: results in $out/"

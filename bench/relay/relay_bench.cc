@@ -4,7 +4,9 @@
 //   snapshot the time and wire bytes of the snapshot of a rank holding --snapshot-blocks blocks;
 //   fan-out  --subscribers gRPC streams on loopback, each following the rank: how long a batch
 //            takes to reach every one of them (p50 / p99 over --fanout-batches), and the relay
-//            process's resident memory before and with them.
+//            process's resident memory before and with them;
+//   lag      the publish-to-delivery delay of --lag-batches batches at --lag-rate per second,
+//            directly and through the relay (lag.h).
 //
 // Run: build/release/bin/kvgate-bench-relay --batches 200000 --snapshot-blocks 16384
 //        --subscribers 100 --fanout-batches 500   (one line)
@@ -24,6 +26,8 @@
 #include "harness/corpus_generator.h"
 #include "kvgate/relay/server.h"
 #include "kvgate/relay/v1/relay.grpc.pb.h"
+#include "lag.h"
+#include "percentile.h"
 
 namespace kvgate::relay {
 namespace {
@@ -37,12 +41,6 @@ double rss_mib() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
   }
   return 0;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
 // The corpus's batches for one holder.
@@ -220,9 +218,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--fanout-batches", fanout_batches, "Batches timed in the fan-out")
       ->capture_default_str();
+  int lag_batches = 2000;
+  double lag_rate = 200;
+  app.add_option("--lag-batches", lag_batches, "Batches timed for the added apply lag (0: skip)")
+      ->capture_default_str();
+  app.add_option("--lag-rate", lag_rate, "Batches per second the engine publishes then")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   kvgate::relay::bench_append(batches);
   kvgate::relay::bench_snapshot(snapshot_blocks);
   if (subscribers > 0) kvgate::relay::bench_fanout(subscribers, fanout_batches);
+  if (lag_batches > 0) kvgate::relay::bench_lag(lag_batches, lag_rate);
   return 0;
 }

@@ -148,6 +148,11 @@ TEST(RequestModel, TopLevelStringBytesFindsOnlyTopLevelStrings) {
   EXPECT_EQ(top_level_string_bytes(R"({"a":{"prompt":"nested"},"prompt":"abc\"d"})", "prompt"), 6u);
   EXPECT_EQ(top_level_string_bytes(R"({"prompt":[1,2]})", "prompt"), std::nullopt);
   EXPECT_EQ(top_level_string_bytes(R"({"other":"prompt","prompt" : "xy"})", "prompt"), 2u);
+  // A run of backslashes before a quote: even, the quote ends the string; odd, it is escaped.
+  EXPECT_EQ(top_level_string_bytes(R"({"prompt":"a\\","b":"c"})", "prompt"), 3u);
+  EXPECT_EQ(top_level_string_bytes(R"({"prompt":"x\\\"y","b":1})", "prompt"), 6u);
+  EXPECT_EQ(top_level_string_bytes(R"({"k\"ey":"v","prompt":"\\\\"})", "prompt"), 4u);
+  EXPECT_EQ(top_level_string_bytes(R"({"prompt":"unterminated\"})", "prompt"), std::nullopt);
   EXPECT_EQ(top_level_string_bytes(R"(["prompt","x"])", "prompt"), std::nullopt);
   EXPECT_EQ(top_level_string_bytes(R"({"prompt":"unterminated)", "prompt"), std::nullopt);
 }

@@ -460,12 +460,10 @@ class EventIngest::Impl {
     }
     if (!batch.events.empty()) {
       const index::ApplyResult r = index_.apply(batch.holder, batch.events);
-      // The holder's block copies, kept from what each apply did (a clear inside the batch
-      // restarts the count; what it stored after the clear is then not told apart: an estimate
-      // for routing's warm-up rule, not the index's exact content).
-      int64_t blocks = r.clears > 0 ? 0 : series.blocks.load(std::memory_order_relaxed);
-      blocks += static_cast<int64_t>(r.stored_blocks) - static_cast<int64_t>(r.removed_blocks);
-      series.blocks.store(std::max<int64_t>(blocks, 0), std::memory_order_relaxed);
+      // The holder's block copies, kept from what each apply did (for routing's warm-up rule).
+      const auto held = static_cast<uint64_t>(series.blocks.load(std::memory_order_relaxed));
+      series.blocks.store(static_cast<int64_t>(index::blocks_after(held, r)),
+                          std::memory_order_relaxed);
     }
     // Release: whoever reads the count (state()) also sees what the batch did to the index, even
     // an index without locks (a test reading the chain index's content once it settled).

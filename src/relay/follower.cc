@@ -78,9 +78,8 @@ class RelayFollower::Impl final : public StreamOwner {
   void open(const std::shared_ptr<Follow>& f);  // with mu_ held
   // The holder cannot continue from what it holds: empty it, subscribe fresh.
   void start_over(Follow& f, StreamReactor& r, const std::string& why);
-  // Applies to f's holder; the caller adds the result to f's stats (with mu_ held).
+  // Applies to f's holder; the caller counts the result in f's stats (with mu_ held).
   index::ApplyResult apply(Follow& f, const google::protobuf::RepeatedPtrField<v1::Event>& events);
-  static void count(Follow& f, const index::ApplyResult& r);
   static FollowStats stats_of(const Follow& f);  // with mu_ held
 
   index::Indexer& index_;
@@ -254,12 +253,6 @@ void RelayFollower::Impl::open(const std::shared_ptr<Follow>& f) {
   reactor->start(*stub_);
 }
 
-void RelayFollower::Impl::count(Follow& f, const index::ApplyResult& r) {
-  int64_t blocks = r.clears > 0 ? 0 : static_cast<int64_t>(f.stats.blocks);
-  blocks += static_cast<int64_t>(r.stored_blocks) - static_cast<int64_t>(r.removed_blocks);
-  f.stats.blocks = static_cast<uint64_t>(std::max<int64_t>(blocks, 0));
-}
-
 index::ApplyResult RelayFollower::Impl::apply(
     Follow& f, const google::protobuf::RepeatedPtrField<v1::Event>& events) {
   thread_local std::vector<OwnedEvent> owned;
@@ -313,7 +306,7 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
       if (f.callbacks.on_load) f.callbacks.on_load(b.load());
       if (f.callbacks.on_batch) f.callbacks.on_batch(b.engine_ts());
       lock.lock();
-      count(f, applied);
+      f.stats.blocks = index::blocks_after(f.stats.blocks, applied);
       f.last_seq = b.seq();
       ++f.stats.batches;
       return;
@@ -336,7 +329,7 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
       lock.unlock();
       const index::ApplyResult applied = apply(f, c.events());
       lock.lock();
-      count(f, applied);
+      f.stats.blocks = index::blocks_after(f.stats.blocks, applied);
       if (c.last()) {
         f.in_snapshot = false;
         f.valid = true;

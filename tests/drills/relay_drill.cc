@@ -41,6 +41,19 @@ bool within(const std::vector<IndexVsEngine>& v, double fraction) {
   });
 }
 
+// Polls every `every_s` until every worker's index is within 1% of its engine: when (nullopt: not
+// by `deadline`); `last` gets the last comparison.
+std::optional<double> first_within_1pct(const GatewayProcess& gw, const MockFleet& fleet,
+                                        double deadline, double every_s,
+                                        std::vector<IndexVsEngine>* last) {
+  while (now_s() < deadline) {
+    *last = index_vs_engines(gw, fleet);
+    if (within(*last, 0.01)) return now_s();
+    sleep_s(every_s);
+  }
+  return std::nullopt;
+}
+
 // A relay whose history (50 batches per rank) rolls past a new subscriber's start within a
 // second of load: the restarted gateway can only be brought up to date by snapshots.
 TEST(Drill, GatewayRestartedBehindTheRelay) {
@@ -63,16 +76,8 @@ TEST(Drill, GatewayRestartedBehindTheRelay) {
   gw = std::make_unique<GatewayProcess>(fleet.urls(), args, port);
   ASSERT_TRUE(gw->ready());
   const double listening_at = now_s();
-  std::optional<double> close_at;
   std::vector<IndexVsEngine> v;
-  while (now_s() < listening_at + 5) {
-    v = index_vs_engines(*gw, fleet);
-    if (within(v, 0.01)) {
-      close_at = now_s();
-      break;
-    }
-    sleep_s(0.05);
-  }
+  const std::optional<double> close_at = first_within_1pct(*gw, fleet, listening_at + 5, 0.05, &v);
   const std::string at_close = describe(v);
   sleep_s(3);
   traffic.stop(30);
@@ -141,15 +146,7 @@ TEST(Drill, RelayLinkCutFifteenSeconds) {
   const double healed_at = now_s();
   std::vector<IndexVsEngine> v;
   // Caught up while the load goes on: within 1% (blocks in flight), then equal once it stops.
-  std::optional<double> caught_up;
-  while (now_s() < healed_at + 10) {
-    v = index_vs_engines(f.gw, f.fleet);
-    if (within(v, 0.01)) {
-      caught_up = now_s();
-      break;
-    }
-    sleep_s(0.1);
-  }
+  const std::optional<double> caught_up = first_within_1pct(f.gw, f.fleet, healed_at + 10, 0.1, &v);
   traffic.stop(30);
   const bool exact = wait_index_exact(f.gw, f.fleet, 5, &v);
   const FollowTotals after(f.gw);

@@ -75,6 +75,16 @@ struct ApplyResult {
   friend bool operator==(const ApplyResult&, const ApplyResult&) = default;
 };
 
+// A holder's block copies after an apply, kept from the results alone by whoever feeds it: a clear
+// inside the batch restarts the count (what the batch stored after the clear is then not told
+// apart, so it is an estimate for routing, not the index's exact content).
+inline uint64_t blocks_after(uint64_t held, const ApplyResult& r) {
+  const int64_t blocks = (r.clears > 0 ? 0 : static_cast<int64_t>(held)) +
+                         static_cast<int64_t>(r.stored_blocks) -
+                         static_cast<int64_t>(r.removed_blocks);
+  return blocks > 0 ? static_cast<uint64_t>(blocks) : 0;
+}
+
 // One holder's answer to a lookup. Only holders with any_depth > 0 are reported.
 struct HolderMatch {
   HolderId holder;

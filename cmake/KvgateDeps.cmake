@@ -17,6 +17,7 @@ find_package(Protobuf REQUIRED)                # the relay's messages (proto/)
 find_package(gRPC CONFIG REQUIRED)             # the relay's service; gRPC::grpc_cpp_plugin
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(NUMA REQUIRED IMPORTED_TARGET numa)
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)     # state sync between replicas
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # the tokenizers' split patterns
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc icu-i18n) # Unicode normalization, classes
 pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)

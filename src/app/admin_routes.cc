@@ -178,6 +178,7 @@ std::string GatewayImpl::metrics_text() {
   metrics_->sync_admission(admission_->stats());
   metrics_->sync_front_end(server_->stats());
   if (follow_metrics_) follow_metrics_->sync(follower_->stats());
+  if (sync_metrics_) sync_metrics_->sync(state_sync_->stats(), fleet_sync_->stats());
   return metrics::text_exposition(registry_);
 }
 
@@ -199,7 +200,9 @@ void GatewayImpl::add_admin_routes() {
           w.member("requests", wk->dispatched());
           w.member("index_blocks", wk->index_blocks());
           w.member("warmup_diversions", wk->warmup_diversions());
-          w.member("in_flight", wk->in_flight()).member("running", load.running);
+          w.member("in_flight", wk->in_flight()).member("peer_in_flight", wk->peer_in_flight());
+          w.member("queued_prompt_tokens", wk->queued_prompt_tokens());
+          w.member("running", load.running);
           w.member("waiting", load.waiting).member("kv_usage", load.kv_usage);
           // Where the load figures come from and how old they are.
           const auto now = clock_.now();
@@ -254,7 +257,7 @@ void GatewayImpl::add_admin_routes() {
               eps.push_back(std::move(k));
             }
           }
-          const Status s = control_->add(url, std::move(eps));
+          const Status s = add_worker(url, std::move(eps));
           if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))
             return http::Response::error(409, message_of(s), "conflict_error");
           if (absl::IsFailedPrecondition(s)) return http::Response::error(503, message_of(s));
@@ -281,7 +284,7 @@ void GatewayImpl::add_admin_routes() {
           if (url.empty())
             return http::Response::error(400,
                                          "name the worker: DELETE /workers?url=http://host:port");
-          if (!control_->remove(url))
+          if (!remove_worker(url))
             return http::Response::error(404, "no such worker: " + url, "not_found_error");
           return http::Response::json(200, R"({"removed":true})");
         }));

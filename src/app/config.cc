@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "kvgate/core/clock.h"
+#include "kvgate/sync/state_sync.h"
 #include "kvgate/workers/registry.h"
 
 namespace kvgate::app {
@@ -346,6 +347,29 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "A worker with this many requests waiting in its queue is overloaded ('off' disables)")
       ->default_str("8")
       ->group("Routing");
+  app.add_option_function<std::string>(
+         "--worker-overload-in-flight",
+         [&c](const std::string& s) {
+           if (s == "off") {
+             c.cache_aware.overload.in_flight_requests.reset();
+             return;
+           }
+           uint32_t v = 0;
+           try {
+             v = static_cast<uint32_t>(std::stoul(s));
+           } catch (...) {
+             throw CLI::ValidationError("--worker-overload-in-flight", "must be a count or 'off'");
+           }
+           if (v == 0)
+             throw CLI::ValidationError("--worker-overload-in-flight", "must be >= 1 or 'off'");
+           c.cache_aware.overload.in_flight_requests = v;
+         },
+         "A worker (or data-parallel rank) with this many requests in flight from the gateway "
+         "fleet is overloaded: this replica's own, plus its peers' with --state-sync. Set it near "
+         "the engine's batch capacity plus its queue (vLLM --max-num-seqs plus "
+         "--worker-overload-waiting-requests); 'off' disables")
+      ->default_str("off")
+      ->group("Routing");
   app.add_flag(
          "--worker-overload-shed", c.cache_aware.shed_when_all_overloaded,
          "When every worker is overloaded, answer 503 instead of sending to the least-loaded one")
@@ -383,6 +407,46 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->default_str("120")
       ->group("Routing");
 
+  app.add_option("--state-sync", c.state_sync_url,
+                 "Share the fleet with the other gateway replicas through this Redis: "
+                 "redis://[user:password@]HOST:PORT[/DB] (a Redis Cluster works too). Workers "
+                 "added or removed on one replica reach the others within a period, and each "
+                 "replica's in-flight requests count in every replica's routing and overload rule. "
+                 "Requests never wait on Redis; without it a replica routes on its own state")
+      ->group("State sync");
+  app.add_option("--state-sync-namespace", c.state_sync_namespace,
+                 "The replicas of one fleet share this namespace (keys kvgate:{NAME}:...)")
+      ->capture_default_str()
+      ->group("State sync");
+  app.add_option_function<double>(
+         "--state-sync-period-secs",
+         [&c](double s) {
+           positive_seconds(s, "--state-sync-period-secs");
+           if (s < 0.01) throw CLI::ValidationError("--state-sync-period-secs", "must be >= 0.01");
+           c.state_sync_period = seconds(s);
+         },
+         "How often a replica pulls its peers' state and pushes what changed of its own (±10% "
+         "jitter)")
+      ->default_str("1")
+      ->group("State sync");
+  app.add_option_function<double>(
+         "--state-sync-ttl-secs",
+         [&c](double s) {
+           positive_seconds(s, "--state-sync-ttl-secs");
+           c.state_sync_ttl = seconds(s);
+         },
+         "How long a replica's entries outlive its last refresh: a replica gone for this long "
+         "no longer counts (0: three periods)")
+      ->default_str("0")
+      ->group("State sync");
+  app.add_option("--state-sync-password-file", c.state_sync_password_file,
+                 "Read the Redis password from this file (else KVGATE_STATE_SYNC_PASSWORD, else "
+                 "the URL); it is never logged")
+      ->group("State sync");
+  app.add_option("--state-sync-replica-id", c.state_sync_replica_id,
+                 "This replica's name in the shared state (default: host name, port and a random "
+                 "suffix)")
+      ->group("State sync");
   app.add_option("--event-threads", c.event_threads, "Threads that receive and decode KV events")
       ->capture_default_str()
       ->check(CLI::Range(1, 64))
@@ -540,6 +604,20 @@ Status finish_config(GatewayConfig& c) {
     return absl::InvalidArgumentError(c.tls_cert_path.empty()
                                           ? "--tls-key-path needs --tls-cert-path"
                                           : "--tls-cert-path needs --tls-key-path");
+  }
+  if (!c.state_sync_url.empty()) {
+    if (auto t = sync::parse_redis_url(c.state_sync_url); !t.ok())
+      return absl::InvalidArgumentError("--state-sync: " + std::string(message_of(t.status())));
+    if (!sync::validate_namespace(c.state_sync_namespace)) {
+      return absl::InvalidArgumentError(
+          "--state-sync-namespace must be 1-64 characters of letters, digits, '_', '.', '-'");
+    }
+    if (c.state_sync_ttl.count() == 0) c.state_sync_ttl = c.state_sync_period * 3;
+    if (c.state_sync_ttl <= c.state_sync_period) {
+      return absl::InvalidArgumentError(
+          "--state-sync-ttl-secs must be longer than --state-sync-period-secs (entries would "
+          "expire between refreshes)");
+    }
   }
   return absl::OkStatus();
 }

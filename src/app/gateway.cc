@@ -4,9 +4,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -130,6 +133,8 @@ Status GatewayImpl::init() {
     io.subscription.hash_seed = config_.hash_seed;
     ingest_ = std::make_unique<events::EventIngest>(*raw_index_, registry_, clock_, io);
   }
+  // Replicas share what the approximate mode predicts on workers without KV events.
+  config_.cache_aware.journal_predictions = !config_.state_sync_url.empty();
   auto pol = policy::make_policy(config_.policy, config_.cache_aware,
                                  {.index = index_.get(), .clock = &clock_});
   if (!pol.ok()) return pol.status();
@@ -156,6 +161,7 @@ Status GatewayImpl::init() {
                                                         .metrics = metrics_.get(),
                                                         .clock = &clock_,
                                                         .worker_tls = *worker_tls});
+  if (Status s = init_state_sync(); !s.ok()) return s;
   server_ = std::make_unique<http::Server>(
       io_, http::ServerOptions{.address = config_.host,
                                .port = config_.port,
@@ -267,10 +273,83 @@ Status GatewayImpl::start() {
     for (const auto& e : config_.kv_endpoints) {
       if (e.worker_url == normalized) eps.push_back(e.endpoint);
     }
-    if (Status s = control_->add(url, std::move(eps)); !s.ok()) {
+    if (Status s = add_worker(url, std::move(eps)); !s.ok()) {
       log::get("gateway")->warn("worker {} not added: {}", workers::redact_url(url), message_of(s));
     }
   }
+  // After the command line's workers, so the first push shares them.
+  if (state_sync_) state_sync_->start();
+  return absl::OkStatus();
+}
+
+Status GatewayImpl::add_worker(std::string_view url,
+                               std::vector<workers::KvEndpoint> kv_endpoints) {
+  std::vector<workers::KvEndpoint> shared = kv_endpoints;
+  const Status s = control_->add(url, std::move(kv_endpoints));
+  if (s.ok() && fleet_sync_) {
+    fleet_sync_->added(url, shared);
+    state_sync_->sync_soon();
+  }
+  return s;
+}
+
+bool GatewayImpl::remove_worker(std::string_view url) {
+  if (!control_->remove(url)) return false;
+  if (fleet_sync_) {
+    fleet_sync_->removed(url);
+    state_sync_->sync_soon();
+  }
+  return true;
+}
+
+namespace {
+
+// The Redis password: a file, else the environment, else the URL's own.
+Result<std::string> state_sync_password(const GatewayConfig& c, std::string from_url) {
+  if (!c.state_sync_password_file.empty()) {
+    std::ifstream f(c.state_sync_password_file);
+    if (!f) {
+      return absl::InvalidArgumentError("--state-sync-password-file: cannot read " +
+                                        c.state_sync_password_file);
+    }
+    std::string password;
+    std::getline(f, password);
+    return password;
+  }
+  if (const char* env = std::getenv("KVGATE_STATE_SYNC_PASSWORD"); env != nullptr && *env != '\0')
+    return std::string(env);
+  return from_url;
+}
+
+std::string default_replica_id(uint16_t port) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "kvgate");
+  std::mt19937_64 rng{std::random_device{}()};
+  char suffix[8];
+  std::snprintf(suffix, sizeof suffix, "%06x", static_cast<unsigned>(rng() & 0xffffff));
+  return std::string(host) + ":" + std::to_string(port) + "-" + suffix;
+}
+
+}  // namespace
+
+Status GatewayImpl::init_state_sync() {
+  if (config_.state_sync_url.empty()) return absl::OkStatus();
+  sync::SyncConfig sc;
+  auto target = sync::parse_redis_url(config_.state_sync_url);
+  if (!target.ok()) return target.status();
+  sc.redis = std::move(*target);
+  auto password = state_sync_password(config_, sc.redis.password);
+  if (!password.ok()) return password.status();
+  sc.redis.password = std::move(*password);
+  sc.ns = config_.state_sync_namespace;
+  sc.replica_id = config_.state_sync_replica_id.empty() ? default_replica_id(config_.port)
+                                                        : config_.state_sync_replica_id;
+  sc.period = config_.state_sync_period;
+  sc.ttl = config_.state_sync_ttl.count() > 0 ? config_.state_sync_ttl : sc.period * 3;
+  fleet_sync_ = std::make_unique<FleetSync>(sc.replica_id, *control_, workers_, *policy_, clock_,
+                                            sc.tombstone_ttl());
+  sync_metrics_ = std::make_unique<StateSyncMetrics>(registry_);
+  state_sync_ = std::make_unique<sync::StateSync>(std::move(sc), *fleet_sync_, clock_);
   return absl::OkStatus();
 }
 
@@ -300,6 +379,8 @@ void GatewayImpl::stop(std::chrono::milliseconds grace) {
   started_ = false;
   server_->stop(grace);
   if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));
+  // Before the control loops: the sync thread adds and removes workers through them.
+  if (state_sync_) state_sync_->stop();
   control_->stop();
   upstream_->stop();
   if (ingest_) ingest_->stop();
@@ -328,9 +409,9 @@ uint16_t Gateway::metrics_port() const {
   return impl_->metrics_server_ ? impl_->metrics_server_->port() : 0;
 }
 Status Gateway::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {
-  return impl_->control_->add(url, std::move(kv_endpoints));
+  return impl_->add_worker(url, std::move(kv_endpoints));
 }
-bool Gateway::remove_worker(std::string_view url) { return impl_->control_->remove(url); }
+bool Gateway::remove_worker(std::string_view url) { return impl_->remove_worker(url); }
 const workers::WorkerRegistry& Gateway::registry() const { return impl_->workers_; }
 const index::Indexer& Gateway::index() const { return *impl_->raw_index_; }
 std::string Gateway::metrics_text() { return impl_->metrics_text(); }

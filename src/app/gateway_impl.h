@@ -14,8 +14,10 @@
 #include "app/access_log.h"
 #include "app/admission_gate.h"
 #include "app/cors.h"
+#include "app/fleet_sync.h"
 #include "app/gateway_metrics.h"
 #include "app/request_model.h"
+#include "app/state_sync_metrics.h"
 #include "app/upstream_pool.h"
 #include "app/worker_control.h"
 #include "kvgate/app/config.h"
@@ -28,6 +30,7 @@
 #include "kvgate/metrics/process.h"
 #include "kvgate/policy/policy.h"
 #include "kvgate/relay/follower.h"
+#include "kvgate/sync/state_sync.h"
 #include "kvgate/workers/registry.h"
 
 namespace kvgate::app {
@@ -61,6 +64,12 @@ class GatewayImpl {
              bool logs_own_access = false);
   // `handler` behind the access rule and the CORS answer (every route goes through it).
   http::Handler guarded(Access access, http::Handler handler, bool logs_own_access = false) const;
+  // A worker an operator adds or removes here (command line, POST / DELETE /workers, the
+  // library): registered or unregistered, and, with state sync, shared with the peer replicas.
+  Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints);
+  bool remove_worker(std::string_view url);
+  // --state-sync: the fleet's sharing, built here and started by start().
+  Status init_state_sync();
   // admin_routes.cc
   void add_admin_routes();
   void add_info_routes();
@@ -97,6 +106,9 @@ class GatewayImpl {
   std::unique_ptr<policy::Policy> policy_;
   std::unique_ptr<UpstreamPool> upstream_;
   std::unique_ptr<WorkerControl> control_;
+  std::unique_ptr<FleetSync> fleet_sync_;           // --state-sync
+  std::unique_ptr<sync::StateSync> state_sync_;     // with fleet_sync_
+  std::unique_ptr<StateSyncMetrics> sync_metrics_;  // with fleet_sync_
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> metrics_server_;  // --prometheus-port
   std::unique_ptr<metrics::ProcessMetrics> process_metrics_;

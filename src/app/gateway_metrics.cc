@@ -147,6 +147,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
            .Add({});
   worker_in_flight_ =
       &metrics::gauge_family(reg, "kvgate_worker_in_flight", "Requests in flight per worker.");
+  worker_peer_in_flight_ = &metrics::gauge_family(
+      reg, "kvgate_worker_peer_in_flight",
+      "Requests the other gateway replicas have in flight per worker (--state-sync; 0 without).");
   worker_healthy_ = &metrics::gauge_family(reg, "kvgate_worker_healthy",
                                            "1 when the worker passes its health checks.");
   worker_breaker_ =
@@ -189,6 +192,7 @@ void GatewayMetrics::add_worker(const std::string& url) {
     s = std::make_unique<WorkerSeries>();
     const metrics::Labels l{{"worker", url}};
     s->in_flight = &worker_in_flight_->Add(l);
+    s->peer_in_flight = &worker_peer_in_flight_->Add(l);
     s->healthy = &worker_healthy_->Add(l);
     s->breaker_state = &worker_breaker_->Add(l);
     s->liveness = &worker_liveness_->Add(l);
@@ -205,6 +209,7 @@ void GatewayMetrics::remove_worker(const std::string& url) {
   if (it == workers_.end()) return;
   WorkerSeries& s = *it->second;
   worker_in_flight_->Remove(s.in_flight);
+  worker_peer_in_flight_->Remove(s.peer_in_flight);
   worker_healthy_->Remove(s.healthy);
   worker_breaker_->Remove(s.breaker_state);
   worker_liveness_->Remove(s.liveness);
@@ -222,6 +227,7 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   WorkerSeries& s = *it->second;
   const auto load = w.engine_load();
   s.in_flight->Set(w.in_flight());
+  s.peer_in_flight->Set(w.peer_in_flight());
   s.healthy->Set(w.health().state() == workers::Health::kHealthy ? 1 : 0);
   s.breaker_state->Set(static_cast<double>(w.breaker().state()));
   s.liveness->Set(static_cast<double>(w.liveness().state()));

@@ -48,6 +48,7 @@ const char* error_reason_name(ErrorReason r);
 
 struct WorkerSeries {
   metrics::Gauge* in_flight = nullptr;
+  metrics::Gauge* peer_in_flight = nullptr;
   metrics::Gauge* healthy = nullptr;
   metrics::Gauge* breaker_state = nullptr;
   metrics::Gauge* liveness = nullptr;
@@ -110,6 +111,7 @@ class GatewayMetrics {
   metrics::Gauge* index_memberships_ = nullptr;
   metrics::Gauge* index_bytes_ = nullptr;
   metrics::Family<metrics::Gauge>* worker_in_flight_;
+  metrics::Family<metrics::Gauge>* worker_peer_in_flight_;
   metrics::Family<metrics::Gauge>* worker_healthy_;
   metrics::Family<metrics::Gauge>* worker_breaker_;
   metrics::Family<metrics::Gauge>* worker_liveness_;

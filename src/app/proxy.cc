@@ -96,13 +96,14 @@ class Dispatch {
  public:
   Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed,
            std::optional<DpRank> rank)
-      : w_(w), p_(p), streamed_(streamed), rank_(rank) {
-    w_.begin_request(rank_);
+      : w_(w), p_(p), streamed_(streamed), rank_(rank), prompt_tokens_(rr.prompt_tokens) {
+    w_.begin_request(rank_, prompt_tokens_);
     w_.count_dispatch();
     if (streamed_) w_.liveness().note_stream_started();
     p_.on_dispatch(w_, rr);
   }
   ~Dispatch() {
+    prefilled();
     w_.end_request(rank_);
     if (streamed_) w_.liveness().note_stream_ended();
     w_.breaker().record(outcome_);
@@ -111,12 +112,19 @@ class Dispatch {
   Dispatch(const Dispatch&) = delete;
   Dispatch& operator=(const Dispatch&) = delete;
   void set(Outcome o) { outcome_ = o; }
+  // The first token (or the whole answer) is back: the prompt no longer waits in the queue.
+  void prefilled() {
+    if (prompt_tokens_ == 0) return;
+    w_.prefilled(prompt_tokens_);
+    prompt_tokens_ = 0;
+  }
 
  private:
   workers::Worker& w_;
   policy::Policy& p_;
   const bool streamed_;
   const std::optional<DpRank> rank_;
+  uint32_t prompt_tokens_;
   Outcome outcome_ = Outcome::kCancelled;
 };
 
@@ -547,6 +555,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         }
         liveness.note_contact();
         if (!p.stream || head->status != 200) {
+          dispatch.prefilled();
           // An answer to forward whole: a non-streamed one, or a worker refusing a stream.
           std::string body = std::move(head->body);
           if (p.stream) body = co_await read_error_body(conn);
@@ -584,6 +593,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           break;
         }
         // From here on bytes reach the client: no more retries.
+        dispatch.prefilled();
         a.done = true;
         veto.client_started();
         liveness.note_progress();

@@ -42,6 +42,7 @@ struct WorkerControl::Entry {
   std::vector<std::string> ips;                    // what host resolved to when added, sorted
   std::vector<workers::KvEndpoint> explicit_endpoints;
   std::atomic<bool> stop{false};
+  std::atomic<bool> probe_soon{false};  // probe at the next tick (probe_soon())
   std::unique_ptr<net::steady_timer> timer;
   std::unique_ptr<http::Connection> conn;  // control thread only
   LoadSource load_source = LoadSource::kUnknown;
@@ -201,6 +202,16 @@ Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint>
   return absl::OkStatus();
 }
 
+bool WorkerControl::probe_soon(std::string_view url) {
+  auto normalized = workers::WorkerRegistry::normalize_url(url);
+  if (!normalized.ok()) return false;
+  MutexLock lock(&mu_);
+  auto it = entries_.find(*normalized);
+  if (it == entries_.end()) return false;
+  it->second->probe_soon = true;
+  return true;
+}
+
 bool WorkerControl::remove(std::string_view url) {
   auto normalized = workers::WorkerRegistry::normalize_url(url);
   if (!normalized.ok()) return false;
@@ -251,7 +262,8 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
       next_discovery = now + c.discovery_retry;
     }
     if (e->stop) break;
-    if (c.health_check_interval.count() > 0 && now >= next_probe) {
+    if (c.health_check_interval.count() > 0 &&
+        (now >= next_probe || e->probe_soon.exchange(false))) {
       co_await probe(*e);
       // A worker out of rotation is probed faster, so one that returns is back within a second
       // (its success threshold of probes) rather than a few intervals.
@@ -266,7 +278,7 @@ net::awaitable<void> WorkerControl::run(std::shared_ptr<Entry> e) {
     // The first request sent there brings the poll back to its interval.
     const uint64_t dispatched = e->worker->dispatched();
     const auto load = e->worker->engine_load();
-    const bool busy = e->worker->in_flight() > 0 || dispatched != dispatched_at_poll ||
+    const bool busy = e->worker->fleet_in_flight() > 0 || dispatched != dispatched_at_poll ||
                       load.running + load.waiting > 0;
     if (busy && next_poll > now + c.load_poll_interval) next_poll = now;
     // Pushed loads, while fresh, make the poll redundant.

@@ -67,6 +67,9 @@ class WorkerControl {
   Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});
   // False if the worker was not registered.
   bool remove(std::string_view url);
+  // Probes the worker's health at its loop's next tick instead of at its interval (a peer
+  // replica saw it fail). False if the worker is not registered.
+  bool probe_soon(std::string_view url);
   // The gateway's own listening address: add() refuses a worker URL that leads back to it.
   void set_listen_address(std::string host, uint16_t port);
   // Stops every loop (workers stay registered). Idempotent.

@@ -14,6 +14,8 @@
 //     index well under the fleet's mean) instead, until it fills (kWarmup).
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "kvgate/workers/load.h"
 #include "policy/detail/candidates.h"
 #include "policy/detail/predicted_cache.h"
@@ -38,8 +40,10 @@ class CacheAwarePolicy final : public Policy {
     auto& cands = s.candidates;
     size_t ok_count = 0;
     for (auto& c : cands) {
-      c.overloaded =
-          workers::is_overloaded(engine_load(*fleet.workers[c.index], c), config_.overload);
+      const workers::Worker& w = *fleet.workers[c.index];
+      c.overloaded = workers::is_overloaded(
+          engine_load(w, c), config_.overload,
+          c.rank < 0 ? w.fleet_in_flight() : w.fleet_in_flight(DpRank(c.rank)));
       ok_count += c.overloaded ? 0 : 1;
     }
     if (ok_count == 0) {
@@ -93,11 +97,38 @@ class CacheAwarePolicy final : public Policy {
   }
 
   void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
-    if (!req.chain.empty() && worker.info()->holders.empty())
-      predicted_.record(worker.id(), req.chain);
+    if (req.chain.empty() || !worker.info()->holders.empty()) return;
+    predicted_.record(worker.id(), req.chain);
+    if (!config_.journal_predictions) return;
+    MutexLock l(&journal_mu_);
+    if (journal_size_ + req.chain.size() > config_.prediction_journal_blocks) return;
+    auto& blocks = journal_[worker.id()];
+    for (SeqHash h : req.chain) journal_size_ += blocks.insert(h).second ? 1 : 0;
   }
 
-  void on_worker_removed(WorkerId worker) override { predicted_.forget(worker); }
+  void on_worker_removed(WorkerId worker) override {
+    predicted_.forget(worker);
+    MutexLock l(&journal_mu_);
+    if (auto it = journal_.find(worker); it != journal_.end()) {
+      journal_size_ -= it->second.size();
+      journal_.erase(it);
+    }
+  }
+
+  void take_predictions(std::vector<PredictedBlocks>& out) override {
+    absl::flat_hash_map<WorkerId, absl::flat_hash_set<SeqHash>> taken;
+    {
+      MutexLock l(&journal_mu_);
+      taken.swap(journal_);
+      journal_size_ = 0;
+    }
+    for (auto& [worker, blocks] : taken)
+      out.push_back({.worker = worker, .blocks = {blocks.begin(), blocks.end()}});
+  }
+
+  void add_predictions(WorkerId worker, std::span<const SeqHash> blocks) override {
+    predicted_.record(worker, blocks);
+  }
 
  private:
   // The warm-up rule (CacheAwareConfig::warmup_*): now and then, a thin candidate instead of `d`.
@@ -175,6 +206,11 @@ class CacheAwarePolicy final : public Policy {
   const index::Indexer* index_;
   const Clock& clock_;
   PredictedCache predicted_;
+  // Predictions since the last take_predictions(), deduplicated per worker.
+  Mutex journal_mu_;
+  absl::flat_hash_map<WorkerId, absl::flat_hash_set<SeqHash>> journal_
+      KVGATE_GUARDED_BY(journal_mu_);
+  size_t journal_size_ KVGATE_GUARDED_BY(journal_mu_) = 0;
 };
 
 }  // namespace

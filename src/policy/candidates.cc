@@ -6,14 +6,16 @@ namespace kvgate::policy::detail {
 
 double effective_load(const workers::Worker& w) {
   const auto engine = w.engine_load();
-  return std::max<double>(w.in_flight(), static_cast<double>(engine.running) + engine.waiting);
+  return std::max<double>(w.fleet_in_flight(),
+                          static_cast<double>(engine.running) + engine.waiting);
 }
 
 double effective_load(const workers::Worker& w, const Candidate& c) {
   if (c.rank < 0) return effective_load(w);
   const auto rank = static_cast<DpRank>(c.rank);
   const auto engine = w.engine_load(rank);
-  return std::max<double>(w.in_flight(rank), static_cast<double>(engine.running) + engine.waiting);
+  return std::max<double>(w.fleet_in_flight(rank),
+                          static_cast<double>(engine.running) + engine.waiting);
 }
 
 workers::EngineLoad engine_load(const workers::Worker& w, const Candidate& c) {
@@ -77,8 +79,13 @@ double expected_wait_us(const Candidate& c, const workers::Worker& w, const Rout
   const uint64_t cached = static_cast<uint64_t>(c.matched_blocks) * req.block_size;
   const double uncached =
       req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
-  const double queued = std::max(static_cast<double>(engine_load(w, c).queued_prefill_tokens),
-                                 c.load * config.assumed_queued_prompt_tokens);
+  // The engine's own count when it reports one; else its queue at an assumed prompt length, or
+  // the prompts the gateway replicas sent that have not had their first token, if more (kept
+  // per worker, so for a whole worker only).
+  const double queued =
+      std::max({static_cast<double>(engine_load(w, c).queued_prefill_tokens),
+                c.load * config.assumed_queued_prompt_tokens,
+                c.rank < 0 ? static_cast<double>(w.fleet_queued_prompt_tokens()) : 0.0});
   return (queued + uncached) / config.prefill_tokens_per_second * 1e6;
 }
 

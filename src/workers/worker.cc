@@ -1,6 +1,7 @@
 #include "kvgate/workers/worker.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 
@@ -64,6 +65,16 @@ void Worker::set_index_blocks(DpRank rank, uint64_t blocks) {
   const uint64_t before = r.index_blocks.exchange(blocks, std::memory_order_relaxed);
   // One control thread writes: the total follows each rank's change.
   index_blocks_.fetch_add(blocks - before, std::memory_order_relaxed);
+}
+
+void Worker::set_peer_load(int32_t in_flight, const std::vector<std::pair<DpRank, int32_t>>& ranks,
+                           uint64_t queued_prompt_tokens) {
+  std::array<int32_t, kMaxDpRanks> per_rank{};
+  for (const auto& [rank, n] : ranks) per_rank[slot(rank)] += n;
+  for (uint32_t r = 0; r < kMaxDpRanks; ++r)
+    ranks_[r].peer_in_flight.store(per_rank[r], std::memory_order_relaxed);
+  peer_in_flight_.store(in_flight, std::memory_order_relaxed);
+  peer_queued_prompt_tokens_.store(queued_prompt_tokens, std::memory_order_relaxed);
 }
 
 void Worker::set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at) {

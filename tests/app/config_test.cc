@@ -3,7 +3,9 @@
 #include "kvgate/app/config.h"
 
 #include <gtest/gtest.h>
+
 #include <stdlib.h>
+#include <functional>
 
 #include <CLI/CLI.hpp>
 
@@ -145,6 +147,45 @@ TEST(Config, TlsFilesMustExistAndComeInPairs) {
     c.tls_key_path = "key.pem";
     EXPECT_FALSE(finish_config(c).ok());
   }
+}
+
+TEST(Config, StateSyncDefaultsAndRefusals) {
+  const GatewayConfig off = parse({});
+  EXPECT_TRUE(off.state_sync_url.empty());
+  const GatewayConfig on =
+      parse({"--state-sync", "redis://10.0.0.7:6379", "--state-sync-period-secs", "0.5"});
+  EXPECT_EQ(on.state_sync_namespace, "kvgate");
+  EXPECT_EQ(on.state_sync_period, std::chrono::milliseconds(500));
+  EXPECT_EQ(on.state_sync_ttl, std::chrono::milliseconds(1500));  // three periods
+  const auto refusal = [](const std::function<void(GatewayConfig&)>& set) {
+    GatewayConfig c;
+    c.state_sync_url = "redis://10.0.0.7:6379";
+    set(c);
+    const Status s = finish_config(c);
+    EXPECT_FALSE(s.ok());
+    return std::string(s.message());
+  };
+  EXPECT_NE(refusal([](GatewayConfig& c) { c.state_sync_url = "redis://:1"; }).find("--state-sync"),
+            std::string::npos);
+  EXPECT_NE(refusal([](GatewayConfig& c) {
+              c.state_sync_namespace = "a b";
+            }).find("--state-sync-namespace"),
+            std::string::npos);
+  EXPECT_NE(refusal([](GatewayConfig& c) {
+              c.state_sync_ttl = c.state_sync_period;
+            }).find("--state-sync-ttl-secs"),
+            std::string::npos);
+}
+
+TEST(Config, TheInFlightOverloadRuleIsOffUntilGivenACount) {
+  EXPECT_FALSE(parse({}).cache_aware.overload.in_flight_requests.has_value());
+  EXPECT_EQ(parse({"--worker-overload-in-flight", "300"}).cache_aware.overload.in_flight_requests,
+            300u);
+  GatewayConfig c;
+  CLI::App app;
+  add_flags(app, c);
+  const char* zero[] = {"kvgate", "--worker-overload-in-flight", "0"};
+  EXPECT_THROW(app.parse(3, zero), CLI::ValidationError);
 }
 
 }  // namespace

@@ -19,6 +19,34 @@ TEST(Overload, DisabledRules) {
   EXPECT_FALSE(is_overloaded({.waiting = 1000, .kv_usage = 1.0}, off));
 }
 
+TEST(Overload, TheInFlightRuleCountsTheGatewayFleet) {
+  OverloadThresholds t;
+  EXPECT_FALSE(is_overloaded({}, t, 1000));  // off by default
+  t.in_flight_requests = 4;
+  EXPECT_FALSE(is_overloaded({}, t, 3));
+  EXPECT_TRUE(is_overloaded({}, t, 4));
+}
+
+TEST(Worker, PeersInFlightAddToTheFleetFigures) {
+  ManualClock clock;
+  Worker w(WorkerId(1), "http://127.0.0.1:8000", {}, clock);
+  w.begin_request(DpRank(2), 500);
+  w.begin_request(std::nullopt, 300);
+  EXPECT_EQ(w.queued_prompt_tokens(), 800u);
+  w.prefilled(300);
+  EXPECT_EQ(w.queued_prompt_tokens(), 500u);
+  w.set_peer_load(5, {{2, 3}, {1, 2}}, 7000);
+  EXPECT_EQ(w.fleet_in_flight(), 7);
+  EXPECT_EQ(w.fleet_in_flight(DpRank(2)), 4);
+  EXPECT_EQ(w.fleet_in_flight(DpRank(1)), 2);
+  EXPECT_EQ(w.fleet_queued_prompt_tokens(), 7500u);
+  // A new record replaces the last: ranks it does not name have none.
+  w.set_peer_load(1, {{1, 1}}, 0);
+  EXPECT_EQ(w.fleet_in_flight(DpRank(2)), 1);
+  EXPECT_EQ(w.peer_in_flight(), 1);
+  EXPECT_EQ(w.peer_queued_prompt_tokens(), 0u);
+}
+
 TEST(Worker, EngineLoadRoundTripsAndInFlightCounts) {
   ManualClock clock;
   Worker w(WorkerId(3), "http://127.0.0.1:8000", {}, clock);

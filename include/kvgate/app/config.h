@@ -102,6 +102,18 @@ struct GatewayConfig {
   // X-Data-Parallel-Rank; applies to workers that report more than one rank.
   bool dp_aware = true;
 
+  // State sync between gateway replicas (sync/state_sync.h, app/fleet_sync.h): the Redis URL
+  // (empty: off), the namespace replicas of one fleet share, how often to sync and how long an
+  // entry outlives its last refresh (0: 3 periods). The password may come from a file or the
+  // KVGATE_STATE_SYNC_PASSWORD environment variable instead of the URL. The replica's id (empty:
+  // host name, port and a random suffix) names its entries.
+  std::string state_sync_url;
+  std::string state_sync_namespace = "kvgate";
+  std::chrono::milliseconds state_sync_period{1000};
+  std::chrono::milliseconds state_sync_ttl{0};
+  std::string state_sync_password_file;
+  std::string state_sync_replica_id;
+
   // Event ingestion
   size_t event_threads = 1;
   size_t event_lanes = 2;

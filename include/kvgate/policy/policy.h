@@ -70,7 +70,7 @@ struct Candidate {
   int32_t index = 0;  // into FleetSnapshot::workers
   int32_t rank = -1;  // the rank, or -1: the whole worker
   HolderId holder;    // the rank's KV holder (invalid: the whole worker, or none)
-  double load = 0;    // effective load: max(gateway in-flight, engine running + waiting)
+  double load = 0;    // effective load: max(gateway fleet's in-flight, engine running + waiting)
   double expected_wait_us = 0;
   uint32_t matched_blocks = 0;
   bool overloaded = false;
@@ -85,6 +85,13 @@ struct Scratch {
   std::mt19937_64 rng{std::random_device{}()};
 };
 
+// Blocks the approximate mode predicted cached on one worker (a worker without KV events), as
+// gateway replicas share them (state sync).
+struct PredictedBlocks {
+  WorkerId worker;
+  std::vector<SeqHash> blocks;
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -97,6 +104,10 @@ class Policy {
   virtual void on_request_end(const workers::Worker& /*worker*/, workers::Outcome /*outcome*/) {}
   // The worker left the fleet: forget anything kept about it.
   virtual void on_worker_removed(WorkerId /*worker*/) {}
+  // State sync (CacheAwareConfig::journal_predictions): the blocks predicted since the last call,
+  // per worker, for the peer replicas; and what a peer predicted, added to this policy's own.
+  virtual void take_predictions(std::vector<PredictedBlocks>& /*out*/) {}
+  virtual void add_predictions(WorkerId /*worker*/, std::span<const SeqHash> /*blocks*/) {}
 };
 
 enum class PolicyKind {
@@ -137,6 +148,10 @@ struct CacheAwareConfig {
   // this long.
   Duration prediction_ttl = std::chrono::seconds(120);
   size_t prediction_capacity_blocks = 1 << 20;
+  // Keep a journal of the predictions for take_predictions() (state sync between replicas), up
+  // to this many blocks between two takes (beyond: dropped, and only peers miss them).
+  bool journal_predictions = false;
+  size_t prediction_journal_blocks = 1 << 18;
 };
 
 struct PolicyDeps {

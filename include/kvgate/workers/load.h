@@ -27,11 +27,21 @@ struct OverloadThresholds {
   std::optional<double> token_usage = 0.8;
   // A worker with at least this many waiting requests is overloaded (nullopt: rule off).
   std::optional<uint32_t> waiting_requests = 8;
+  // A worker with at least this many requests in flight from the gateway fleet (this replica's
+  // and, with state sync, its peers') is overloaded (nullopt: rule off). Instant, where the
+  // engine's own figures arrive with its next load report.
+  std::optional<uint32_t> in_flight_requests;
 };
 
-inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t) {
+// `fleet_in_flight`: the gateway fleet's requests in flight at the worker (or rank).
+inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t,
+                          int32_t fleet_in_flight = 0) {
   if (t.token_usage && load.kv_usage >= *t.token_usage) return true;
   if (t.waiting_requests && load.waiting >= *t.waiting_requests) return true;
+  if (t.in_flight_requests && fleet_in_flight >= 0 &&
+      static_cast<uint32_t>(fleet_in_flight) >= *t.in_flight_requests) {
+    return true;
+  }
   return false;
 }
 

@@ -84,13 +84,43 @@ class Worker {
   int32_t in_flight(DpRank rank) const {
     return ranks_[slot(rank)].in_flight.load(std::memory_order_relaxed);
   }
-  void begin_request(std::optional<DpRank> rank = std::nullopt) {
+  // `prompt_tokens`: the request's prompt, waiting for its prefill until prefilled() or the end.
+  void begin_request(std::optional<DpRank> rank = std::nullopt, uint32_t prompt_tokens = 0) {
     in_flight_.fetch_add(1, std::memory_order_relaxed);
     if (rank) ranks_[slot(*rank)].in_flight.fetch_add(1, std::memory_order_relaxed);
+    queued_prompt_tokens_.fetch_add(prompt_tokens, std::memory_order_relaxed);
+  }
+  // The request's first token (or whole answer) came back: its prompt is no longer queued.
+  void prefilled(uint32_t prompt_tokens) {
+    queued_prompt_tokens_.fetch_sub(prompt_tokens, std::memory_order_relaxed);
   }
   void end_request(std::optional<DpRank> rank = std::nullopt) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     if (rank) ranks_[slot(*rank)].in_flight.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // Prompt tokens of this gateway's requests here that have not had their first token yet.
+  uint64_t queued_prompt_tokens() const {
+    return queued_prompt_tokens_.load(std::memory_order_relaxed);
+  }
+
+  // --- Peers' load (state sync between gateway replicas) ---------------------------------
+  // What the other replicas have in flight here (in all and per pinned rank) and the prompt
+  // tokens they have queued here, as of their last records (0 without state sync).
+  int32_t peer_in_flight() const { return peer_in_flight_.load(std::memory_order_relaxed); }
+  int32_t peer_in_flight(DpRank rank) const {
+    return ranks_[slot(rank)].peer_in_flight.load(std::memory_order_relaxed);
+  }
+  uint64_t peer_queued_prompt_tokens() const {
+    return peer_queued_prompt_tokens_.load(std::memory_order_relaxed);
+  }
+  // Replaces the peers' figures (`ranks`: in flight per rank; ranks not listed have none).
+  void set_peer_load(int32_t in_flight, const std::vector<std::pair<DpRank, int32_t>>& ranks,
+                     uint64_t queued_prompt_tokens);
+  // This replica's and its peers' together: what routing weighs.
+  int32_t fleet_in_flight() const { return in_flight() + peer_in_flight(); }
+  int32_t fleet_in_flight(DpRank rank) const { return in_flight(rank) + peer_in_flight(rank); }
+  uint64_t fleet_queued_prompt_tokens() const {
+    return queued_prompt_tokens() + peer_queued_prompt_tokens();
   }
   // Totals for the metrics scrape (kept here so the request path touches no metrics registry).
   void count_dispatch() { dispatched_.fetch_add(1, std::memory_order_relaxed); }
@@ -163,11 +193,15 @@ class Worker {
   const std::string authorization_;
   SharedCell<WorkerInfo> info_;
   std::atomic<int32_t> in_flight_{0};
+  std::atomic<uint64_t> queued_prompt_tokens_{0};
+  std::atomic<int32_t> peer_in_flight_{0};
+  std::atomic<uint64_t> peer_queued_prompt_tokens_{0};
   std::atomic<uint64_t> dispatched_{0};
   std::atomic<uint64_t> retryable_failures_{0};
   // One rank's live figures (a load with its usage in parts per million), relaxed atomics.
   struct LiveLoad {
     std::atomic<int32_t> in_flight{0};
+    std::atomic<int32_t> peer_in_flight{0};
     std::atomic<uint32_t> running{0};
     std::atomic<uint32_t> waiting{0};
     std::atomic<uint32_t> kv_usage_ppm{0};

@@ -1,0 +1,319 @@
+// StateSync against a real redis-server (standalone and a three-node cluster): what one replica
+// publishes reaches another, unchanged entries are not rewritten, bad values are skipped, and a
+// Redis outage is survived, counted, backed off from and recovered.
+#include "kvgate/sync/state_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "support/redis_server.h"
+#include "support/wait.h"
+
+namespace kvgate::sync {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::RedisServer;
+
+// A replica's side as the gateway plays it, reduced: it publishes `local` and, when `adopt` is
+// on, registers every live worker it pulls (as the gateway's registry does).
+class FakeHost : public SyncHost {
+ public:
+  explicit FakeHost(std::string replica, bool adopt = true)
+      : replica_(std::move(replica)), adopt_(adopt) {}
+
+  void local_state(SharedState& out) override {
+    MutexLock l(&mu_);
+    out = local_;
+    out.loads = {ReplicaLoad{.replica = replica_, .at_ms = ++load_at_, .workers = load_}};
+  }
+  void apply(const SharedState& fleet) override {
+    MutexLock l(&mu_);
+    last_ = fleet;
+    ++applies_;
+    if (!adopt_) return;
+    for (const WorkerRecord* w : live_workers(fleet)) {
+      const bool known = std::any_of(local_.workers.begin(), local_.workers.end(),
+                                     [&](const WorkerRecord& r) { return r.url == w->url; });
+      if (!known) local_.workers.push_back(*w);
+    }
+    std::erase_if(local_.workers, [&](const WorkerRecord& r) {
+      return std::any_of(fleet.tombstones.begin(), fleet.tombstones.end(), [&](const Tombstone& t) {
+        return t.url == r.url && t.removed_at_ms >= r.added_at_ms;
+      });
+    });
+  }
+  void forget_peers() override {
+    MutexLock l(&mu_);
+    ++forgets_;
+  }
+  void take_predictions(std::vector<PredictionJournal>& out) override {
+    MutexLock l(&mu_);
+    for (auto& j : journals_) out.push_back(std::move(j));
+    journals_.clear();
+  }
+  void predict(const std::string& url, std::vector<SeqHash> blocks) {
+    MutexLock l(&mu_);
+    journals_.push_back({.replica = replica_,
+                         .epoch_ms = 1,
+                         .seq = ++journal_seq_,
+                         .workers = {{url, std::move(blocks)}}});
+  }
+
+  void add_worker(const std::string& url, int64_t at_ms) {
+    MutexLock l(&mu_);
+    local_.workers.push_back({.url = url, .added_by = replica_, .added_at_ms = at_ms});
+  }
+  void remove_worker(const std::string& url, int64_t at_ms) {
+    MutexLock l(&mu_);
+    std::erase_if(local_.workers, [&](const WorkerRecord& r) { return r.url == url; });
+    local_.tombstones.push_back({.url = url, .removed_by = replica_, .removed_at_ms = at_ms});
+  }
+  void set_in_flight(const std::string& url, int32_t n) {
+    set_load({{.url = url, .in_flight = n}});
+  }
+  void set_load(std::vector<WorkerInflight> load) {
+    MutexLock l(&mu_);
+    load_ = std::move(load);
+  }
+  std::vector<std::string> worker_urls() {
+    MutexLock l(&mu_);
+    std::vector<std::string> out;
+    for (const auto& w : local_.workers) out.push_back(w.url);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  SharedState last() {
+    MutexLock l(&mu_);
+    return last_;
+  }
+  int forgets() {
+    MutexLock l(&mu_);
+    return forgets_;
+  }
+
+ private:
+  const std::string replica_;
+  const bool adopt_;
+  Mutex mu_;
+  SharedState local_ KVGATE_GUARDED_BY(mu_);
+  std::vector<WorkerInflight> load_ KVGATE_GUARDED_BY(mu_);
+  int64_t load_at_ KVGATE_GUARDED_BY(mu_) = 0;
+  SharedState last_ KVGATE_GUARDED_BY(mu_);
+  int applies_ KVGATE_GUARDED_BY(mu_) = 0;
+  int forgets_ KVGATE_GUARDED_BY(mu_) = 0;
+  std::vector<PredictionJournal> journals_ KVGATE_GUARDED_BY(mu_);
+  uint64_t journal_seq_ KVGATE_GUARDED_BY(mu_) = 0;
+};
+
+SyncConfig config_for(uint16_t port, std::string replica) {
+  SyncConfig c;
+  c.redis = *parse_redis_url("redis://127.0.0.1:" + std::to_string(port));
+  c.ns = "test";
+  c.replica_id = std::move(replica);
+  c.period = 100ms;
+  c.ttl = 300ms;
+  c.timeout = 500ms;
+  c.max_backoff = 400ms;
+  return c;
+}
+
+const ReplicaLoad* load_of(const SharedState& s, std::string_view replica) {
+  for (const auto& l : s.loads)
+    if (l.replica == replica) return &l;
+  return nullptr;
+}
+
+TEST(StateSync, WorkersAndLoadsReachTheOtherReplica) {
+  RedisServer redis;
+  FakeHost a_host("gw-a"), b_host("gw-b");
+  StateSync a(config_for(redis.port(), "gw-a"), a_host);
+  StateSync b(config_for(redis.port(), "gw-b"), b_host);
+  a_host.add_worker("http://10.0.0.1:8000", 1000);
+  a_host.set_in_flight("http://10.0.0.1:8000", 7);
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://10.0.0.1:8000"});
+  const ReplicaLoad* from_a = load_of(b_host.last(), "gw-a");
+  ASSERT_NE(from_a, nullptr);
+  ASSERT_EQ(from_a->workers.size(), 1u);
+  EXPECT_EQ(from_a->workers[0].in_flight, 7);
+  // B saw a worker it did not have: it disagreed at that pull, and agrees once both pushed.
+  EXPECT_LT(b.stats().convergence, 1.0);
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  ASSERT_TRUE(a.run_once().ok());
+  EXPECT_DOUBLE_EQ(a.stats().convergence, 1.0);
+  EXPECT_DOUBLE_EQ(b.stats().convergence, 1.0);
+  EXPECT_EQ(a.stats().peers, 1u);
+  EXPECT_EQ(b.stats().peers, 1u);
+  EXPECT_TRUE(b.stats().redis_up);
+  EXPECT_FALSE(b.stats().cluster);
+  // Keys carry their TTL.
+  const std::string pttl = redis.cli("PTTL 'kvgate:{test}:worker:http://10.0.0.1:8000'");
+  EXPECT_GT(std::stol(pttl), 0) << pttl;
+  EXPECT_LE(std::stol(pttl), 300) << pttl;
+}
+
+TEST(StateSync, APredictionJournalIsWrittenOnceAndLivesForItsTtl) {
+  RedisServer redis;
+  FakeHost a_host("gw-a"), b_host("gw-b");
+  StateSync a(config_for(redis.port(), "gw-a"), a_host);
+  StateSync b(config_for(redis.port(), "gw-b"), b_host);
+  a_host.predict("http://w:1", {1, 2, 18'446'744'073'709'551'615ull});
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(a.run_once().ok());  // nothing new to journal
+  EXPECT_EQ(a.stats().journals_pushed, 1u);
+  ASSERT_TRUE(b.run_once().ok());
+  const SharedState seen = b_host.last();
+  ASSERT_EQ(seen.predictions.size(), 1u);
+  EXPECT_EQ(seen.predictions[0].id(), "gw-a/1/1");
+  ASSERT_EQ(seen.predictions[0].workers.size(), 1u);
+  EXPECT_EQ(seen.predictions[0].workers[0].second,
+            (std::vector<SeqHash>{1, 2, 18'446'744'073'709'551'615ull}));
+  std::this_thread::sleep_for(350ms);  // past the TTL
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_TRUE(b_host.last().predictions.empty());
+}
+
+TEST(StateSync, ADeletedWorkerStaysDeletedWhileAPeerStillPublishesIt) {
+  RedisServer redis;
+  FakeHost a_host("gw-a"), b_host("gw-b");
+  StateSync a(config_for(redis.port(), "gw-a"), a_host);
+  StateSync b(config_for(redis.port(), "gw-b"), b_host);
+  a_host.add_worker("http://w:1", 1000);
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  ASSERT_EQ(b_host.worker_urls().size(), 1u);
+  a_host.remove_worker("http://w:1", 2000);
+  // B refreshes the worker's key before it hears of the removal: the tombstone still wins.
+  ASSERT_TRUE(b.run_once().ok());
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_TRUE(b_host.worker_urls().empty());
+  // Past the worker key's TTL nothing brings it back, and the tombstone is still there.
+  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_TRUE(b_host.worker_urls().empty());
+  EXPECT_TRUE(a_host.worker_urls().empty());
+  EXPECT_EQ(redis.cli("EXISTS 'kvgate:{test}:tomb:http://w:1'"), "1\n");
+  // Added again later: newer than its tombstone, it is back everywhere.
+  a_host.add_worker("http://w:1", 3000);
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://w:1"});
+}
+
+TEST(StateSync, UnchangedEntriesAreRefreshedNotRewrittenEveryPeriod) {
+  RedisServer redis;
+  FakeHost host("gw-a", /*adopt=*/false);
+  StateSync s(config_for(redis.port(), "gw-a"), host);
+  for (int i = 0; i < 20; ++i) host.add_worker("http://w:" + std::to_string(i + 1), 1);
+  ASSERT_TRUE(s.run_once().ok());
+  const uint64_t first = s.stats().keys_pushed;
+  EXPECT_EQ(first, 21u);  // 20 workers and the load record
+  ASSERT_TRUE(s.run_once().ok());
+  // Only the load record (its time moves) is written again; the workers wait for their refresh.
+  EXPECT_EQ(s.stats().keys_pushed - first, 1u);
+  EXPECT_EQ(s.stats().keys_unchanged, 20u);
+  std::this_thread::sleep_for(120ms);  // past a third of the TTL: due for refresh
+  ASSERT_TRUE(s.run_once().ok());
+  EXPECT_EQ(s.stats().keys_pushed - first, 22u);
+}
+
+TEST(StateSync, GarbageUnderTheNamespaceIsCountedAndSkipped) {
+  RedisServer redis;
+  FakeHost host("gw-a", /*adopt=*/false);
+  SyncConfig c = config_for(redis.port(), "gw-a");
+  c.max_value_bytes = 4096;
+  StateSync s(c, host);
+  redis.cli("SET 'kvgate:{test}:worker:http://x:1' 'not json at all'");
+  redis.cli("SET 'kvgate:{test}:worker:http://y:1' '{\"v\":1,\"url\":\"http://y:1\"}'");
+  redis.cli("SET 'kvgate:{test}:sessions:1' '{}'");
+  redis.cli("SET 'kvgate:{test}:load:big' " + std::string(5000, 'x'));
+  redis.cli(
+      "SET 'kvgate:{test}:worker:http://ok:1' "
+      "'{\"v\":1,\"url\":\"http://ok:1\",\"added_by\":\"gw-z\",\"added_at_ms\":5,"
+      "\"kv_endpoints\":[]}'");
+  ASSERT_TRUE(s.run_once().ok());
+  const SyncStats st = s.stats();
+  EXPECT_EQ(st.bad_values[static_cast<size_t>(BadValue::kNotJson)], 1u);
+  EXPECT_EQ(st.bad_values[static_cast<size_t>(BadValue::kWrongShape)], 1u);
+  EXPECT_EQ(st.bad_values[static_cast<size_t>(BadValue::kUnknownKey)], 1u);
+  EXPECT_EQ(st.bad_values[static_cast<size_t>(BadValue::kTooLarge)], 1u);
+  const SharedState last = host.last();
+  ASSERT_EQ(last.workers.size(), 1u);
+  EXPECT_EQ(last.workers[0].url, "http://ok:1");
+  // A value of this replica's own over the limit is not written either.
+  std::vector<WorkerInflight> load;
+  for (int i = 0; i < 200; ++i) load.push_back({.url = "http://10.0.0.1:" + std::to_string(i)});
+  host.set_load(std::move(load));
+  ASSERT_TRUE(s.run_once().ok());
+  // The pulled one again, and this replica's own.
+  EXPECT_EQ(s.stats().bad_values[static_cast<size_t>(BadValue::kTooLarge)], 3u);
+  EXPECT_LT(std::stol(redis.cli("STRLEN 'kvgate:{test}:load:gw-a'")), 4096);
+}
+
+TEST(StateSync, ARedisOutageIsCountedBackedOffAndRecovered) {
+  auto redis = std::make_unique<RedisServer>();
+  const uint16_t port = redis->port();
+  FakeHost a_host("gw-a"), b_host("gw-b");
+  StateSync a(config_for(port, "gw-a"), a_host);
+  StateSync b(config_for(port, "gw-b"), b_host);
+  a_host.add_worker("http://w:1", 1000);
+  a.start();
+  b.start();
+  ASSERT_TRUE(testing::wait_until([&] { return b_host.worker_urls().size() == 1; }, 5s));
+  ASSERT_TRUE(testing::wait_until([&] { return b.stats().peers == 1; }, 5s));
+  redis->kill();
+  // Both keep their state, count the failures, back off to the cap and forget their peers.
+  ASSERT_TRUE(testing::wait_until([&] { return b.stats().backoff == 400ms; }, 5s));
+  std::this_thread::sleep_for(1s);
+  const SyncStats down = b.stats();
+  EXPECT_FALSE(down.redis_up);
+  EXPECT_EQ(down.outages, 1u);
+  EXPECT_DOUBLE_EQ(down.convergence, 0.0);
+  const uint64_t errors = down.errors[static_cast<size_t>(SyncOp::kConnect)] +
+                          down.errors[static_cast<size_t>(SyncOp::kPull)];
+  EXPECT_GE(errors, 3u);
+  // Without backoff a 100 ms period would have failed about 20 times by now.
+  EXPECT_LE(errors, 10u);
+  EXPECT_EQ(b_host.forgets(), 1);
+  EXPECT_EQ(b_host.worker_urls().size(), 1u);
+  // Back, empty: within two periods after the next attempt both have pushed everything again.
+  redis = std::make_unique<RedisServer>(false, port);
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        return a.stats().redis_up && b.stats().redis_up && a.stats().convergence == 1.0 &&
+               b.stats().convergence == 1.0 && b.stats().peers == 1;
+      },
+      3s));
+  EXPECT_EQ(redis->cli("EXISTS 'kvgate:{test}:worker:http://w:1'"), "1\n");
+  a.stop();
+  b.stop();
+}
+
+TEST(StateSync, AThreeNodeClusterServesTheNamespaceFromOneSlot) {
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<RedisServer>(/*cluster=*/true));
+  ASSERT_TRUE(testing::make_redis_cluster(nodes));
+  FakeHost a_host("gw-a"), b_host("gw-b");
+  // Each replica is given a different seed node; both end up at the slot's owner.
+  StateSync a(config_for(nodes[0]->port(), "gw-a"), a_host);
+  StateSync b(config_for(nodes[2]->port(), "gw-b"), b_host);
+  a_host.add_worker("http://10.0.0.9:8000", 1000);
+  ASSERT_TRUE(a.run_once().ok()) << a.stats().node;
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://10.0.0.9:8000"});
+  EXPECT_TRUE(a.stats().cluster);
+  EXPECT_EQ(a.stats().node, b.stats().node);
+  ASSERT_TRUE(a.run_once().ok());
+  ASSERT_TRUE(b.run_once().ok());
+  EXPECT_DOUBLE_EQ(b.stats().convergence, 1.0);
+  EXPECT_EQ(b.stats().peers, 1u);
+}
+
+}  // namespace
+}  // namespace kvgate::sync

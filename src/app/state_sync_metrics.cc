@@ -27,6 +27,9 @@ StateSyncMetrics::StateSyncMetrics(metrics::Registry& r)
       outages_(metrics::counter_family(r, "kvgate_sync_outages_total",
                                        "Times Redis went from reachable to failing.")
                    .Add({})),
+      cycles_(metrics::counter_family(r, "kvgate_sync_cycles_total",
+                                      "State-sync cycles (pull, apply, push) that succeeded.")
+                  .Add({})),
       keys_pulled_(metrics::counter_family(r, "kvgate_sync_keys_pulled_total",
                                            "Keys read from Redis (SCAN + MGET), all pulls.")
                        .Add({})),
@@ -76,6 +79,7 @@ void StateSyncMetrics::sync(const sync::SyncStats& s, const FleetSyncStats& f) {
   convergence_.Set(s.convergence);
   backoff_.Set(static_cast<double>(s.backoff.count()) / 1e3);
   metrics::advance(outages_, s.outages);
+  metrics::advance(cycles_, s.cycles);
   for (size_t i = 0; i < errors_.size(); ++i) metrics::advance(*errors_[i], s.errors[i]);
   for (size_t i = 0; i < bad_values_.size(); ++i)
     metrics::advance(*bad_values_[i], s.bad_values[i]);

@@ -29,6 +29,7 @@ class StateSyncMetrics {
   metrics::Gauge& convergence_;
   metrics::Gauge& backoff_;
   metrics::Counter& outages_;
+  metrics::Counter& cycles_;
   std::array<metrics::Counter*, static_cast<size_t>(sync::SyncOp::kCount)> errors_;
   std::array<metrics::Counter*, static_cast<size_t>(sync::BadValue::kCount)> bad_values_;
   metrics::Counter& keys_pulled_;

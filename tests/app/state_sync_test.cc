@@ -10,6 +10,7 @@
 
 #include "app/gateway_fixture.h"
 #include "support/redis_server.h"
+#include "support/sanitizer.h"
 #include "support/wait.h"
 
 namespace kvgate::app {
@@ -61,6 +62,12 @@ class StateSyncTest : public GatewayTest {
   static double metric(Gateway& g, const std::string& prefix) {
     return metric_value(g.metrics_text(), prefix);
   }
+  // Waits for `n` more sync cycles of `g` to end.
+  static bool sync_cycles(Gateway& g, int n) {
+    const double from = metric(g, "kvgate_sync_cycles_total");
+    return testing::wait_until([&] { return metric(g, "kvgate_sync_cycles_total") - from >= n; },
+                               10s);
+  }
 
   // The registry test, on a standalone server or a cluster (its seed `url`).
   void added_on_one_serves_on_the_other(const std::string& redis_url) {
@@ -72,7 +79,8 @@ class StateSyncTest : public GatewayTest {
     // Registered on B within a period and its jitter (A shares an operator's add at once; B
     // pulls within its period), with room for a pull on a busy machine ...
     ASSERT_TRUE(testing::wait_until([&] { return registered(b, w); }, 5s));
-    EXPECT_LT(std::chrono::steady_clock::now() - added, 200ms * 1.1 + 150ms);
+    EXPECT_LT(std::chrono::steady_clock::now() - added,
+              200ms * 1.1 + 250ms * testing_support::kSlowdown);
     // ... and serving there once B discovered and probed it.
     ASSERT_TRUE(testing::wait_until([&] { return routable(b, w); }, 5s));
     auto r = client_of(b).post("/v1/completions", completion("hello from B"));
@@ -244,8 +252,10 @@ TEST_F(StateSyncTest, WithoutKvEventsAPrefixRoutedByOneReplicaIsFoundByTheOther)
     ASSERT_TRUE(r.ok() && r->status == 200);
     placed.emplace_back(r->header("x-kvgate-worker"));
   }
-  ASSERT_TRUE(testing::wait_until(
-      [&] { return metric(b, "kvgate_sync_predicted_blocks_applied_total") > 0; }, 3s));
+  // A's next push carries every prediction; a whole cycle of B's after it applies them.
+  ASSERT_TRUE(sync_cycles(a, 1));
+  ASSERT_TRUE(sync_cycles(b, 2));
+  EXPECT_GT(metric(b, "kvgate_sync_predicted_blocks_applied_total"), 0);
   const auto affinity = [&] {
     return metric(b, "kvgate_router_decisions_total{branch=\"affinity\"");
   };

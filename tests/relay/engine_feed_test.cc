@@ -65,7 +65,9 @@ class EngineFeedTest : public ::testing::Test {
  protected:
   EngineFeedTest() {
     FeedOptions o;
-    o.subscription.replay_timeout = 500ms;
+    // Long enough for a replay on a loaded machine: one that timed out would resync the rank
+    // (a new epoch), which these tests do not expect.
+    o.subscription.replay_timeout = 5s;
     o.subscription.heartbeat = 200ms;
     o.poll_interval = 10ms;
     feed_ = std::make_unique<EngineFeed>(table_, o);

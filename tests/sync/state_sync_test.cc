@@ -135,7 +135,8 @@ TEST(StateSync, WorkersAndLoadsReachTheOtherReplica) {
   ASSERT_TRUE(a.run_once().ok());
   ASSERT_TRUE(b.run_once().ok());
   EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://10.0.0.1:8000"});
-  const ReplicaLoad* from_a = load_of(b_host.last(), "gw-a");
+  const SharedState seen = b_host.last();
+  const ReplicaLoad* from_a = load_of(seen, "gw-a");
   ASSERT_NE(from_a, nullptr);
   ASSERT_EQ(from_a->workers.size(), 1u);
   EXPECT_EQ(from_a->workers[0].in_flight, 7);

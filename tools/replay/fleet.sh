@@ -7,6 +7,7 @@
 #   trap kvg_stop_all EXIT; trap 'exit 130' INT TERM
 #   kvg_start_mock 8 [kvgate-mock flags]  || exit   # sets KVG_WORKER_URLS (space-separated)
 #   kvg_start_gateway cache_aware [flags] || exit   # sets KVG_GATEWAY_URL
+#   kvg_start_redis                       || exit   # sets KVG_REDIS_URL (for --state-sync)
 #   kvg_wait_routable 8 60                || exit
 #   kvg_run REPLAY_TIMEOUT_S build/x/bin/kvgate-replay --target "$KVG_GATEWAY_URL" ...
 #   kvg_stop_all                                    # also what the EXIT trap does
@@ -70,22 +71,37 @@ kvg_start_mock() {  # workers [flags...]
 print(" ".join(w["url"] for w in json.load(open(sys.argv[1]))["workers"]))' "$pf") || return 1
 }
 
-kvg_start_gateway() {  # policy [flags...]
+kvg_start_gateway() {  # policy [flags...]; logs to $KVG_WORK/${KVG_GATEWAY_LOG:-gateway}.out|err
   local policy="$1"
   shift
   kvg_need kvgate || return 1
+  local log="$KVG_WORK/${KVG_GATEWAY_LOG:-gateway}"
   # shellcheck disable=SC2086  # the URLs are one word each
   "$KVG_BIN/kvgate" --host 127.0.0.1 --port 0 --policy "$policy" --log-level warn "$@" \
-    --worker-urls $KVG_WORKER_URLS >"$KVG_WORK/gateway.out" 2>"$KVG_WORK/gateway.err" &
+    --worker-urls $KVG_WORKER_URLS >"$log.out" 2>"$log.err" &
   KVG_GATEWAY_PID=$!
   KVG_PIDS+=("$KVG_GATEWAY_PID")
-  if ! kvg_poll 30 grep -qs "kvgate listening on" "$KVG_WORK/gateway.out"; then
+  if ! kvg_poll 30 grep -qs "kvgate listening on" "$log.out"; then
     kvg_alive "$KVG_GATEWAY_PID" && kvg_say "kvgate did not report its port within 30 s" ||
-      kvg_say "kvgate exited at start: $(tail -3 "$KVG_WORK/gateway.err")"
+      kvg_say "kvgate exited at start: $(tail -3 "$log.err")"
     return 1
   fi
-  KVG_GATEWAY_URL="http://$(grep -o 'kvgate listening on [^ ]*' "$KVG_WORK/gateway.out" |
+  KVG_GATEWAY_URL="http://$(grep -o 'kvgate listening on [^ ]*' "$log.out" |
     head -1 | cut -d' ' -f4)"
+}
+
+kvg_start_redis() {  # sets KVG_REDIS_URL: a redis-server on a free loopback port, no persistence
+  local port
+  port=$("$KVG_PY" -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || return 1
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$KVG_WORK" \
+    >"$KVG_WORK/redis.out" 2>&1 &
+  KVG_PIDS+=("$!")
+  if ! kvg_poll 10 redis-cli -p "$port" ping >/dev/null 2>&1; then
+    kvg_say "redis-server did not answer on port $port within 10 s: $(tail -3 "$KVG_WORK/redis.out")"
+    return 1
+  fi
+  KVG_REDIS_URL="redis://127.0.0.1:$port"
 }
 
 kvg_routable() {  # url: prints the number of routable workers

@@ -37,6 +37,7 @@ struct Flags {
   std::string rows;
   double speedup = 1;
   std::string target;
+  std::vector<std::string> replicas;
   std::string model = "mock-8b";
   std::optional<uint32_t> block_tokens;  // else from --length-factor, else 512
   std::optional<double> length_factor;
@@ -143,6 +144,11 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--target", f.target,
                  "The gateway or a worker, http://HOST:PORT (a gateway answers GET /workers)")
       ->required()
+      ->group(tgt);
+  app.add_option("--replica", f.replicas,
+                 "Another replica of the gateway at --target, http://HOST:PORT (repeatable): rows "
+                 "go round-robin across --target and the replicas, as a load balancer would send "
+                 "them; the fleet is read from --target")
       ->group(tgt);
   app.add_option("--model", f.model, "The request's model")->capture_default_str()->group(tgt);
   app.add_option("--threads", f.threads, "I/O threads sending the requests (coroutines on them)")
@@ -337,6 +343,12 @@ int run(const Flags& f) {
 
   RunnerOptions ro;
   ro.target_url = target;
+  for (const std::string& r : f.replicas) {
+    const std::string url = canonical_url(r);
+    if (auto ep = parse_http_url(url); !ep.ok())
+      return fail("--replica: " + std::string(message_of(ep.status())));
+    ro.replica_urls.push_back(url);
+  }
   ro.model = f.model;
   ro.max_output_tokens = f.max_output_tokens;
   ro.threads = f.threads;
@@ -375,6 +387,7 @@ int run(const Flags& f) {
 
   ReportConfig rc;
   rc.target = target;
+  for (const std::string& r : ro.replica_urls) rc.target += " " + r;
   rc.trace = f.trace;
   rc.rows = f.rows.empty() ? ":" : f.rows;
   rc.rows_selected = input.rows.size();

@@ -41,13 +41,13 @@ uint64_t max_tokens_for(uint64_t output_length, uint64_t cap) {
 // The state of one run(): shared by the scheduler and every request coroutine.
 class Runner::Run {
  public:
-  Run(const Runner& r, const RunInput& in, Endpoint target, Counters* counters)
+  Run(const Runner& r, const RunInput& in, std::vector<Endpoint> targets, Counters* counters)
       : r_(r),
         in_(in),
-        target_(std::move(target)),
+        targets_(std::move(targets)),
         counters_(counters),
         pool_(r.options_.threads),
-        idle_(pool_.size()),
+        idle_(pool_.size() * targets_.size()),
         records_(in.rows.size()),
         outstanding_(in.rows.size()) {}
 
@@ -131,7 +131,7 @@ class Runner::Run {
       rec.error_kind = "empty_prompt";
       rec.error = "the row has no hash ids";
     } else {
-      co_await exchange(rec, req, ctx, sent);
+      co_await exchange(rec, req, ctx, i % targets_.size(), sent);
       if (rec.oracle_tokens && !rec.worker.empty()) {
         // The figure of the holder the request ran on: its rank's when the gateway said which,
         // else the worker's best rank's.
@@ -153,22 +153,25 @@ class Runner::Run {
     }
   }
 
+  // Sends to targets_[t] on a connection of this context's.
   net::awaitable<void> exchange(RequestRecord& rec, const http::ClientRequest& req, size_t ctx,
-                                Clock::time_point sent) {
+                                size_t t, Clock::time_point sent) {
+    auto& idle = idle_[ctx * targets_.size() + t];
+    const Endpoint& target = targets_[t];
     const http::ClientOptions copts{.connect_timeout = r_.options_.connect_timeout,
                                     .request_timeout = r_.options_.request_timeout,
                                     .idle_timeout = r_.options_.idle_timeout};
     for (int attempt = 0; attempt < 2; ++attempt) {
       std::unique_ptr<http::Connection> conn;
       // Servers close keep-alive connections idle past their timeout: skip those.
-      while (!conn && !idle_[ctx].empty()) {
-        conn = std::move(idle_[ctx].back());
-        idle_[ctx].pop_back();
+      while (!conn && !idle.empty()) {
+        conn = std::move(idle.back());
+        idle.pop_back();
         if (!conn->idle_and_open()) conn.reset();
       }
       const bool reused = conn != nullptr;
       if (!reused) {
-        auto c = co_await http::Connection::connect(target_.host, target_.port, copts);
+        auto c = co_await http::Connection::connect(target.host, target.port, copts);
         if (!c.ok()) {
           rec.error_kind = "connect";
           rec.error = std::string(message_of(c.status()));
@@ -199,7 +202,7 @@ class Runner::Run {
         }
         rec.error_kind = "http_" + std::to_string(head->status);
         rec.error = body.substr(0, kErrorBodyBytes);
-        if (conn->reusable()) idle_[ctx].push_back(std::move(conn));
+        if (conn->reusable()) idle.push_back(std::move(conn));
         co_return;
       }
       http::SseParser sse;
@@ -226,7 +229,7 @@ class Runner::Run {
           rec.error = "the stream ended without [DONE]";
         }
       }
-      if (rec.answered && conn->reusable()) idle_[ctx].push_back(std::move(conn));
+      if (rec.answered && conn->reusable()) idle.push_back(std::move(conn));
       co_return;
     }
     rec.error_kind = "transport";
@@ -235,10 +238,10 @@ class Runner::Run {
 
   const Runner& r_;
   const RunInput& in_;
-  const Endpoint target_;
+  const std::vector<Endpoint> targets_;  // the target, then its replicas
   Counters* counters_;
   http::IoPool pool_;
-  // Idle keep-alive connections per context: touched only by that context's thread.
+  // Idle keep-alive connections per (context, target): touched only by that context's thread.
   std::vector<std::vector<std::unique_ptr<http::Connection>>> idle_;
   std::vector<RequestRecord> records_;
   std::atomic<size_t> outstanding_;
@@ -253,9 +256,15 @@ Result<std::vector<RequestRecord>> Runner::run(const RunInput& input, Counters* 
       input.rows.size() != input.schedule.due.size()) {
     return absl::InvalidArgumentError("replay: rows, row numbers and schedule differ in size");
   }
-  auto target = parse_http_url(options_.target_url);
-  if (!target.ok()) return target.status();
-  Run run(*this, input, std::move(*target), counters);
+  std::vector<Endpoint> targets;
+  for (const std::string* url = &options_.target_url;;) {
+    auto target = parse_http_url(*url);
+    if (!target.ok()) return target.status();
+    targets.push_back(std::move(*target));
+    if (targets.size() > options_.replica_urls.size()) break;
+    url = &options_.replica_urls[targets.size() - 1];
+  }
+  Run run(*this, input, std::move(targets), counters);
   return run.go(&wall_s_);
 }
 

@@ -29,6 +29,9 @@ namespace kvgate::replay {
 
 struct RunnerOptions {
   std::string target_url;  // http://HOST:PORT
+  // Replicas of the gateway at target_url (http://HOST:PORT each): row i goes to the i-th of
+  // target_url and these, round-robin, as a load balancer in front of the replicas would send.
+  std::vector<std::string> replica_urls;
   std::string model = "mock-8b";
   uint64_t max_output_tokens = 0;  // 0: the row's output_length as is
   size_t threads = 2;

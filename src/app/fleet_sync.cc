@@ -17,7 +17,11 @@ struct PeerLoad {
   int32_t in_flight = 0;
   uint64_t queued_prompt_tokens = 0;
   std::vector<std::pair<DpRank, int32_t>> ranks;
+  int64_t progress_ms = 0;  // the latest any peer saw
 };
+
+// Progress a replica saw within this long is shared (several wedge windows).
+constexpr std::chrono::seconds kProgressShared{30};
 
 }  // namespace
 
@@ -62,6 +66,7 @@ void FleetSync::removed(std::string_view url) {
 void FleetSync::local_state(sync::SharedState& out) {
   const auto fleet = registry_.snapshot();
   const int64_t now = now_ms();
+  const MonoTime mono = clock_.now();
   sync::ReplicaLoad load{.replica = replica_id_, .at_ms = now};
   sync::ReplicaHints hints{.replica = replica_id_, .at_ms = now};
   MutexLock l(&mu_);
@@ -76,11 +81,17 @@ void FleetSync::local_state(sync::SharedState& out) {
     sync::WorkerInflight wl{.url = w.url(),
                             .in_flight = std::max(0, w.in_flight()),
                             .queued_prompt_tokens = w.queued_prompt_tokens()};
+    // Progress seen lately, in wall time: a peer whose own streams there wait is not misled.
+    if (const auto seen = w.liveness().last_progress(); seen && mono - *seen < kProgressShared) {
+      wl.progress_ms =
+          now - std::chrono::duration_cast<std::chrono::milliseconds>(mono - *seen).count();
+    }
     const uint32_t dp = fleet->infos[i]->dp_size;
     for (uint32_t r = 0; dp > 1 && r < dp && r < workers::kMaxDpRanks; ++r) {
       if (const int32_t n = w.in_flight(r); n > 0) wl.ranks.emplace_back(r, n);
     }
-    if (wl.in_flight > 0 || wl.queued_prompt_tokens > 0) load.workers.push_back(std::move(wl));
+    if (wl.in_flight > 0 || wl.queued_prompt_tokens > 0 || wl.progress_ms > 0)
+      load.workers.push_back(std::move(wl));
     const bool unhealthy = w.health().state() == workers::Health::kUnhealthy;
     const bool open = w.breaker().state() == workers::BreakerState::kOpen;
     if (unhealthy || open)
@@ -151,8 +162,11 @@ void FleetSync::apply(const sync::SharedState& fleet) {
       p.in_flight += wl.in_flight;
       p.queued_prompt_tokens += wl.queued_prompt_tokens;
       p.ranks.insert(p.ranks.end(), wl.ranks.begin(), wl.ranks.end());
+      p.progress_ms = std::max(p.progress_ms, wl.progress_ms);
     }
   }
+  const int64_t now = now_ms();
+  const MonoTime mono = clock_.now();
   const auto snapshot = registry_.snapshot();
   for (const auto& w : snapshot->workers) {
     auto it = peers.find(w->url());
@@ -160,6 +174,8 @@ void FleetSync::apply(const sync::SharedState& fleet) {
       w->set_peer_load(0, {}, 0);
     } else {
       w->set_peer_load(it->second.in_flight, it->second.ranks, it->second.queued_prompt_tokens);
+      if (const int64_t p = it->second.progress_ms; p > 0 && p <= now)
+        w->liveness().note_peer_progress(mono - std::chrono::milliseconds(now - p));
     }
   }
 

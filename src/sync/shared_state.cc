@@ -99,6 +99,7 @@ std::optional<BadValue> decode_value(std::string_view kind, std::string_view id,
       simdjson::dom::array ranks;
       if (!get(item, "url", w.url) || !get(item, "in_flight", w.in_flight) ||
           !get(item, "queued_prompt_tokens", w.queued_prompt_tokens) ||
+          !get(item, "progress_ms", w.progress_ms) ||
           item["ranks"].get_array().get(ranks) != simdjson::SUCCESS || w.in_flight < 0) {
         return BadValue::kWrongShape;
       }
@@ -213,7 +214,8 @@ std::string encode(const ReplicaLoad& l) {
   w.key("workers").begin_array();
   for (const auto& wl : l.workers) {
     w.begin_object().member("url", wl.url).member("in_flight", wl.in_flight);
-    w.member("queued_prompt_tokens", wl.queued_prompt_tokens).key("ranks").begin_array();
+    w.member("queued_prompt_tokens", wl.queued_prompt_tokens);
+    w.member("progress_ms", wl.progress_ms).key("ranks").begin_array();
     for (const auto& [rank, n] : wl.ranks) w.begin_array().value(rank).value(n).end_array();
     w.end_array().end_object();
   }

@@ -48,6 +48,19 @@ void LivenessTracker::note_progress() {
   last_contact_ns_.store(now, std::memory_order_relaxed);
 }
 
+void LivenessTracker::note_peer_progress(MonoTime at) {
+  const int64_t t = at.time_since_epoch().count();
+  int64_t seen = last_progress_ns_.load(std::memory_order_relaxed);
+  while (t > seen && !last_progress_ns_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+  }
+}
+
+std::optional<MonoTime> LivenessTracker::last_progress() const {
+  const int64_t t = last_progress_ns_.load(std::memory_order_relaxed);
+  if (t == 0) return std::nullopt;
+  return MonoTime(Duration(t));
+}
+
 void LivenessTracker::note_contact() {
   last_contact_ns_.store(now_ns(), std::memory_order_relaxed);
 }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "app/gateway_fixture.h"
@@ -304,6 +306,31 @@ TEST_F(StateSyncTest, ARedisOutageCostsOnlyTheSharing) {
       },
       10s));
   EXPECT_EQ(redis->cli("EXISTS 'kvgate:{it}:worker:" + w + "'"), "1\n");
+}
+
+TEST_F(StateSyncTest, ThePasswordComesFromAFileAndIsNeverLogged) {
+  RedisServer redis(false, 0, {"--requirepass", "s3cret-pass"});
+  const std::string file = "/tmp/kvgate-sync-pass-" + std::to_string(getpid());
+  std::ofstream(file) << "s3cret-pass\n";
+  std::string log;
+  GatewayConfig good = replica_config(redis.url(), "gw-a");
+  good.state_sync_password_file = file;
+  Gateway& a = start_replica(good);
+  ASSERT_TRUE(testing::wait_until([&] { return metric(a, "kvgate_sync_up") == 1; }, 3s));
+  // A wrong one: refused, counted, and the refusal's log line names no password.
+  GatewayConfig bad =
+      replica_config("redis://wrong-pass@127.0.0.1:" + std::to_string(redis.port()), "gw-b");
+  ::testing::internal::CaptureStderr();
+  Gateway& b = start_replica(bad);
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return metric(b, "kvgate_sync_errors_total{op=\"connect\"}") >= 1; }, 3s));
+  b.stop(std::chrono::milliseconds(500));
+  log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(metric(b, "kvgate_sync_up"), 0);
+  EXPECT_NE(log.find("refused AUTH"), std::string::npos) << log;
+  EXPECT_EQ(log.find("wrong-pass"), std::string::npos) << log;
+  EXPECT_EQ(log.find("s3cret"), std::string::npos) << log;
+  std::remove(file.c_str());
 }
 
 TEST_F(StateSyncTest, ForeignValuesUnderTheNamespaceAreCountedAndSkipped) {

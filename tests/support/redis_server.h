@@ -49,11 +49,13 @@ inline uint16_t free_cluster_port() {
 
 class RedisServer {
  public:
-  explicit RedisServer(bool cluster = false, uint16_t port = 0)
+  // `extra`: more redis-server arguments (e.g. {"--requirepass", "secret"}).
+  explicit RedisServer(bool cluster = false, uint16_t port = 0, std::vector<std::string> extra = {})
       : port_(port      ? port
               : cluster ? free_cluster_port()
                         : free_port()),
-        cluster_(cluster) {
+        cluster_(cluster),
+        extra_(std::move(extra)) {
     dir_ = "/tmp/kvgate-redis-" + std::to_string(getpid()) + "-" + std::to_string(port_);
     std::filesystem::create_directories(dir_);
     start();
@@ -83,6 +85,7 @@ class RedisServer {
       args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file",
                                dir_ + "/nodes.conf", "--cluster-node-timeout", "2000"});
     }
+    args.insert(args.end(), extra_.begin(), extra_.end());
     std::error_code ec;
     std::filesystem::remove(dir_ + "/nodes.conf", ec);
     child_ = std::make_unique<Child>(args);
@@ -109,6 +112,7 @@ class RedisServer {
  private:
   uint16_t port_;
   bool cluster_;
+  std::vector<std::string> extra_;
   std::string dir_;
   std::unique_ptr<Child> child_;
 };

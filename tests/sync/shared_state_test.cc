@@ -31,7 +31,8 @@ TEST(SharedState, EveryKindRoundTrips) {
                 .workers = {{.url = "http://10.0.0.1:8000",
                              .in_flight = 5,
                              .queued_prompt_tokens = 9000,
-                             .ranks = {{0, 2}, {3, 3}}}}};
+                             .ranks = {{0, 2}, {3, 3}},
+                             .progress_ms = 1'700'000'000'456}}};
   ReplicaHints h{
       .replica = "gw-a", .at_ms = 78, .workers = {{"http://10.0.0.3:8000", true, false}}};
   SharedState s;
@@ -65,7 +66,7 @@ TEST(SharedState, ForeignOrBrokenValuesAreRefusedWithTheirReason) {
   // A negative in-flight count.
   EXPECT_EQ(decode(entry_key("ns", EntryKind::kLoad, "r"),
                    R"({"v":1,"replica":"r","at_ms":1,"workers":[{"url":"u","in_flight":-4,)"
-                   R"("queued_prompt_tokens":0,"ranks":[]}]})",
+                   R"("queued_prompt_tokens":0,"progress_ms":0,"ranks":[]}]})",
                    s),
             BadValue::kWrongShape);
   WorkerRecord ok{.url = "http://h:1", .added_by = "x", .added_at_ms = 1};

@@ -48,6 +48,23 @@ TEST_F(LivenessTest, ProgressOnAnyStreamKeepsTheWorkerLive) {
   EXPECT_EQ(live.state(), Liveness::kLive);
 }
 
+TEST_F(LivenessTest, ProgressAPeerReplicaSawKeepsTheWorkerLiveAndNeverGoesBack) {
+  live.note_stream_started();  // this replica's one stream waits for its first token
+  for (int i = 0; i < 10; ++i) {
+    clock.advance(seconds(1));
+    // The engine generates for a peer's streams; the peer says so a second late.
+    live.note_peer_progress(clock.now() - seconds(1));
+    EXPECT_FALSE(live.evaluate());
+  }
+  const MonoTime seen = *live.last_progress();
+  live.note_peer_progress(seen - seconds(5));  // an older report moves nothing
+  EXPECT_EQ(*live.last_progress(), seen);
+  // The peers fall silent too: wedged after the wedge time from the last progress anyone saw.
+  EXPECT_FALSE(after(milliseconds(1900)));
+  ASSERT_TRUE(after(milliseconds(200)));
+  EXPECT_EQ(live.state(), Liveness::kWedged);
+}
+
 TEST_F(LivenessTest, NonStreamedRequestsNeverWedgeAWorker) {
   // Non-streamed requests do not join the pile: a worker busy with long non-streamed answers and
   // nothing else shows no progress for minutes and is still live.

@@ -55,6 +55,7 @@ struct WorkerInflight {
   int32_t in_flight = 0;
   uint64_t queued_prompt_tokens = 0;
   std::vector<std::pair<DpRank, int32_t>> ranks;  // in flight per pinned rank (non-zero ones)
+  int64_t progress_ms = 0;  // when the replica last saw its generations progress (0: not lately)
   friend bool operator==(const WorkerInflight&, const WorkerInflight&) = default;
 };
 

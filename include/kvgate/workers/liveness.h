@@ -11,7 +11,8 @@
 //   happens; a non-streamed request never wedges a worker, though its answer counts as progress.
 //   The veto ends when the worker makes progress again: a byte of any generation, including the
 //   one-token probe the gateway sends a wedged worker (WorkerControl), or its restart (a refused
-//   connection makes it unreachable instead).
+//   connection makes it unreachable instead). With replicas sharing state, the progress a peer
+//   saw counts too (note_peer_progress).
 // - unreachable: connection attempts to the worker failed and it stayed silent (no response
 //   bytes, no KV event, no load record, no probe answer) for `stall` since. The veto ends on first
 //   contact.
@@ -69,6 +70,12 @@ class LivenessTracker {
   void note_stream_ended();
   // Bytes of a generation's answer arrived (a streamed piece, or a non-streamed answer whole).
   void note_progress();
+  // A peer gateway replica saw the worker's generations make progress at `at` (state sync): a
+  // replica holds only its own streams, and an engine busy with a peer's must not look wedged.
+  // Never moves the last progress back.
+  void note_peer_progress(MonoTime at);
+  // When this replica last saw progress (nullopt: never).
+  std::optional<MonoTime> last_progress() const;
   // Any sign of life: a response of any route, a KV event batch, a load record.
   void note_contact();
   // A connection attempt to the worker failed (refused, reset, timed out).

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <optional>
 
 #include "kvgate/core/clock.h"
 #include "kvgate/sync/state_sync.h"
@@ -16,6 +18,26 @@ void add_compatibility_flags(CLI::App& app, GatewayConfig& c);
 
 std::chrono::milliseconds seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000.0)));
+}
+
+// A flag taking a count of at least `min`, or "off" (nullopt).
+std::function<void(const std::string&)> count_or_off(const char* flag, uint32_t min,
+                                                     std::optional<uint32_t>& out) {
+  return [flag, min, &out](const std::string& s) {
+    if (s == "off") {
+      out.reset();
+      return;
+    }
+    uint32_t v = 0;
+    try {
+      v = static_cast<uint32_t>(std::stoul(s));
+    } catch (...) {
+      throw CLI::ValidationError(flag, "must be a count or 'off'");
+    }
+    if (v < min)
+      throw CLI::ValidationError(flag, "must be >= " + std::to_string(min) + " or 'off'");
+    out = v;
+  };
 }
 
 void positive_seconds(double s, const char* flag) {
@@ -332,38 +354,14 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->group("Routing");
   app.add_option_function<std::string>(
          "--worker-overload-waiting-requests",
-         [&c](const std::string& s) {
-           if (s == "off") {
-             c.cache_aware.overload.waiting_requests.reset();
-             return;
-           }
-           try {
-             c.cache_aware.overload.waiting_requests = static_cast<uint32_t>(std::stoul(s));
-           } catch (...) {
-             throw CLI::ValidationError("--worker-overload-waiting-requests",
-                                        "must be a count or 'off'");
-           }
-         },
+         count_or_off("--worker-overload-waiting-requests", 0,
+                      c.cache_aware.overload.waiting_requests),
          "A worker with this many requests waiting in its queue is overloaded ('off' disables)")
       ->default_str("8")
       ->group("Routing");
   app.add_option_function<std::string>(
          "--worker-overload-in-flight",
-         [&c](const std::string& s) {
-           if (s == "off") {
-             c.cache_aware.overload.in_flight_requests.reset();
-             return;
-           }
-           uint32_t v = 0;
-           try {
-             v = static_cast<uint32_t>(std::stoul(s));
-           } catch (...) {
-             throw CLI::ValidationError("--worker-overload-in-flight", "must be a count or 'off'");
-           }
-           if (v == 0)
-             throw CLI::ValidationError("--worker-overload-in-flight", "must be >= 1 or 'off'");
-           c.cache_aware.overload.in_flight_requests = v;
-         },
+         count_or_off("--worker-overload-in-flight", 1, c.cache_aware.overload.in_flight_requests),
          "A worker (or data-parallel rank) with this many requests in flight from the gateway "
          "fleet is overloaded: this replica's own, plus its peers' with --state-sync. Set it near "
          "the engine's batch capacity plus its queue (vLLM --max-num-seqs plus "

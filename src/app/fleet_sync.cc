@@ -33,15 +33,10 @@ FleetSync::FleetSync(std::string replica_id, WorkerControl& control,
       registry_(registry),
       policy_(policy),
       clock_(clock),
-      epoch_ms_(
-          std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall().time_since_epoch())
-              .count()),
+      epoch_ms_(to_unix_ms(clock.wall())),
       tombstone_ttl_(tombstone_ttl) {}
 
-int64_t FleetSync::now_ms() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_.wall().time_since_epoch())
-      .count();
-}
+int64_t FleetSync::now_ms() const { return to_unix_ms(clock_.wall()); }
 
 void FleetSync::added(std::string_view url, const std::vector<workers::KvEndpoint>& kv_endpoints) {
   auto normalized = workers::WorkerRegistry::normalize_url(url);
@@ -114,12 +109,12 @@ void FleetSync::apply(const sync::SharedState& fleet) {
     for (const sync::WorkerRecord* r : sync::live_workers(fleet)) {
       if (records_.contains(r->url)) continue;
       auto t = tombstones_.find(r->url);
-      if (t != tombstones_.end() && t->second.removed_at_ms >= r->added_at_ms) continue;
+      if (t != tombstones_.end() && sync::removes(t->second, *r)) continue;
       to_add.push_back(r);
     }
     for (const sync::Tombstone& t : fleet.tombstones) {
       auto it = records_.find(t.url);
-      if (it != records_.end() && t.removed_at_ms >= it->second.added_at_ms) {
+      if (it != records_.end() && sync::removes(t, it->second)) {
         to_remove.push_back(t.url);
         records_.erase(it);
       }
@@ -222,7 +217,6 @@ void FleetSync::take_predictions(std::vector<sync::PredictionJournal>& out) {
   std::vector<policy::PredictedBlocks> taken;
   policy_.take_predictions(taken);
   if (taken.empty()) return;
-  const auto fleet = registry_.snapshot();
   sync::PredictionJournal j{.replica = replica_id_, .epoch_ms = epoch_ms_};
   size_t blocks = 0;
   const auto flush = [&] {
@@ -233,13 +227,12 @@ void FleetSync::take_predictions(std::vector<sync::PredictionJournal>& out) {
     blocks = 0;
   };
   for (policy::PredictedBlocks& p : taken) {
-    const auto w = std::find_if(fleet->workers.begin(), fleet->workers.end(),
-                                [&](const auto& wk) { return wk->id() == p.worker; });
-    if (w == fleet->workers.end()) continue;
+    const auto w = registry_.find(p.worker);
+    if (w == nullptr) continue;  // removed since
     for (size_t at = 0; at < p.blocks.size(); at += kJournalBlocks) {
       const size_t end = std::min(p.blocks.size(), at + kJournalBlocks);
       if (blocks + (end - at) > kJournalBlocks) flush();
-      j.workers.emplace_back((*w)->url(),
+      j.workers.emplace_back(w->url(),
                              std::vector<SeqHash>(p.blocks.begin() + at, p.blocks.begin() + end));
       blocks += end - at;
     }

@@ -163,15 +163,16 @@ std::optional<BadValue> decode_value(std::string_view kind, std::string_view id,
 }  // namespace
 
 std::vector<const WorkerRecord*> live_workers(const SharedState& state) {
-  absl::flat_hash_map<std::string_view, int64_t> removed;
+  // The newest tombstone per URL.
+  absl::flat_hash_map<std::string_view, const Tombstone*> newest;
   for (const Tombstone& t : state.tombstones) {
-    auto [it, fresh] = removed.emplace(t.url, t.removed_at_ms);
-    if (!fresh) it->second = std::max(it->second, t.removed_at_ms);
+    auto [it, fresh] = newest.emplace(t.url, &t);
+    if (!fresh && t.removed_at_ms > it->second->removed_at_ms) it->second = &t;
   }
   std::vector<const WorkerRecord*> out;
   for (const WorkerRecord& r : state.workers) {
-    auto it = removed.find(r.url);
-    if (it == removed.end() || r.added_at_ms > it->second) out.push_back(&r);
+    auto it = newest.find(r.url);
+    if (it == newest.end() || !removes(*it->second, r)) out.push_back(&r);
   }
   return out;
 }

@@ -15,11 +15,6 @@ std::shared_ptr<spdlog::logger> logger() {
   return l;
 }
 
-int64_t unix_ms(const Clock& clock) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall().time_since_epoch())
-      .count();
-}
-
 // Which key of the namespace each of this replica's entries goes to, and its TTL.
 template <class F>
 void for_each_entry(const SyncConfig& c, const SharedState& s, F&& f) {
@@ -132,14 +127,16 @@ Status StateSync::run_once() {
     on_failure(SyncOp::kPull, s);
     return s;
   }
-  const int64_t now_ms = unix_ms(clock_);
+  const int64_t now_ms = to_unix_ms(clock_.wall());
+  // This replica as it stood at the pull is what agreed with Redis or not; what it publishes is
+  // itself after applying the pull.
   SharedState local;
   host_.local_state(local);
   measure(fleet, local, now_ms);
   host_.apply(fleet);
   local = SharedState();
   host_.local_state(local);
-  if (Status s = push(local, now_ms); !s.ok()) {
+  if (Status s = push(local); !s.ok()) {
     on_failure(SyncOp::kPush, s);
     return s;
   }
@@ -191,46 +188,45 @@ Status StateSync::pull(SharedState& fleet) {
   return absl::OkStatus();
 }
 
-Status StateSync::push(const SharedState& local, int64_t now_ms) {
+Status StateSync::push(const SharedState& local) {
   const MonoTime now = clock_.now();
   // Refresh unchanged entries well before their TTL runs out: a third of it leaves two misses.
   const auto refresh = config_.ttl / 3;
   std::vector<std::vector<std::string>> commands;
-  std::vector<std::pair<std::string, std::string>> written;
+  std::vector<std::pair<std::string, std::string>> written;  // remembered in pushed_ once sent
+  absl::flat_hash_set<std::string> published;
   uint64_t unchanged = 0;
   bool too_large = false;
+  const auto set = [&](const std::string& key, const std::string& value,
+                       std::chrono::milliseconds ttl) {
+    if (value.size() > config_.max_value_bytes) {
+      too_large = true;
+      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::err, 10'000,
+                          "state sync: not sharing '{}': {} bytes, over the {}-byte limit", key,
+                          value.size(), config_.max_value_bytes);
+      return false;
+    }
+    commands.push_back({"SET", key, value, "PX", std::to_string(ttl.count())});
+    return true;
+  };
   for_each_entry(
       config_, local, [&](std::string key, std::string value, std::chrono::milliseconds ttl) {
-        if (value.size() > config_.max_value_bytes) {
-          too_large = true;
-          KVGATE_LOG_EVERY_MS(logger(), spdlog::level::err, 10'000,
-                              "state sync: not sharing '{}': {} bytes, over the {}-byte limit", key,
-                              value.size(), config_.max_value_bytes);
-          return;
-        }
+        published.insert(key);
         auto it = pushed_.find(key);
         if (it != pushed_.end() && it->second.value == value && now - it->second.at < refresh) {
           ++unchanged;
-          return;
+        } else if (set(key, value, ttl)) {
+          written.emplace_back(std::move(key), std::move(value));
         }
-        commands.push_back({"SET", key, value, "PX", std::to_string(ttl.count())});
-        written.emplace_back(std::move(key), std::move(value));
       });
   for (const auto& l : local.loads) {
     if (l.replica == config_.replica_id) own_load_at_ms_ = l.at_ms;
   }
-  (void)now_ms;
+  // Journals are written once, never refreshed: they are not remembered in pushed_.
   std::vector<PredictionJournal> journals;
   host_.take_predictions(journals);
-  for (const PredictionJournal& j : journals) {
-    std::string value = encode(j);
-    if (value.size() > config_.max_value_bytes) {
-      too_large = true;
-      continue;
-    }
-    commands.push_back({"SET", entry_key(config_.ns, EntryKind::kPredictions, j.id()),
-                        std::move(value), "PX", std::to_string(config_.ttl.count())});
-  }
+  for (const PredictionJournal& j : journals)
+    set(entry_key(config_.ns, EntryKind::kPredictions, j.id()), encode(j), config_.ttl);
   if (!commands.empty()) {
     auto r = redis_.pipeline(commands);
     if (!r.ok()) return r.status();
@@ -240,12 +236,7 @@ Status StateSync::push(const SharedState& local, int64_t now_ms) {
   }
   for (auto& [key, value] : written) pushed_[key] = Pushed{std::move(value), now};
   // Keys no longer published are left to expire; forget what was written for them.
-  if (pushed_.size() > 2 * (local.workers.size() + local.tombstones.size() + 2) + 64) {
-    absl::flat_hash_set<std::string> live;
-    for_each_entry(config_, local,
-                   [&](std::string key, const std::string&, auto) { live.insert(std::move(key)); });
-    absl::erase_if(pushed_, [&](const auto& kv) { return !live.contains(kv.first); });
-  }
+  absl::erase_if(pushed_, [&](const auto& kv) { return !published.contains(kv.first); });
   MutexLock l(&mu_);
   stats_.keys_pushed += written.size();
   stats_.journals_pushed += journals.size();

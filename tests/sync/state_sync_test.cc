@@ -39,9 +39,8 @@ class FakeHost : public SyncHost {
       if (!known) local_.workers.push_back(*w);
     }
     std::erase_if(local_.workers, [&](const WorkerRecord& r) {
-      return std::any_of(fleet.tombstones.begin(), fleet.tombstones.end(), [&](const Tombstone& t) {
-        return t.url == r.url && t.removed_at_ms >= r.added_at_ms;
-      });
+      return std::any_of(fleet.tombstones.begin(), fleet.tombstones.end(),
+                         [&](const Tombstone& t) { return removes(t, r); });
     });
   }
   void forget_peers() override {
@@ -119,6 +118,13 @@ SyncConfig config_for(uint16_t port, std::string replica) {
   return c;
 }
 
+// One replica as these tests run it: its host and its sync engine on the Redis at `port`.
+struct Replica {
+  Replica(uint16_t port, const std::string& id) : host(id), sync(config_for(port, id), host) {}
+  FakeHost host;
+  StateSync sync;
+};
+
 const ReplicaLoad* load_of(const SharedState& s, std::string_view replica) {
   for (const auto& l : s.loads)
     if (l.replica == replica) return &l;
@@ -127,30 +133,28 @@ const ReplicaLoad* load_of(const SharedState& s, std::string_view replica) {
 
 TEST(StateSync, WorkersAndLoadsReachTheOtherReplica) {
   RedisServer redis;
-  FakeHost a_host("gw-a"), b_host("gw-b");
-  StateSync a(config_for(redis.port(), "gw-a"), a_host);
-  StateSync b(config_for(redis.port(), "gw-b"), b_host);
-  a_host.add_worker("http://10.0.0.1:8000", 1000);
-  a_host.set_in_flight("http://10.0.0.1:8000", 7);
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://10.0.0.1:8000"});
-  const SharedState seen = b_host.last();
+  Replica a(redis.port(), "gw-a"), b(redis.port(), "gw-b");
+  a.host.add_worker("http://10.0.0.1:8000", 1000);
+  a.host.set_in_flight("http://10.0.0.1:8000", 7);
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_EQ(b.host.worker_urls(), std::vector<std::string>{"http://10.0.0.1:8000"});
+  const SharedState seen = b.host.last();
   const ReplicaLoad* from_a = load_of(seen, "gw-a");
   ASSERT_NE(from_a, nullptr);
   ASSERT_EQ(from_a->workers.size(), 1u);
   EXPECT_EQ(from_a->workers[0].in_flight, 7);
   // B saw a worker it did not have: it disagreed at that pull, and agrees once both pushed.
-  EXPECT_LT(b.stats().convergence, 1.0);
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  ASSERT_TRUE(a.run_once().ok());
-  EXPECT_DOUBLE_EQ(a.stats().convergence, 1.0);
-  EXPECT_DOUBLE_EQ(b.stats().convergence, 1.0);
-  EXPECT_EQ(a.stats().peers, 1u);
-  EXPECT_EQ(b.stats().peers, 1u);
-  EXPECT_TRUE(b.stats().redis_up);
-  EXPECT_FALSE(b.stats().cluster);
+  EXPECT_LT(b.sync.stats().convergence, 1.0);
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  ASSERT_TRUE(a.sync.run_once().ok());
+  EXPECT_DOUBLE_EQ(a.sync.stats().convergence, 1.0);
+  EXPECT_DOUBLE_EQ(b.sync.stats().convergence, 1.0);
+  EXPECT_EQ(a.sync.stats().peers, 1u);
+  EXPECT_EQ(b.sync.stats().peers, 1u);
+  EXPECT_TRUE(b.sync.stats().redis_up);
+  EXPECT_FALSE(b.sync.stats().cluster);
   // Keys carry their TTL.
   const std::string pttl = redis.cli("PTTL 'kvgate:{test}:worker:http://10.0.0.1:8000'");
   EXPECT_GT(std::stol(pttl), 0) << pttl;
@@ -159,52 +163,48 @@ TEST(StateSync, WorkersAndLoadsReachTheOtherReplica) {
 
 TEST(StateSync, APredictionJournalIsWrittenOnceAndLivesForItsTtl) {
   RedisServer redis;
-  FakeHost a_host("gw-a"), b_host("gw-b");
-  StateSync a(config_for(redis.port(), "gw-a"), a_host);
-  StateSync b(config_for(redis.port(), "gw-b"), b_host);
-  a_host.predict("http://w:1", {1, 2, 18'446'744'073'709'551'615ull});
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(a.run_once().ok());  // nothing new to journal
-  EXPECT_EQ(a.stats().journals_pushed, 1u);
-  ASSERT_TRUE(b.run_once().ok());
-  const SharedState seen = b_host.last();
+  Replica a(redis.port(), "gw-a"), b(redis.port(), "gw-b");
+  a.host.predict("http://w:1", {1, 2, 18'446'744'073'709'551'615ull});
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(a.sync.run_once().ok());  // nothing new to journal
+  EXPECT_EQ(a.sync.stats().journals_pushed, 1u);
+  ASSERT_TRUE(b.sync.run_once().ok());
+  const SharedState seen = b.host.last();
   ASSERT_EQ(seen.predictions.size(), 1u);
   EXPECT_EQ(seen.predictions[0].id(), "gw-a/1/1");
   ASSERT_EQ(seen.predictions[0].workers.size(), 1u);
   EXPECT_EQ(seen.predictions[0].workers[0].second,
             (std::vector<SeqHash>{1, 2, 18'446'744'073'709'551'615ull}));
   std::this_thread::sleep_for(350ms);  // past the TTL
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_TRUE(b_host.last().predictions.empty());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_TRUE(b.host.last().predictions.empty());
 }
 
 TEST(StateSync, ADeletedWorkerStaysDeletedWhileAPeerStillPublishesIt) {
   RedisServer redis;
-  FakeHost a_host("gw-a"), b_host("gw-b");
-  StateSync a(config_for(redis.port(), "gw-a"), a_host);
-  StateSync b(config_for(redis.port(), "gw-b"), b_host);
-  a_host.add_worker("http://w:1", 1000);
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  ASSERT_EQ(b_host.worker_urls().size(), 1u);
-  a_host.remove_worker("http://w:1", 2000);
+  Replica a(redis.port(), "gw-a"), b(redis.port(), "gw-b");
+  a.host.add_worker("http://w:1", 1000);
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  ASSERT_EQ(b.host.worker_urls().size(), 1u);
+  a.host.remove_worker("http://w:1", 2000);
   // B refreshes the worker's key before it hears of the removal: the tombstone still wins.
-  ASSERT_TRUE(b.run_once().ok());
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_TRUE(b_host.worker_urls().empty());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_TRUE(b.host.worker_urls().empty());
   // Past the worker key's TTL nothing brings it back, and the tombstone is still there.
   std::this_thread::sleep_for(400ms);
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_TRUE(b_host.worker_urls().empty());
-  EXPECT_TRUE(a_host.worker_urls().empty());
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_TRUE(b.host.worker_urls().empty());
+  EXPECT_TRUE(a.host.worker_urls().empty());
   EXPECT_EQ(redis.cli("EXISTS 'kvgate:{test}:tomb:http://w:1'"), "1\n");
   // Added again later: newer than its tombstone, it is back everywhere.
-  a_host.add_worker("http://w:1", 3000);
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://w:1"});
+  a.host.add_worker("http://w:1", 3000);
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_EQ(b.host.worker_urls(), std::vector<std::string>{"http://w:1"});
 }
 
 TEST(StateSync, UnchangedEntriesAreRefreshedNotRewrittenEveryPeriod) {
@@ -260,19 +260,17 @@ TEST(StateSync, GarbageUnderTheNamespaceIsCountedAndSkipped) {
 TEST(StateSync, ARedisOutageIsCountedBackedOffAndRecovered) {
   auto redis = std::make_unique<RedisServer>();
   const uint16_t port = redis->port();
-  FakeHost a_host("gw-a"), b_host("gw-b");
-  StateSync a(config_for(port, "gw-a"), a_host);
-  StateSync b(config_for(port, "gw-b"), b_host);
-  a_host.add_worker("http://w:1", 1000);
-  a.start();
-  b.start();
-  ASSERT_TRUE(testing::wait_until([&] { return b_host.worker_urls().size() == 1; }, 5s));
-  ASSERT_TRUE(testing::wait_until([&] { return b.stats().peers == 1; }, 5s));
+  Replica a(port, "gw-a"), b(port, "gw-b");
+  a.host.add_worker("http://w:1", 1000);
+  a.sync.start();
+  b.sync.start();
+  ASSERT_TRUE(testing::wait_until([&] { return b.host.worker_urls().size() == 1; }, 5s));
+  ASSERT_TRUE(testing::wait_until([&] { return b.sync.stats().peers == 1; }, 5s));
   redis->kill();
   // Both keep their state, count the failures, back off to the cap and forget their peers.
-  ASSERT_TRUE(testing::wait_until([&] { return b.stats().backoff == 400ms; }, 5s));
+  ASSERT_TRUE(testing::wait_until([&] { return b.sync.stats().backoff == 400ms; }, 5s));
   std::this_thread::sleep_for(1s);
-  const SyncStats down = b.stats();
+  const SyncStats down = b.sync.stats();
   EXPECT_FALSE(down.redis_up);
   EXPECT_EQ(down.outages, 1u);
   EXPECT_DOUBLE_EQ(down.convergence, 0.0);
@@ -281,39 +279,38 @@ TEST(StateSync, ARedisOutageIsCountedBackedOffAndRecovered) {
   EXPECT_GE(errors, 3u);
   // Without backoff a 100 ms period would have failed about 20 times by now.
   EXPECT_LE(errors, 10u);
-  EXPECT_EQ(b_host.forgets(), 1);
-  EXPECT_EQ(b_host.worker_urls().size(), 1u);
+  EXPECT_EQ(b.host.forgets(), 1);
+  EXPECT_EQ(b.host.worker_urls().size(), 1u);
   // Back, empty: within two periods after the next attempt both have pushed everything again.
   redis = std::make_unique<RedisServer>(false, port);
   ASSERT_TRUE(testing::wait_until(
       [&] {
-        return a.stats().redis_up && b.stats().redis_up && a.stats().convergence == 1.0 &&
-               b.stats().convergence == 1.0 && b.stats().peers == 1;
+        return a.sync.stats().redis_up && b.sync.stats().redis_up &&
+               a.sync.stats().convergence == 1.0 && b.sync.stats().convergence == 1.0 &&
+               b.sync.stats().peers == 1;
       },
       3s));
   EXPECT_EQ(redis->cli("EXISTS 'kvgate:{test}:worker:http://w:1'"), "1\n");
-  a.stop();
-  b.stop();
+  a.sync.stop();
+  b.sync.stop();
 }
 
 TEST(StateSync, AThreeNodeClusterServesTheNamespaceFromOneSlot) {
   std::vector<std::unique_ptr<RedisServer>> nodes;
   for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<RedisServer>(/*cluster=*/true));
   ASSERT_TRUE(testing::make_redis_cluster(nodes));
-  FakeHost a_host("gw-a"), b_host("gw-b");
   // Each replica is given a different seed node; both end up at the slot's owner.
-  StateSync a(config_for(nodes[0]->port(), "gw-a"), a_host);
-  StateSync b(config_for(nodes[2]->port(), "gw-b"), b_host);
-  a_host.add_worker("http://10.0.0.9:8000", 1000);
-  ASSERT_TRUE(a.run_once().ok()) << a.stats().node;
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_EQ(b_host.worker_urls(), std::vector<std::string>{"http://10.0.0.9:8000"});
-  EXPECT_TRUE(a.stats().cluster);
-  EXPECT_EQ(a.stats().node, b.stats().node);
-  ASSERT_TRUE(a.run_once().ok());
-  ASSERT_TRUE(b.run_once().ok());
-  EXPECT_DOUBLE_EQ(b.stats().convergence, 1.0);
-  EXPECT_EQ(b.stats().peers, 1u);
+  Replica a(nodes[0]->port(), "gw-a"), b(nodes[2]->port(), "gw-b");
+  a.host.add_worker("http://10.0.0.9:8000", 1000);
+  ASSERT_TRUE(a.sync.run_once().ok()) << a.sync.stats().node;
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_EQ(b.host.worker_urls(), std::vector<std::string>{"http://10.0.0.9:8000"});
+  EXPECT_TRUE(a.sync.stats().cluster);
+  EXPECT_EQ(a.sync.stats().node, b.sync.stats().node);
+  ASSERT_TRUE(a.sync.run_once().ok());
+  ASSERT_TRUE(b.sync.run_once().ok());
+  EXPECT_DOUBLE_EQ(b.sync.stats().convergence, 1.0);
+  EXPECT_EQ(b.sync.stats().peers, 1u);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 
 namespace kvgate {
 
@@ -43,6 +44,9 @@ class ManualClock final : public Clock {
 inline double to_seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 inline double to_unix_seconds(WallTime t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+inline int64_t to_unix_ms(WallTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
 }  // namespace kvgate

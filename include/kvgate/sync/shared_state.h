@@ -95,7 +95,12 @@ struct SharedState {
   std::vector<PredictionJournal> predictions;
 };
 
-// The workers of `state` that no tombstone at least as new removed.
+// Whether tombstone `t` removes the worker as `r` added it: a removal at least as new as the add
+// (an add after the removal is a new add).
+inline bool removes(const Tombstone& t, const WorkerRecord& r) {
+  return t.url == r.url && t.removed_at_ms >= r.added_at_ms;
+}
+// The workers of `state` that no tombstone removes.
 std::vector<const WorkerRecord*> live_workers(const SharedState& state);
 
 enum class EntryKind : uint8_t { kWorker, kTombstone, kLoad, kHints, kPredictions };

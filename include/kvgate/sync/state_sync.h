@@ -119,7 +119,7 @@ class StateSync {
  private:
   void loop();
   Status pull(SharedState& fleet);
-  Status push(const SharedState& local, int64_t now_ms);
+  Status push(const SharedState& local);
   void measure(const SharedState& fleet, const SharedState& local, int64_t now_ms);
   void on_failure(SyncOp op, const Status& why);
   void on_success();

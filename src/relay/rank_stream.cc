@@ -187,9 +187,12 @@ std::vector<RankStream::Message> RankStream::next(Cursor& cursor, size_t max_bat
   return out;
 }
 
-RankStream::Message RankStream::heartbeat() const {
+RankStream::Message RankStream::heartbeat(const Cursor& cursor) const {
   auto m = std::make_shared<v1::SubscribeResponse>();
   MutexLock lock(&mu_);
+  const bool caught_up = cursor.epoch == epoch_ &&
+                         (!last_seq_ || (!cursor.await_first && cursor.next_seq == *last_seq_ + 1));
+  if (!caught_up) return nullptr;
   v1::Heartbeat* h = m->mutable_heartbeat();
   h->set_epoch(epoch_);
   if (last_seq_) {

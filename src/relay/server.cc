@@ -79,9 +79,11 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<v1::SubscribeResp
     if (r == nullptr || r->writing_ || r->finished_ || !r->pending_.empty()) return;
     r->link_->mu.assert_held();  // the same mutex as link->mu
     if (now - r->last_write_ < r->options_.heartbeat) return;
-    r->pending_.push_back(r->stream_->heartbeat());
-    r->counters_.heartbeats.fetch_add(1, std::memory_order_relaxed);
-    r->pump();
+    if (RankStream::Message h = r->stream_->heartbeat(r->cursor_)) {
+      r->pending_.push_back(std::move(h));
+      r->counters_.heartbeats.fetch_add(1, std::memory_order_relaxed);
+    }
+    r->pump();  // without a heartbeat: the batches it would have overtaken
   }
   // stop(): end the stream.
   static void end(const std::shared_ptr<Link>& link) {

@@ -71,6 +71,33 @@ TEST(RankStream, AFreshSubscriberReadsACompleteHistoryThenWaitsForTheNextBatch) 
   EXPECT_EQ(woken, 1) << "cancelled";
 }
 
+TEST(RankStream, AHeartbeatNeverOvertakesABatchTheSubscriberHasNotRead) {
+  // The writer appends, then wakes its waiting subscribers; a heartbeat built in between named a
+  // seq the subscriber had not been sent, and the subscriber took it for a lost batch.
+  RankStream s({});
+  Feed feed(2);
+  TestSubscriber f;
+  f.drain(s);
+  ASSERT_NE(s.heartbeat(f.cursor), nullptr) << "an empty epoch: nothing to overtake";
+  feed.one(s);
+  EXPECT_EQ(s.heartbeat(f.cursor), nullptr) << "the epoch's first batch is unread";
+  f.drain(s);
+  RankStream::Message h = s.heartbeat(f.cursor);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->heartbeat().last_seq(), 100u);
+  feed.one(s);
+  feed.one(s);
+  EXPECT_EQ(s.heartbeat(f.cursor), nullptr) << "two batches unread";
+  f.drain(s);
+  h = s.heartbeat(f.cursor);
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->heartbeat().last_seq(), 102u);
+  s.restart(false);
+  EXPECT_EQ(s.heartbeat(f.cursor), nullptr) << "another epoch: the subscriber reads that first";
+  f.drain(s);
+  EXPECT_NE(s.heartbeat(f.cursor), nullptr);
+}
+
 TEST(RankStream, PastTheHistoryASubscriberGetsOutOfRangeASnapshotAndTheTail) {
   RankStream s({.max_batches = 8});
   Feed feed(2);

@@ -33,7 +33,7 @@ KVG_PIDS+=("$!")
 kvg_poll 15 grep -qs "kvgate relay metrics on" "$work/relay.out" ||
   fail "the relay did not start: $(tail -3 "$work/relay.err")"
 addr="$(sed -n 's/^kvgate relay listening on //p' "$work/relay.out" | head -1)"
-kvg_poll 15 test "$(grep -c relaying "$work/relay.err")" -ge 2 ||
+kvg_poll 15 bash -c "test \"\$(grep -c relaying '$work/relay.err')\" -ge 2" ||
   fail "the relay did not subscribe to both engines: $(tail -3 "$work/relay.err")"
 
 cat >"$work/complete.sh" <<SH
@@ -80,8 +80,19 @@ done
 hits="$(affinity)"
 [[ "${hits%.*}" -ge 5 ]] || fail "$hits of 5 repeats were routed to the engine holding the prompt"
 echo "relay_e2e_test: the gateway routed $hits of 5 repeats by the relay's events"
-curl -sf "$KVG_GATEWAY_URL/metrics" | grep -q '^kvgate_relay_follow_connected{.*} 1' ||
-  fail "the gateway's /metrics shows no stream from the relay up"
+follow_state() {
+  grep '^kvgate_relay_follow_' "$work/gateway.metrics" | grep -v apply_lag | tr '\n' ' '
+  tail -5 "$work/gateway.err" | tr '\n' ' '
+}
+# Both streams are up: a stream counts once it delivered something, which for an engine with
+# nothing new is the relay's first heartbeat (0.3 s).
+streams_up() {
+  curl -sf "$KVG_GATEWAY_URL/metrics" >"$work/gateway.metrics" &&
+    [[ "$(grep -c '^kvgate_relay_follow_connected{.*} 1$' "$work/gateway.metrics")" -eq 2 ]]
+}
+kvg_poll 5 streams_up || fail "the gateway's /metrics shows no stream from the relay up: $(follow_state)"
+grep -q '^kvgate_relay_follow_restarts_total{.*} [1-9]' "$work/gateway.metrics" &&
+  fail "a stream from the relay started over: $(follow_state)"
 curl -sf "$KVG_GATEWAY_URL/metrics" | grep -q '^kvgate_relay_follow_apply_lag_seconds_count [1-9]' ||
   fail "the gateway's /metrics measured no apply lag through the relay"
 echo "relay_e2e_test: PASS"

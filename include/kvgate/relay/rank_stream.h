@@ -83,8 +83,11 @@ class RankStream {
   // one), the cursor moved past them. Empty: nothing new; then notify_once() with the version()
   // read before this call.
   std::vector<Message> next(Cursor& cursor, size_t max_batches);
-  // A heartbeat with the newest seq and load.
-  Message heartbeat() const;
+  // A heartbeat with the newest seq and load for the subscriber at `cursor`, or nullptr when the
+  // cursor has not been given everything yet (read next() first). A subscriber takes a heartbeat
+  // naming a seq it never received for a lost batch, so one must never overtake a batch: the
+  // writer appends before it wakes the waiting subscribers, and a heartbeat in between would.
+  Message heartbeat(const Cursor& cursor) const;
   // Calls `wake` once, on the writer's thread and outside any lock of this stream, after the next
   // append; returns a token for cancel(). nullopt (and no call) if one came since `seen_version`:
   // read again.

@@ -7,7 +7,7 @@
 // one. Requests continue a random conversation (or, one in five, start a new one) with 4-64 new
 // blocks: prompts of ~1,300 tokens at the median and ~8,000 at p99 at 16-token blocks.
 //
-// Run: build/release/bin/kvgate-bench-decision --workers 128 1024 --decisions 20000
+// Run: build/release/bin/kvgate-bench-decision --workers 128 1024 4096 --decisions 20000
 #include <pthread.h>
 #include <CLI/CLI.hpp>
 
@@ -142,7 +142,7 @@ void run(uint32_t n_workers, size_t decisions, index::IndexKind kind, uint64_t s
 int main(int argc, char** argv) {
   CLI::App app(
       "Routing decision cost of cache_aware at several fleet sizes (see the file header).");
-  std::vector<uint32_t> sizes = {128, 1024};
+  std::vector<uint32_t> sizes = {128, 1024, 4096};
   size_t decisions = 20000;
   std::vector<std::string> kinds = {"chain"};
   uint64_t seed = 1;

@@ -29,6 +29,7 @@ class CacheAwarePolicy final : public Policy {
   CacheAwarePolicy(const CacheAwareConfig& config, PolicyDeps deps)
       : config_(config),
         index_(deps.index),
+        rules_(config),
         clock_(deps.clock ? *deps.clock : Clock::real()),
         predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock_) {}
 
@@ -36,17 +37,11 @@ class CacheAwarePolicy final : public Policy {
 
   Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                   Scratch& s) override {
-    if (collect_candidates(req, fleet, s) == 0) return {.worker = -1, .branch = Branch::kNoWorker};
-    auto& cands = s.candidates;
-    size_t ok_count = 0;
-    for (auto& c : cands) {
-      const workers::Worker& w = *fleet.workers[c.index];
-      c.overloaded = workers::is_overloaded(
-          engine_load(w, c), config_.overload,
-          c.rank < 0 ? w.fleet_in_flight() : w.fleet_in_flight(DpRank(c.rank)));
-      ok_count += c.overloaded ? 0 : 1;
+    if (collect_candidates(req, fleet, s, &rules_) == 0) {
+      return {.worker = -1, .branch = Branch::kNoWorker};
     }
-    if (ok_count == 0) {
+    auto& cands = s.candidates;
+    if (std::all_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.overloaded; })) {
       if (config_.shed_when_all_overloaded) return {.worker = -1, .branch = Branch::kShed};
       const int32_t i = pick_min(
           cands, [](const Candidate&) { return true; }, [](const Candidate& c) { return c.load; },
@@ -54,16 +49,8 @@ class CacheAwarePolicy final : public Policy {
       return {.worker = cands[i].index, .branch = Branch::kAllOverloaded, .rank = cands[i].rank};
     }
 
-    fill_depths(req, fleet, s);
-    uint32_t deepest_any = 0, deepest_ok = 0;
-    double load_sum = 0;
-    for (auto& c : cands) {
-      c.expected_wait_us = expected_wait_us(c, *fleet.workers[c.index], req, config_);
-      deepest_any = std::max(deepest_any, c.matched_blocks);
-      if (!c.overloaded) deepest_ok = std::max(deepest_ok, c.matched_blocks);
-      load_sum += c.load;
-    }
-    const auto by_wait = [](const Candidate& c) { return c.expected_wait_us; };
+    const auto [deepest_any, deepest_ok, load_sum] = score(req, fleet, s);
+    const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config_); };
     const auto not_overloaded = [](const Candidate& c) { return !c.overloaded; };
 
     if (deepest_ok == 0) {
@@ -72,14 +59,14 @@ class CacheAwarePolicy final : public Policy {
                       .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
                       .matched_blocks = 0,
                       .rank = cands[i].rank},
-                     fleet, s);
+                     req, fleet, s);
     }
     int32_t i = pick_min(
         cands, [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest_ok; },
         by_wait, config_.tie_window_us, s.rng);
     Branch branch = deepest_any > deepest_ok ? Branch::kOverloadSteer : Branch::kAffinity;
 
-    const double mean = load_sum / static_cast<double>(cands.size());
+    const double mean = static_cast<double>(load_sum) / static_cast<double>(cands.size());
     const double load = cands[i].load;
     if (load > mean + config_.balance_abs_threshold &&
         load > mean * config_.balance_rel_threshold) {
@@ -93,7 +80,7 @@ class CacheAwarePolicy final : public Policy {
                     .branch = branch,
                     .matched_blocks = cands[i].matched_blocks,
                     .rank = cands[i].rank},
-                   fleet, s);
+                   req, fleet, s);
   }
 
   void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
@@ -132,39 +119,37 @@ class CacheAwarePolicy final : public Policy {
 
  private:
   // The warm-up rule (CacheAwareConfig::warmup_*): now and then, a thin candidate instead of `d`.
-  Decision warm_up(Decision d, const workers::FleetSnapshot& fleet, Scratch& s) const {
+  Decision warm_up(Decision d, const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                   Scratch& s) const {
     if (config_.warmup_thin_ratio <= 0) return d;
     auto& cands = s.candidates;
-    const auto level = [&](const Candidate& c) {
-      const workers::Worker& w = *fleet.workers[c.index];
-      return static_cast<double>(c.rank >= 0 ? w.index_blocks(static_cast<DpRank>(c.rank))
-                                             : w.index_blocks());
-    };
-    double sum = 0;
+    const auto level = [](const Candidate& c) { return static_cast<double>(c.level); };
+    uint64_t sum = 0;  // exact, as a sum of doubles would be below 2^53 blocks, without its chain
     size_t n = 0;
     for (const auto& c : cands) {
-      if (fleet.infos[c.index]->holders.empty()) continue;  // no events: no level to compare
-      sum += level(c);
+      if (!c.has_events) continue;  // no events: no level to compare
+      sum += c.level;
       ++n;
     }
     if (n < 2) return d;
-    const double mean = sum / static_cast<double>(n);
+    const double mean = static_cast<double>(sum) / static_cast<double>(n);
     if (mean < static_cast<double>(config_.warmup_min_mean_blocks)) return d;
     const double share =
         d.matched_blocks == 0 ? config_.warmup_miss_share : config_.warmup_hit_share;
     if (std::uniform_real_distribution<double>(0, 1)(s.rng) >= share) return d;
     const auto thin = [&](const Candidate& c) {
-      if (c.overloaded || fleet.infos[c.index]->holders.empty()) return false;
+      if (c.overloaded || !c.has_events) return false;
       workers::Worker& w = *fleet.workers[c.index];
+      const uint64_t diversions = w.warmup_diversions();
       if (level(c) >= config_.warmup_thin_ratio * mean) {
-        if (w.warmup_diversions() > 0) w.reset_warmup_diversions();  // filled: a new episode later
+        if (diversions > 0) w.reset_warmup_diversions();  // filled: a new episode later
         return false;
       }
-      return w.warmup_diversions() < config_.warmup_max_diversions;
+      return diversions < config_.warmup_max_diversions;
     };
     const int32_t j = pick_min(
-        cands, thin, [](const Candidate& c) { return c.expected_wait_us; }, config_.tie_window_us,
-        s.rng);
+        cands, thin, [&](const Candidate& c) { return expected_wait_us(c, req, config_); },
+        config_.tie_window_us, s.rng);
     if (j < 0 || (cands[j].index == d.worker && cands[j].rank == d.rank)) return d;
     fleet.workers[cands[j].index]->count_warmup_diversion();
     return {.worker = cands[j].index,
@@ -173,37 +158,56 @@ class CacheAwarePolicy final : public Policy {
             .rank = cands[j].rank};
   }
 
-  // Each candidate's matched depth: a rank's is its own holder's, a whole worker's the deepest
-  // of its ranks'.
-  void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
-    if (req.chain.empty()) return;
-    s.depth_by_worker.assign(fleet.workers.size(), 0);
-    s.depth_by_holder.assign(fleet.worker_of_holder.size(), 0);
-    if (index_ != nullptr) {
-      index_->lookup(req.chain, s.matches);
-      for (const auto& m : s.matches) {
-        const int32_t w = fleet.worker_index_of(m.holder);
-        if (w < 0) continue;
-        s.depth_by_worker[w] = std::max(s.depth_by_worker[w], m.any_depth);
-        s.depth_by_holder[m.holder.value()] = m.any_depth;
+  struct Totals {
+    uint32_t deepest_any = 0;  // the deepest match of any candidate
+    uint32_t deepest_ok = 0;   // of a candidate not overloaded
+    int64_t load_sum = 0;  // loads are whole numbers: summed exactly, without a chain of FP adds
+  };
+  // Each candidate's matched depth (a rank's is its own holder's, a whole worker's the deepest of
+  // its ranks'), in one pass with the totals the rules need. (Holders the snapshot does not map to
+  // a worker, those of removed workers, are no candidate's.)
+  Totals score(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
+    auto& depth = s.depth_by_holder;
+    depth.clear();
+    if (!req.chain.empty()) {
+      depth.resize(fleet.worker_of_holder.size(), 0);
+      if (index_ != nullptr) {
+        index_->lookup(req.chain, s.matches);
+        for (const auto& m : s.matches) {
+          if (m.holder.valid() && m.holder.value() < depth.size()) {
+            depth[m.holder.value()] = m.any_depth;
+          }
+        }
       }
     }
+    const auto depth_of = [&](HolderId h) -> uint32_t {
+      return h.valid() && h.value() < depth.size() ? depth[h.value()] : 0;
+    };
+    Totals t;
     for (auto& c : s.candidates) {
-      const bool has_events = !fleet.infos[c.index]->holders.empty();
-      if (!has_events) {
+      if (req.chain.empty()) {
+        c.matched_blocks = 0;
+      } else if (!c.has_events) {
         c.matched_blocks = predicted_.depth(fleet.workers[c.index]->id(), req.chain);
       } else if (c.rank >= 0) {
-        c.matched_blocks = c.holder.valid() && c.holder.value() < s.depth_by_holder.size()
-                               ? s.depth_by_holder[c.holder.value()]
-                               : 0;
+        c.matched_blocks = depth_of(c.holder);
+      } else if (const HolderId only = fleet.routes[c.index].only_holder; only.valid()) {
+        c.matched_blocks = depth_of(only);
       } else {
-        c.matched_blocks = s.depth_by_worker[c.index];
+        uint32_t deepest = 0;  // a whole worker: its deepest rank
+        for (HolderId h : fleet.infos[c.index]->holders) deepest = std::max(deepest, depth_of(h));
+        c.matched_blocks = deepest;
       }
+      t.deepest_any = std::max(t.deepest_any, c.matched_blocks);
+      if (!c.overloaded) t.deepest_ok = std::max(t.deepest_ok, c.matched_blocks);
+      t.load_sum += static_cast<int64_t>(c.load);
     }
+    return t;
   }
 
   const CacheAwareConfig config_;
   const index::Indexer* index_;
+  const CostRules rules_;
   const Clock& clock_;
   PredictedCache predicted_;
   // Predictions since the last take_predictions(), deduplicated per worker.

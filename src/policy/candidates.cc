@@ -3,90 +3,96 @@
 #include <algorithm>
 
 namespace kvgate::policy::detail {
-
-double effective_load(const workers::Worker& w) {
-  const auto engine = w.engine_load();
-  return std::max<double>(w.fleet_in_flight(),
-                          static_cast<double>(engine.running) + engine.waiting);
-}
-
-double effective_load(const workers::Worker& w, const Candidate& c) {
-  if (c.rank < 0) return effective_load(w);
-  const auto rank = static_cast<DpRank>(c.rank);
-  const auto engine = w.engine_load(rank);
-  return std::max<double>(w.fleet_in_flight(rank),
-                          static_cast<double>(engine.running) + engine.waiting);
-}
-
-workers::EngineLoad engine_load(const workers::Worker& w, const Candidate& c) {
-  return c.rank < 0 ? w.engine_load() : w.engine_load(static_cast<DpRank>(c.rank));
-}
-
 namespace {
 
+// A worker is 64-byte aligned with everything decisions read in its first cache line
+// (workers/worker.h): fetch it a few workers ahead of the pass.
+constexpr size_t kPrefetchAhead = 8;
+void prefetch_worker(const workers::Worker* w) { __builtin_prefetch(w); }
+
+// One candidate's figures, each read once. The load is max(fleet in flight, running + waiting)
+// taken on integers (the same value as on doubles: both are exact).
+// Every field is written: the slot holds an earlier decision's candidate. (Field by field: a
+// Candidate built aside and copied in costs a store-forwarding stall per candidate.)
+template <bool kWithCost>
+[[gnu::always_inline]] inline void fill(Candidate& c, int32_t index, int16_t rank, HolderId holder,
+                                        bool has_events, const workers::Worker::RoutingFigures& f,
+                                        const CostRules* cost) {
+  c.index = index;
+  c.rank = rank;
+  c.has_events = has_events;
+  c.holder = holder;
+  c.matched_blocks = 0;
+  const int64_t load =
+      std::max<int64_t>(f.fleet_in_flight, int64_t{f.running} + int64_t{f.waiting});
+  c.load = static_cast<double>(load);
+  if constexpr (kWithCost) {
+    c.overloaded = cost->overload.overloaded(f.kv_usage_ppm, f.waiting, f.fleet_in_flight);
+    c.queued_tokens = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
+    c.level = f.index_blocks;
+  } else {
+    c.overloaded = false;
+    c.queued_tokens = 0;
+    c.level = 0;
+  }
+}
+
+template <bool kWithCost>
 size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& scratch,
-               bool vetoed) {
-  scratch.candidates.clear();
-  for (size_t i = 0; i < fleet.workers.size(); ++i) {
+               bool vetoed, const CostRules* cost) {
+  // Room for every candidate the fleet could give, written in place (after the first decisions
+  // the vector's size is already about that: nothing to construct).
+  auto& out = scratch.candidates;
+  const size_t n = fleet.workers.size();
+  const size_t most = req.dp_aware ? fleet.rank_candidates : n;
+  if (out.size() < most) out.resize(most);
+  size_t k = 0;
+  const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchAhead < n) prefetch_worker(fleet.workers[i + kPrefetchAhead].get());
+    if (servers != nullptr && !workers::FleetSnapshot::has(*servers, i)) continue;
     const workers::Worker& w = *fleet.workers[i];
-    if (!w.routable() || w.vetoed() != vetoed) continue;
-    if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) continue;
-    if (!req.model.empty()) {
-      const auto& info = fleet.infos[i];
-      if (!info->models.empty() &&
-          std::find(info->models.begin(), info->models.end(), req.model) == info->models.end()) {
-        continue;
-      }
+    if (w.vetoed() != vetoed || !w.routable()) continue;
+    if (!req.exclude.empty() &&
+        std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) {
+      continue;
     }
-    const auto& info = *fleet.infos[i];
-    if (req.dp_aware && info.dp_size > 1) {
+    const workers::FleetSnapshot::Route& route = fleet.routes[i];
+    if (req.dp_aware && route.dp_size > 1) {
       // One candidate per rank: each has its own KV cache, queue and load. A rank whose event
       // stream lost events is left out while a sibling's is whole.
+      const auto& info = *fleet.infos[i];
       bool any_whole = false;
-      for (uint32_t r = 0; r < info.dp_size; ++r) any_whole |= !w.rank_degraded(r);
-      for (uint32_t r = 0; r < info.dp_size; ++r) {
+      for (uint32_t r = 0; r < route.dp_size; ++r) any_whole |= !w.rank_degraded(r);
+      for (uint32_t r = 0; r < route.dp_size; ++r) {
         if (any_whole && w.rank_degraded(r)) continue;
-        Candidate c;
-        c.index = static_cast<int32_t>(i);
-        c.rank = static_cast<int32_t>(r);
-        for (size_t k = 0; k < info.holders.size() && k < info.holder_ranks.size(); ++k) {
-          if (info.holder_ranks[k] == r) c.holder = info.holders[k];
+        HolderId holder;
+        for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
+          if (info.holder_ranks[h] == r) holder = info.holders[h];
         }
-        c.load = effective_load(w, c);
-        scratch.candidates.push_back(c);
+        fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int16_t>(r), holder,
+                        route.has_events, w.routing_figures(r), cost);
       }
       continue;
     }
-    Candidate c;
-    c.index = static_cast<int32_t>(i);
-    c.load = effective_load(w);
-    scratch.candidates.push_back(c);
+    fill<kWithCost>(out[k++], static_cast<int32_t>(i), -1, HolderId(), route.has_events,
+                    w.routing_figures(), cost);
   }
-  return scratch.candidates.size();
+  out.resize(k);
+  return k;
 }
 
 }  // namespace
 
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
-                          Scratch& scratch) {
-  if (size_t n = collect(req, fleet, scratch, /*vetoed=*/false); n > 0) return n;
+                          Scratch& scratch, const CostRules* cost) {
+  const auto pass = [&](bool vetoed) {
+    return cost != nullptr ? collect<true>(req, fleet, scratch, vetoed, cost)
+                           : collect<false>(req, fleet, scratch, vetoed, cost);
+  };
+  if (size_t n = pass(/*vetoed=*/false); n > 0) return n;
   // Every candidate is vetoed (wedged or unreachable): a veto steers, never refuses.
-  return collect(req, fleet, scratch, /*vetoed=*/true);
-}
-
-double expected_wait_us(const Candidate& c, const workers::Worker& w, const RouteRequest& req,
-                        const CacheAwareConfig& config) {
-  const uint64_t cached = static_cast<uint64_t>(c.matched_blocks) * req.block_size;
-  const double uncached =
-      req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
-  // The engine's own count when it reports one; else its queue at an assumed prompt length, or
-  // the prompts the gateway replicas sent that have not had their first token, if more (kept
-  // per worker, so for a whole worker only).
-  const double queued =
-      std::max({static_cast<double>(engine_load(w, c).queued_prefill_tokens),
-                c.load * config.assumed_queued_prompt_tokens,
-                c.rank < 0 ? static_cast<double>(w.fleet_queued_prompt_tokens()) : 0.0});
-  return (queued + uncached) / config.prefill_tokens_per_second * 1e6;
+  return pass(/*vetoed=*/true);
 }
 
 }  // namespace kvgate::policy::detail

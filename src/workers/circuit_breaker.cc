@@ -23,10 +23,8 @@ const char* breaker_state_name(BreakerState s) {
   return "unknown";
 }
 
-bool CircuitBreaker::allows() const {
-  const auto s = state();
-  if (s == BreakerState::kClosed) return true;
-  if (s == BreakerState::kHalfOpen) return false;  // its one trial is in flight
+bool CircuitBreaker::allows_when_not_closed() const {
+  if (state() == BreakerState::kHalfOpen) return false;  // its one trial is in flight
   return ns(clock_.now()) >= open_until_ns_.load(std::memory_order_acquire);
 }
 

@@ -12,6 +12,13 @@ bool FleetSnapshot::knows_model(std::string_view model) const {
   return std::binary_search(models.begin(), models.end(), model);
 }
 
+const std::vector<uint64_t>* FleetSnapshot::servers_of(std::string_view model) const {
+  if (model.empty()) return nullptr;
+  const auto it = std::lower_bound(models.begin(), models.end(), model);
+  if (it == models.end() || *it != model) return &servers_of_any_model;
+  return &servers_of_model[static_cast<size_t>(it - models.begin())];
+}
+
 const Worker* FleetSnapshot::find(std::string_view url) const {
   for (const auto& w : workers) {
     if (w->url() == url) return w.get();
@@ -200,6 +207,27 @@ void WorkerRegistry::publish_locked() {
                             snap->lora_adapters.end());
   std::sort(snap->models.begin(), snap->models.end());
   snap->models.erase(std::unique(snap->models.begin(), snap->models.end()), snap->models.end());
+  const size_t words = (workers_.size() + 63) / 64;
+  snap->servers_of_any_model.assign(words, 0);
+  snap->servers_of_model.assign(snap->models.size(), std::vector<uint64_t>(words, 0));
+  snap->routes.resize(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const WorkerInfo& info = *snap->infos[i];
+    snap->rank_candidates += std::max<uint32_t>(info.dp_size, 1);
+    snap->routes[i] = {.dp_size = info.dp_size,
+                       .has_events = !info.holders.empty(),
+                       .only_holder = info.holders.size() == 1 ? info.holders[0] : HolderId()};
+    const uint64_t bit = uint64_t{1} << (i & 63);
+    if (info.models.empty()) {
+      snap->servers_of_any_model[i >> 6] |= bit;
+      for (auto& bits : snap->servers_of_model) bits[i >> 6] |= bit;
+      continue;
+    }
+    for (const std::string& m : info.models) {
+      const auto it = std::lower_bound(snap->models.begin(), snap->models.end(), m);
+      snap->servers_of_model[static_cast<size_t>(it - snap->models.begin())][i >> 6] |= bit;
+    }
+  }
   snapshot_.store(std::move(snap));
 }
 

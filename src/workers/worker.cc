@@ -9,14 +9,14 @@ namespace kvgate::workers {
 
 Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock,
                std::string authorization)
-    : id_(id),
+    : health_(options.health, &health_state_),
+      breaker_(options.breaker, clock, &breaker_state_),
+      liveness_(options.liveness, clock, &liveness_state_),
+      id_(id),
       url_(std::move(url)),
       authorization_(std::move(authorization)),
       info_(std::make_shared<const WorkerInfo>()),
-      health_(options.health),
-      breaker_(options.breaker, clock),
-      liveness_(options.liveness, clock),
-      ranks_(std::make_unique<LiveLoad[]>(kMaxDpRanks)) {
+      ranks_(std::make_unique<RankFigures[]>(kMaxDpRanks)) {
   std::string_view rest(url_);
   if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
   if (rest.rfind("https://", 0) == 0) {
@@ -32,16 +32,7 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
   }
 }
 
-EngineLoad Worker::LiveLoad::load() const {
-  EngineLoad l;
-  l.running = running.load(std::memory_order_relaxed);
-  l.waiting = waiting.load(std::memory_order_relaxed);
-  l.kv_usage = kv_usage_ppm.load(std::memory_order_relaxed) / 1e6;
-  l.queued_prefill_tokens = queued_prefill_tokens.load(std::memory_order_relaxed);
-  return l;
-}
-
-void Worker::LiveLoad::set(const EngineLoad& l) {
+void Worker::EngineFigures::set(const EngineLoad& l) {
   running.store(l.running, std::memory_order_relaxed);
   waiting.store(l.waiting, std::memory_order_relaxed);
   const double clamped = std::clamp(l.kv_usage, 0.0, 1.0);
@@ -49,19 +40,17 @@ void Worker::LiveLoad::set(const EngineLoad& l) {
   queued_prefill_tokens.store(l.queued_prefill_tokens, std::memory_order_relaxed);
 }
 
-EngineLoad Worker::engine_load() const { return total_.load(); }
-
 void Worker::set_engine_load(const EngineLoad& load, MonoTime at) {
   total_.set(load);
   load_at_ns_.store(at.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-EngineLoad Worker::engine_load(DpRank rank) const { return ranks_[slot(rank)].load(); }
-
-void Worker::set_rank_load(DpRank rank, const EngineLoad& load) { ranks_[slot(rank)].set(load); }
+void Worker::set_rank_load(DpRank rank, const EngineLoad& load) {
+  ranks_[slot(rank)].engine.set(load);
+}
 
 void Worker::set_index_blocks(DpRank rank, uint64_t blocks) {
-  LiveLoad& r = ranks_[slot(rank)];
+  RankFigures& r = ranks_[slot(rank)];
   const uint64_t before = r.index_blocks.exchange(blocks, std::memory_order_relaxed);
   // One control thread writes: the total follows each rank's change.
   index_blocks_.fetch_add(blocks - before, std::memory_order_relaxed);
@@ -80,7 +69,7 @@ void Worker::set_peer_load(int32_t in_flight, const std::vector<std::pair<DpRank
 void Worker::set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at) {
   const int64_t now = at.time_since_epoch().count();
   MutexLock lock(&pushed_mu_);
-  ranks_[slot(rank)].set(load);
+  ranks_[slot(rank)].engine.set(load);
   ranks_[slot(rank)].pushed_at_ns.store(now, std::memory_order_relaxed);
   // The total: every rank whose record is fresh (a rank that stopped pushing drops out).
   EngineLoad total;
@@ -89,7 +78,7 @@ void Worker::set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at) {
   for (uint32_t r = 0; r < kMaxDpRanks; ++r) {
     const int64_t t = ranks_[r].pushed_at_ns.load(std::memory_order_relaxed);
     if (t == 0 || now - t > kPushedLoadFresh.count()) continue;
-    const EngineLoad l = ranks_[r].load();
+    const EngineLoad l = ranks_[r].engine.load();
     total.running += l.running;
     total.waiting += l.waiting;
     total.queued_prefill_tokens += l.queued_prefill_tokens;

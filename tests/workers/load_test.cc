@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include "kvgate/workers/worker.h"
 
 namespace kvgate::workers {
@@ -25,6 +28,26 @@ TEST(Overload, TheInFlightRuleCountsTheGatewayFleet) {
   t.in_flight_requests = 4;
   EXPECT_FALSE(is_overloaded({}, t, 3));
   EXPECT_TRUE(is_overloaded({}, t, 4));
+}
+
+TEST(Overload, TheIntegerRuleGivesIsOverloadedsVerdictForEveryUsage) {
+  // Every KV usage a worker can report (ppm / 1e6), against thresholds on, between and beside
+  // those values, with the other two rules on and off.
+  const std::vector<std::optional<double>> usages = {std::nullopt, 0.0, 0.8, 0.1 + 0.2, 1e-7,
+                                                     0.9999995,    1.0, 1.5, -0.1,      0.5000005};
+  for (const auto& usage : usages) {
+    const OverloadThresholds t{
+        .token_usage = usage, .waiting_requests = 3, .in_flight_requests = 2};
+    const OverloadRule rule(t);
+    for (uint32_t ppm = 0; ppm <= 1'000'000; ++ppm) {
+      const EngineLoad load{.waiting = ppm % 5, .kv_usage = ppm / 1e6};
+      const int32_t in_flight = static_cast<int32_t>(ppm % 4) - 1;
+      ASSERT_EQ(rule.overloaded(ppm, load.waiting, in_flight), is_overloaded(load, t, in_flight))
+          << "usage threshold " << usage.value_or(-1) << ", ppm " << ppm;
+    }
+  }
+  const OverloadThresholds off{.token_usage = std::nullopt, .waiting_requests = std::nullopt};
+  EXPECT_FALSE(OverloadRule(off).overloaded(1'000'000, UINT32_MAX, INT32_MAX));
 }
 
 TEST(Worker, PeersInFlightAddToTheFleetFigures) {
@@ -66,6 +89,28 @@ TEST(Worker, EngineLoadRoundTripsAndInFlightCounts) {
   EXPECT_FALSE(w.routable());  // not probed yet
   w.health().record(true);
   EXPECT_TRUE(w.routable());
+  // What a routing decision reads, in one call, agrees with the figures one by one.
+  w.set_index_blocks(DpRank(0), 77);
+  w.set_peer_load(2, {}, 50);
+  const Worker::RoutingFigures f = w.routing_figures();
+  EXPECT_EQ(f.running, 4u);
+  EXPECT_EQ(f.waiting, 2u);
+  EXPECT_EQ(f.kv_usage_ppm / 1e6, l.kv_usage);
+  EXPECT_EQ(f.queued_prefill_tokens, 900u);
+  EXPECT_EQ(f.fleet_in_flight, 3);
+  EXPECT_EQ(f.fleet_queued_prompt_tokens, w.fleet_queued_prompt_tokens());
+  EXPECT_EQ(f.index_blocks, 77u);
+  w.set_rank_load(DpRank(1), {.running = 1, .waiting = 5, .kv_usage = 0.25});
+  w.begin_request(DpRank(1));
+  const Worker::RoutingFigures r = w.routing_figures(DpRank(1));
+  EXPECT_EQ(r.waiting, 5u);
+  EXPECT_EQ(r.kv_usage_ppm, 250'000u);
+  EXPECT_EQ(r.fleet_in_flight, 1);
+  EXPECT_EQ(r.fleet_queued_prompt_tokens, 0u) << "kept per worker only";
+  // The trackers' states, kept in the worker's first cache line, are what routable() reads.
+  for (int i = 0; i < 5; ++i) w.breaker().record(Outcome::kConnectFailed);
+  EXPECT_EQ(w.breaker().state(), BreakerState::kOpen);
+  EXPECT_FALSE(w.routable());
 }
 
 // A probe that passes is contact: it ends an unreachable veto at once. It is also one passing

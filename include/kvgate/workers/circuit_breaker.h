@@ -42,10 +42,11 @@ struct BreakerConfig {
 
 class CircuitBreaker {
  public:
-  CircuitBreaker(BreakerConfig config, const Clock& clock) : config_(config), clock_(clock) {}
+  CircuitBreaker(BreakerConfig config, const Clock& clock, std::atomic<uint8_t>* state = nullptr)
+      : state_(state != nullptr ? *state : own_state_), config_(config), clock_(clock) {}
 
   // Whether a routing decision may pick this worker now (closed, or open past its cool-down).
-  bool allows() const;
+  bool allows() const { return state() == BreakerState::kClosed || allows_when_not_closed(); }
   // Called when a decision picked a worker that is not closed: true for the one trial request.
   bool try_begin_trial();
   void record(Outcome outcome);
@@ -58,11 +59,15 @@ class CircuitBreaker {
   uint64_t opened_total() const { return opened_total_.load(std::memory_order_relaxed); }
 
  private:
+  bool allows_when_not_closed() const;
   void open_locked(MonoTime now) KVGATE_REQUIRES(mu_);
 
+  // The state lives with its owner when one is given (a Worker keeps its trackers' states beside
+  // its load figures, where every routing decision reads them), else here.
+  std::atomic<uint8_t> own_state_{0};
+  std::atomic<uint8_t>& state_;
   const BreakerConfig config_;
   const Clock& clock_;
-  std::atomic<uint8_t> state_{0};
   std::atomic<int64_t> open_until_ns_{0};  // steady-clock ns since epoch
   std::atomic<uint64_t> opened_total_{0};
   Mutex mu_;

@@ -21,7 +21,8 @@ struct HealthConfig {
 
 class HealthTracker {
  public:
-  explicit HealthTracker(HealthConfig config) : config_(config) {}
+  explicit HealthTracker(HealthConfig config, std::atomic<uint8_t>* state = nullptr)
+      : state_(state != nullptr ? *state : own_state_), config_(config) {}
 
   // Returns true when the state changed.
   bool record(bool probe_ok);
@@ -30,8 +31,11 @@ class HealthTracker {
   void force(Health h) { state_.store(static_cast<uint8_t>(h), std::memory_order_release); }
 
  private:
+  // The state lives with its owner when one is given (a Worker keeps its trackers' states beside
+  // its load figures, where every routing decision reads them), else here.
+  std::atomic<uint8_t> own_state_{0};
+  std::atomic<uint8_t>& state_;
   const HealthConfig config_;
-  std::atomic<uint8_t> state_{0};
   uint32_t consecutive_ok_ = 0;    // prober thread only
   uint32_t consecutive_fail_ = 0;  // prober thread only
 };

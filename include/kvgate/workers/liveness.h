@@ -61,7 +61,8 @@ struct LivenessTransition {
 
 class LivenessTracker {
  public:
-  LivenessTracker(LivenessConfig config, const Clock& clock) : config_(config), clock_(clock) {}
+  LivenessTracker(LivenessConfig config, const Clock& clock, std::atomic<uint8_t>* state = nullptr)
+      : state_(state != nullptr ? *state : own_state_), config_(config), clock_(clock) {}
 
   // --- Reports from the request path and the control path ----------------------------------
   // A streamed generation was sent to the worker: it joins the pile.
@@ -93,9 +94,12 @@ class LivenessTracker {
  private:
   int64_t now_ns() const { return clock_.now().time_since_epoch().count(); }
 
+  // The state lives with its owner when one is given (a Worker keeps its trackers' states beside
+  // its load figures, where every routing decision reads them), else here.
+  std::atomic<uint8_t> own_state_{0};
+  std::atomic<uint8_t>& state_;
   const LivenessConfig config_;
   const Clock& clock_;
-  std::atomic<uint8_t> state_{0};
   std::atomic<int32_t> pile_{0};
   std::atomic<int64_t> pile_since_ns_{0};         // when the pile last went from empty to not
   std::atomic<int64_t> last_progress_ns_{0};      // 0: never

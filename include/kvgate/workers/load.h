@@ -45,4 +45,20 @@ inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t,
   return false;
 }
 
+// is_overloaded() with its thresholds resolved to integers once, for a pass over a whole fleet:
+// the same verdict for every load, the KV usage compared in the parts per million workers keep
+// (Worker::RoutingFigures; a usage is kv_usage_ppm / 1e6).
+class OverloadRule {
+ public:
+  explicit OverloadRule(const OverloadThresholds& t);
+  bool overloaded(uint32_t kv_usage_ppm, uint32_t waiting, int32_t fleet_in_flight) const {
+    return kv_usage_ppm >= kv_usage_ppm_ || waiting >= waiting_ || fleet_in_flight >= in_flight_;
+  }
+
+ private:
+  uint64_t kv_usage_ppm_;  // the least usage in ppm that is overloaded (above 1e6: never)
+  uint64_t waiting_;       // 2^32: never
+  int64_t in_flight_;      // 2^32: never
+};
+
 }  // namespace kvgate::workers

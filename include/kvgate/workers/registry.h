@@ -48,6 +48,26 @@ struct FleetSnapshot {
   // run anywhere in the fleet.
   uint32_t max_model_len = 0;
 
+  // Per worker, dense, what a routing decision reads of its description (decisions visit every
+  // worker; the descriptions live apart).
+  struct Route {
+    uint32_t dp_size = 1;
+    bool has_events = false;  // it has KV holders (an event stream per rank)
+    HolderId only_holder;     // its holder when it has exactly one
+  };
+  std::vector<Route> routes;
+  size_t rank_candidates = 0;  // the sum of the workers' dp_size (at least 1 each)
+  // Per model of `models`, the workers that serve it, as a bitset over `workers` (a worker that
+  // reported no models serves any); and the workers that reported none.
+  std::vector<std::vector<uint64_t>> servers_of_model;
+  std::vector<uint64_t> servers_of_any_model;
+
+  // The workers that may serve `model`, a bitset over `workers`; null: any worker (no model).
+  const std::vector<uint64_t>* servers_of(std::string_view model) const;
+  static bool has(const std::vector<uint64_t>& bits, size_t i) {
+    return (bits[i >> 6] >> (i & 63)) & 1;
+  }
+
   int32_t worker_index_of(HolderId h) const {
     return h.valid() && h.value() < worker_of_holder.size() ? worker_of_holder[h.value()] : -1;
   }

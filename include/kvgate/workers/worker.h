@@ -130,10 +130,41 @@ class Worker {
     return retryable_failures_.load(std::memory_order_relaxed);
   }
 
+  // Everything a routing decision reads of the worker's load, or of one rank's, in one call
+  // (relaxed reads, each figure as of its own moment). The KV usage stays in parts per million so
+  // that a pass over a whole fleet compares integers (OverloadRule).
+  struct RoutingFigures {
+    uint32_t running = 0;
+    uint32_t waiting = 0;
+    uint32_t kv_usage_ppm = 0;
+    uint64_t queued_prefill_tokens = 0;
+    int32_t fleet_in_flight = 0;
+    uint64_t fleet_queued_prompt_tokens = 0;  // the whole worker's (0 for a rank: not kept)
+    uint64_t index_blocks = 0;
+  };
+  RoutingFigures routing_figures() const {
+    return {.running = total_.running.load(std::memory_order_relaxed),
+            .waiting = total_.waiting.load(std::memory_order_relaxed),
+            .kv_usage_ppm = total_.kv_usage_ppm.load(std::memory_order_relaxed),
+            .queued_prefill_tokens = total_.queued_prefill_tokens.load(std::memory_order_relaxed),
+            .fleet_in_flight = fleet_in_flight(),
+            .fleet_queued_prompt_tokens = fleet_queued_prompt_tokens(),
+            .index_blocks = index_blocks()};
+  }
+  RoutingFigures routing_figures(DpRank rank) const {
+    const RankFigures& r = ranks_[slot(rank)];
+    return {.running = r.engine.running.load(std::memory_order_relaxed),
+            .waiting = r.engine.waiting.load(std::memory_order_relaxed),
+            .kv_usage_ppm = r.engine.kv_usage_ppm.load(std::memory_order_relaxed),
+            .queued_prefill_tokens = r.engine.queued_prefill_tokens.load(std::memory_order_relaxed),
+            .fleet_in_flight = fleet_in_flight(rank),
+            .index_blocks = index_blocks(rank)};
+  }
+
   // The engine's load, summed over its ranks (as reported), and one rank's.
-  EngineLoad engine_load() const;
+  EngineLoad engine_load() const { return total_.load(); }
   void set_engine_load(const EngineLoad& load, MonoTime at);
-  EngineLoad engine_load(DpRank rank) const;
+  EngineLoad engine_load(DpRank rank) const { return ranks_[slot(rank)].engine.load(); }
   void set_rank_load(DpRank rank, const EngineLoad& load);
   // A load record the engine pushed for one rank (on its KV-event stream). The worker's total
   // becomes the sum of its ranks' records from the last kPushedLoadFresh; while any is that fresh
@@ -181,10 +212,62 @@ class Worker {
   // Healthy (a passing probe since it was added, or health checks off) and the breaker lets
   // traffic through. A liveness veto does not make a worker unroutable: routing prefers workers
   // without one (vetoed()) but falls back to them rather than refuse.
-  bool routable() const { return health_.state() == Health::kHealthy && breaker_.allows(); }
-  bool vetoed() const { return liveness_.vetoed(); }
+  // (Read from the states kept here, in the first cache line, not through the trackers.)
+  bool routable() const {
+    return static_cast<Health>(health_state_.load(std::memory_order_acquire)) == Health::kHealthy &&
+           (static_cast<BreakerState>(breaker_state_.load(std::memory_order_acquire)) ==
+                BreakerState::kClosed ||
+            breaker_.allows());
+  }
+  bool vetoed() const {
+    return static_cast<Liveness>(liveness_state_.load(std::memory_order_acquire)) !=
+           Liveness::kLive;
+  }
 
  private:
+  // An engine's load as relaxed atomics (its usage in parts per million).
+  struct EngineFigures {
+    std::atomic<uint32_t> running{0};
+    std::atomic<uint32_t> waiting{0};
+    std::atomic<uint32_t> kv_usage_ppm{0};
+    std::atomic<uint64_t> queued_prefill_tokens{0};
+    EngineLoad load() const {
+      return {.running = running.load(std::memory_order_relaxed),
+              .waiting = waiting.load(std::memory_order_relaxed),
+              .kv_usage = kv_usage_ppm.load(std::memory_order_relaxed) / 1e6,
+              .queued_prefill_tokens = queued_prefill_tokens.load(std::memory_order_relaxed)};
+    }
+    void set(const EngineLoad& l);
+  };
+  // One data-parallel rank's live figures.
+  struct RankFigures {
+    EngineFigures engine;
+    std::atomic<int32_t> in_flight{0};
+    std::atomic<int32_t> peer_in_flight{0};
+    std::atomic<bool> degraded{false};
+    std::atomic<int64_t> pushed_at_ns{0};
+    std::atomic<uint64_t> index_blocks{0};
+  };
+  static uint32_t slot(DpRank rank) { return rank < kMaxDpRanks ? rank : kMaxDpRanks - 1; }
+
+  // What a routing decision reads of every worker, in its first cache line: the load figures and
+  // the states of its three trackers (kept here for them), so a pass over a large fleet touches
+  // one line per worker (kvgate-bench-decision measures it).
+  alignas(64) std::atomic<int32_t> in_flight_{0};
+  std::atomic<int32_t> peer_in_flight_{0};
+  std::atomic<uint64_t> queued_prompt_tokens_{0};
+  std::atomic<uint64_t> peer_queued_prompt_tokens_{0};
+  std::atomic<uint64_t> index_blocks_{0};
+  EngineFigures total_;
+  std::atomic<uint8_t> health_state_{0};
+  std::atomic<uint8_t> breaker_state_{0};
+  std::atomic<uint8_t> liveness_state_{0};
+
+  HealthTracker health_;
+  CircuitBreaker breaker_;
+  LivenessTracker liveness_;
+  std::atomic<uint64_t> warmup_diversions_{0};
+
   const WorkerId id_;
   const std::string url_;
   std::string host_;
@@ -192,39 +275,13 @@ class Worker {
   bool tls_ = false;
   const std::string authorization_;
   SharedCell<WorkerInfo> info_;
-  std::atomic<int32_t> in_flight_{0};
-  std::atomic<uint64_t> queued_prompt_tokens_{0};
-  std::atomic<int32_t> peer_in_flight_{0};
-  std::atomic<uint64_t> peer_queued_prompt_tokens_{0};
   std::atomic<uint64_t> dispatched_{0};
   std::atomic<uint64_t> retryable_failures_{0};
-  // One rank's live figures (a load with its usage in parts per million), relaxed atomics.
-  struct LiveLoad {
-    std::atomic<int32_t> in_flight{0};
-    std::atomic<int32_t> peer_in_flight{0};
-    std::atomic<uint32_t> running{0};
-    std::atomic<uint32_t> waiting{0};
-    std::atomic<uint32_t> kv_usage_ppm{0};
-    std::atomic<uint64_t> queued_prefill_tokens{0};
-    std::atomic<bool> degraded{false};
-    std::atomic<int64_t> pushed_at_ns{0};
-    std::atomic<uint64_t> index_blocks{0};
-    EngineLoad load() const;
-    void set(const EngineLoad& l);
-  };
-  static uint32_t slot(DpRank rank) { return rank < kMaxDpRanks ? rank : kMaxDpRanks - 1; }
-
-  LiveLoad total_;
   std::atomic<int64_t> load_at_ns_{0};
   std::atomic<int64_t> pushed_at_ns_{0};
-  std::atomic<uint64_t> index_blocks_{0};
-  std::atomic<uint64_t> warmup_diversions_{0};
   Mutex pushed_mu_;  // one pushed record at a time recomputes the total
-  HealthTracker health_;
-  CircuitBreaker breaker_;
-  LivenessTracker liveness_;
   InflightRequests inflight_;
-  std::unique_ptr<LiveLoad[]> ranks_;  // kMaxDpRanks
+  std::unique_ptr<RankFigures[]> ranks_;  // kMaxDpRanks
 };
 
 }  // namespace kvgate::workers

@@ -1,31 +1,50 @@
 // Shared steps of every policy: which workers may take a request, how loaded they are, and a
 // uniform draw among ties.
+//
+// Every decision visits the whole fleet once (collect_candidates), reading each worker's live
+// figures a single time into the dense Candidate array; everything after works on that array.
 #pragma once
 
 #include <random>
 
 #include "kvgate/policy/policy.h"
+#include "kvgate/workers/load.h"
 
 namespace kvgate::policy::detail {
 
-// Effective load of a worker: the larger of what this gateway has in flight there and what the
-// engine last reported (which also counts other clients' requests).
-double effective_load(const workers::Worker& w);
-// The same for one candidate (a rank's own figures when it is one).
-double effective_load(const workers::Worker& w, const Candidate& c);
-// The engine's reported load for a candidate (its rank's, or the worker's).
-workers::EngineLoad engine_load(const workers::Worker& w, const Candidate& c);
+// What cache_aware's cost needs of a candidate beyond its load, its rules resolved once.
+struct CostRules {
+  explicit CostRules(const CacheAwareConfig& config)
+      : overload(config.overload),
+        assumed_queued_prompt_tokens(config.assumed_queued_prompt_tokens) {}
+  workers::OverloadRule overload;
+  double assumed_queued_prompt_tokens;
+};
 
-// Fills scratch.candidates with the routable workers that serve req.model (load filled in,
+// Fills scratch.candidates with the routable workers that serve req.model (the load filled in:
+// the larger of what the gateway fleet has in flight there and what the engine last reported,
+// which also counts other clients' requests;
 // matched_blocks 0), leaving out those the liveness tracker vetoed unless every one is vetoed. With
-// req.dp_aware, a worker with several data-parallel ranks is one candidate per rank.
+// req.dp_aware, a worker with several data-parallel ranks is one candidate per rank. With `cost`
+// (cache_aware), also each candidate's overload verdict, queued tokens and level.
 // Returns the number of candidates.
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
-                          Scratch& scratch);
+                          Scratch& scratch, const CostRules* cost = nullptr);
 
-// Expected wait before this request's first token on `c`, from the cost model in `config`.
-double expected_wait_us(const Candidate& c, const workers::Worker& w, const RouteRequest& req,
-                        const CacheAwareConfig& config);
+// Expected wait before this request's first token on `c` (its matched_blocks known), from the
+// cost model in `config`. Computed where a pick compares it, not for every candidate: a pass
+// over the fleet would spend most of its time dividing.
+inline double expected_wait_us(const Candidate& c, const RouteRequest& req,
+                               const CacheAwareConfig& config) {
+  // The queue ahead: the reported prompt tokens, or the engine's queue at an assumed prompt
+  // length if more.
+  const double queued =
+      std::max(static_cast<double>(c.queued_tokens), c.load * config.assumed_queued_prompt_tokens);
+  const uint64_t cached = static_cast<uint64_t>(c.matched_blocks) * req.block_size;
+  const double uncached =
+      req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
+  return (queued + uncached) / config.prefill_tokens_per_second * 1e6;
+}
 
 // Among candidates accepted by `keep`, the one minimizing `key`, ties (within `window`) drawn
 // uniformly (reservoir sampling: one pass, no allocation). Returns an index into `cands` or -1.

@@ -1,0 +1,272 @@
+#include "policy/reference_cache_aware.h"
+
+#include <algorithm>
+
+#include "kvgate/workers/load.h"
+
+namespace kvgate::policy::testing {
+namespace {
+
+// Among the options accepted by `keep`, the one minimizing `key`; keys within `window` of the
+// best so far are ties, and each tie met replaces the pick with probability 1/ties (reservoir
+// sampling, one draw per tie, in scan order). -1 when none is accepted.
+template <class Option, class Keep, class Key>
+int32_t pick_min(const std::vector<Option>& options, Keep keep, Key key, double window,
+                 std::mt19937_64& rng) {
+  int32_t best = -1;
+  double best_key = 0;
+  uint32_t ties = 0;
+  for (size_t i = 0; i < options.size(); ++i) {
+    if (!keep(options[i])) continue;
+    const double k = key(options[i]);
+    if (best < 0 || k < best_key - window) {
+      best = static_cast<int32_t>(i);
+      best_key = k;
+      ties = 1;
+    } else if (k <= best_key + window) {
+      ++ties;
+      if (std::uniform_int_distribution<uint32_t>(0, ties - 1)(rng) == 0) {
+        best = static_cast<int32_t>(i);
+        if (k < best_key) best_key = k;
+      }
+    }
+  }
+  return best;
+}
+
+bool has_kv_holders(const workers::FleetSnapshot& fleet, int32_t worker_index) {
+  return !fleet.infos[worker_index]->holders.empty();
+}
+
+// What the engine reports for the option: its rank's figures, or the worker's.
+workers::EngineLoad engine_load_of(const workers::Worker& w, int32_t rank) {
+  return rank < 0 ? w.engine_load() : w.engine_load(static_cast<DpRank>(rank));
+}
+
+int32_t fleet_in_flight_of(const workers::Worker& w, int32_t rank) {
+  return rank < 0 ? w.fleet_in_flight() : w.fleet_in_flight(static_cast<DpRank>(rank));
+}
+
+// The larger of what the gateway fleet has in flight there and what the engine runs and queues.
+double effective_load(const workers::Worker& w, int32_t rank) {
+  const workers::EngineLoad engine = engine_load_of(w, rank);
+  return std::max<double>(fleet_in_flight_of(w, rank),
+                          static_cast<double>(engine.running) + engine.waiting);
+}
+
+}  // namespace
+
+ReferenceCacheAware::ReferenceCacheAware(const CacheAwareConfig& config,
+                                         const index::Indexer* index, const Clock& clock)
+    : config_(config),
+      index_(index),
+      predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock) {}
+
+// Rule 1: the workers that may take the request, vetoed or not as asked.
+std::vector<ReferenceCacheAware::Option> ReferenceCacheAware::collect(
+    const RouteRequest& req, const workers::FleetSnapshot& fleet, bool vetoed) const {
+  std::vector<Option> options;
+  for (size_t i = 0; i < fleet.workers.size(); ++i) {
+    const workers::Worker& w = *fleet.workers[i];
+    if (!w.routable() || w.vetoed() != vetoed) continue;
+    if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) continue;
+    const workers::WorkerInfo& info = *fleet.infos[i];
+    // A worker that reported no models serves any.
+    if (!req.model.empty() && !info.models.empty() &&
+        std::find(info.models.begin(), info.models.end(), req.model) == info.models.end()) {
+      continue;
+    }
+    if (req.dp_aware && info.dp_size > 1) {
+      bool any_whole = false;
+      for (uint32_t r = 0; r < info.dp_size; ++r) any_whole |= !w.rank_degraded(r);
+      for (uint32_t r = 0; r < info.dp_size; ++r) {
+        if (any_whole && w.rank_degraded(r)) continue;
+        Option o;
+        o.worker_index = static_cast<int32_t>(i);
+        o.rank = static_cast<int32_t>(r);
+        // The last holder listed for the rank, if several are.
+        for (size_t k = 0; k < info.holders.size() && k < info.holder_ranks.size(); ++k) {
+          if (info.holder_ranks[k] == r) o.holder = info.holders[k];
+        }
+        o.load = effective_load(w, o.rank);
+        options.push_back(o);
+      }
+      continue;
+    }
+    Option o;
+    o.worker_index = static_cast<int32_t>(i);
+    o.load = effective_load(w, -1);
+    options.push_back(o);
+  }
+  return options;
+}
+
+// Rule 3: each option's matched depth.
+void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                                      std::vector<Option>& options) const {
+  if (req.chain.empty()) return;
+  std::vector<uint32_t> depth_by_worker(fleet.workers.size(), 0);
+  std::vector<uint32_t> depth_by_holder(fleet.worker_of_holder.size(), 0);
+  if (index_ != nullptr) {
+    std::vector<index::HolderMatch> matches;
+    index_->lookup(req.chain, matches);
+    for (const index::HolderMatch& m : matches) {
+      // Holders the snapshot maps to no worker (a removed worker's) count for nobody.
+      const int32_t w = fleet.worker_index_of(m.holder);
+      if (w < 0) continue;
+      depth_by_worker[w] = std::max(depth_by_worker[w], m.any_depth);
+      depth_by_holder[m.holder.value()] = m.any_depth;
+    }
+  }
+  for (Option& o : options) {
+    if (!has_kv_holders(fleet, o.worker_index)) {
+      o.matched_blocks = predicted_.depth(fleet.workers[o.worker_index]->id(), req.chain);
+    } else if (o.rank >= 0) {
+      o.matched_blocks = o.holder.valid() && o.holder.value() < depth_by_holder.size()
+                             ? depth_by_holder[o.holder.value()]
+                             : 0;
+    } else {
+      o.matched_blocks = depth_by_worker[o.worker_index];
+    }
+  }
+}
+
+double ReferenceCacheAware::expected_wait_us(const Option& o, const workers::Worker& w,
+                                             const RouteRequest& req) const {
+  const uint64_t cached = static_cast<uint64_t>(o.matched_blocks) * req.block_size;
+  const double uncached =
+      req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
+  // The engine's queued prefill, its queue at an assumed prompt length, or (a whole worker only)
+  // the prompts the gateway fleet sent there that have not had their first token: the largest.
+  const double queued =
+      std::max({static_cast<double>(engine_load_of(w, o.rank).queued_prefill_tokens),
+                o.load * config_.assumed_queued_prompt_tokens,
+                o.rank < 0 ? static_cast<double>(w.fleet_queued_prompt_tokens()) : 0.0});
+  return (queued + uncached) / config_.prefill_tokens_per_second * 1e6;
+}
+
+Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                                     std::mt19937_64& rng) {
+  // Rule 1. A veto steers, never refuses: the vetoed workers are the fallback.
+  std::vector<Option> options = collect(req, fleet, /*vetoed=*/false);
+  if (options.empty()) options = collect(req, fleet, /*vetoed=*/true);
+  if (options.empty()) return {.worker = -1, .branch = Branch::kNoWorker};
+
+  // Rule 2.
+  size_t not_overloaded_count = 0;
+  for (Option& o : options) {
+    const workers::Worker& w = *fleet.workers[o.worker_index];
+    o.overloaded = workers::is_overloaded(engine_load_of(w, o.rank), config_.overload,
+                                          fleet_in_flight_of(w, o.rank));
+    if (!o.overloaded) ++not_overloaded_count;
+  }
+  if (not_overloaded_count == 0) {
+    if (config_.shed_when_all_overloaded) return {.worker = -1, .branch = Branch::kShed};
+    const int32_t i = pick_min(
+        options, [](const Option&) { return true; }, [](const Option& o) { return o.load; }, 0.0,
+        rng);
+    return {.worker = options[i].worker_index,
+            .branch = Branch::kAllOverloaded,
+            .rank = options[i].rank};
+  }
+
+  // Rule 3, and each option's expected wait.
+  fill_depths(req, fleet, options);
+  uint32_t deepest_any = 0;
+  uint32_t deepest_not_overloaded = 0;
+  double load_sum = 0;
+  for (Option& o : options) {
+    o.expected_wait_us = expected_wait_us(o, *fleet.workers[o.worker_index], req);
+    deepest_any = std::max(deepest_any, o.matched_blocks);
+    if (!o.overloaded) deepest_not_overloaded = std::max(deepest_not_overloaded, o.matched_blocks);
+    load_sum += o.load;
+  }
+  const auto by_wait = [](const Option& o) { return o.expected_wait_us; };
+  const auto not_overloaded = [](const Option& o) { return !o.overloaded; };
+
+  // Rule 4, nobody deep among those not overloaded: the least expected wait.
+  if (deepest_not_overloaded == 0) {
+    const int32_t i = pick_min(options, not_overloaded, by_wait, config_.tie_window_us, rng);
+    return warm_up({.worker = options[i].worker_index,
+                    .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
+                    .matched_blocks = 0,
+                    .rank = options[i].rank},
+                   fleet, options, rng);
+  }
+  // Rule 4: the deepest not overloaded.
+  const auto deepest = [&](const Option& o) {
+    return !o.overloaded && o.matched_blocks == deepest_not_overloaded;
+  };
+  int32_t i = pick_min(options, deepest, by_wait, config_.tie_window_us, rng);
+  Branch branch = deepest_any > deepest_not_overloaded ? Branch::kOverloadSteer : Branch::kAffinity;
+
+  // Rule 5.
+  const double mean = load_sum / static_cast<double>(options.size());
+  const double load = options[i].load;
+  if (load > mean + config_.balance_abs_threshold && load > mean * config_.balance_rel_threshold) {
+    const int32_t j = pick_min(options, not_overloaded, by_wait, config_.tie_window_us, rng);
+    if (options[j].load < load) {
+      i = j;
+      branch = Branch::kImbalanceSpill;
+    }
+  }
+  return warm_up({.worker = options[i].worker_index,
+                  .branch = branch,
+                  .matched_blocks = options[i].matched_blocks,
+                  .rank = options[i].rank},
+                 fleet, options, rng);
+}
+
+// Rule 6: now and then, a thin option instead of `d`.
+Decision ReferenceCacheAware::warm_up(Decision d, const workers::FleetSnapshot& fleet,
+                                      const std::vector<Option>& options,
+                                      std::mt19937_64& rng) const {
+  if (config_.warmup_thin_ratio <= 0) return d;
+  // An option's level: the blocks the index holds for its rank, or for the whole worker.
+  const auto level = [&](const Option& o) {
+    const workers::Worker& w = *fleet.workers[o.worker_index];
+    return static_cast<double>(o.rank >= 0 ? w.index_blocks(static_cast<DpRank>(o.rank))
+                                           : w.index_blocks());
+  };
+  // The mean over the options with KV holders (the others have no level to compare).
+  double sum = 0;
+  size_t with_level = 0;
+  for (const Option& o : options) {
+    if (!has_kv_holders(fleet, o.worker_index)) continue;
+    sum += level(o);
+    ++with_level;
+  }
+  if (with_level < 2) return d;
+  const double mean = sum / static_cast<double>(with_level);
+  if (mean < static_cast<double>(config_.warmup_min_mean_blocks)) return d;
+  const double share = d.matched_blocks == 0 ? config_.warmup_miss_share : config_.warmup_hit_share;
+  if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) return d;
+  // Thin: under the ratio of the mean and under its diversion cap. A worker met no longer thin
+  // has filled: its diversions restart from zero (read live, so a rank met after its sibling's
+  // reset sees the reset).
+  const auto thin = [&](const Option& o) {
+    if (o.overloaded || !has_kv_holders(fleet, o.worker_index)) return false;
+    workers::Worker& w = *fleet.workers[o.worker_index];
+    if (level(o) >= config_.warmup_thin_ratio * mean) {
+      if (w.warmup_diversions() > 0) w.reset_warmup_diversions();
+      return false;
+    }
+    return w.warmup_diversions() < config_.warmup_max_diversions;
+  };
+  const int32_t j = pick_min(
+      options, thin, [](const Option& o) { return o.expected_wait_us; }, config_.tie_window_us,
+      rng);
+  if (j < 0 || (options[j].worker_index == d.worker && options[j].rank == d.rank)) return d;
+  fleet.workers[options[j].worker_index]->count_warmup_diversion();
+  return {.worker = options[j].worker_index,
+          .branch = Branch::kWarmup,
+          .matched_blocks = options[j].matched_blocks,
+          .rank = options[j].rank};
+}
+
+void ReferenceCacheAware::on_dispatch(const workers::Worker& worker, const RouteRequest& req) {
+  if (req.chain.empty() || !worker.info()->holders.empty()) return;
+  predicted_.record(worker.id(), req.chain);
+}
+
+}  // namespace kvgate::policy::testing

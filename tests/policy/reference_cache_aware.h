@@ -1,0 +1,72 @@
+// The reference implementation of cache_aware: the decision as the rules define it, one plain pass
+// per rule, kept to check the fast implementation (src/policy/cache_aware.cc) against.
+//
+// It reads the fleet only through the workers' public API and the snapshot's descriptions
+// (`infos`, `worker_of_holder`), keeps its own candidate type, and walks the rules in the order
+// CacheAwareConfig documents them:
+//
+//  1. Candidates: routable workers serving the model, in fleet order (a data-parallel worker as
+//     one candidate per rank, rank order, degraded ranks left out while a sibling is whole);
+//     the vetoed ones only when every candidate is vetoed. None: kNoWorker.
+//  2. Overload: every candidate over a threshold: kShed, or the least loaded (kAllOverloaded).
+//  3. Depth: the index's any-tier depth per holder, a whole worker's deepest rank, or the
+//     approximate mode's prediction for a worker without KV holders.
+//  4. Affinity: the deepest non-overloaded candidates, least expected wait among them
+//     (kAffinity / kOverloadSteer); nobody deep: least expected wait (kFreshPrefix).
+//  5. Imbalance: a winner far above the fleet's mean load yields to the least expected wait.
+//  6. Warm-up: a share of the decisions goes to a thin candidate instead (kWarmup).
+//
+// Equivalence is exact, random draws included: the same candidates in the same order, the same
+// floating-point expressions, and the same draws from the caller's generator in the same order
+// (a uniform integer per tie met while scanning for a minimum, one uniform real per warm-up
+// roll). Given the same generator state it returns the same Decision as the fast implementation.
+#pragma once
+
+#include <random>
+#include <vector>
+
+#include "kvgate/core/clock.h"
+#include "kvgate/index/indexer.h"
+#include "kvgate/policy/policy.h"
+#include "kvgate/workers/registry.h"
+#include "policy/detail/predicted_cache.h"
+
+namespace kvgate::policy::testing {
+
+class ReferenceCacheAware {
+ public:
+  // `index` may be null (every depth is then predicted or zero), as with PolicyDeps.
+  ReferenceCacheAware(const CacheAwareConfig& config, const index::Indexer* index,
+                      const Clock& clock);
+
+  Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                  std::mt19937_64& rng);
+  // The request went to `worker`: a worker without KV holders is predicted to cache its chain.
+  void on_dispatch(const workers::Worker& worker, const RouteRequest& req);
+
+ private:
+  // One routing candidate: a whole worker, or one data-parallel rank of it.
+  struct Option {
+    int32_t worker_index = 0;  // into FleetSnapshot::workers
+    int32_t rank = -1;         // -1: the whole worker
+    HolderId holder;           // the rank's KV holder (invalid: the whole worker, or none)
+    double load = 0;
+    bool overloaded = false;
+    uint32_t matched_blocks = 0;
+    double expected_wait_us = 0;
+  };
+
+  std::vector<Option> collect(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                              bool vetoed) const;
+  void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                   std::vector<Option>& options) const;
+  double expected_wait_us(const Option& o, const workers::Worker& w, const RouteRequest& req) const;
+  Decision warm_up(Decision d, const workers::FleetSnapshot& fleet,
+                   const std::vector<Option>& options, std::mt19937_64& rng) const;
+
+  const CacheAwareConfig config_;
+  const index::Indexer* index_;
+  detail::PredictedCache predicted_;
+};
+
+}  // namespace kvgate::policy::testing

@@ -76,8 +76,11 @@ ServerInfo parse_server_info(std::string_view body, const std::string& host) {
     blocks = tokens / bs;
   }
   out.kv_blocks = blocks;
+  // A data-parallel size (or rank) past this is taken for garbage: each rank is a candidate in
+  // every routing decision.
+  constexpr uint64_t kMostRanks = 1024;
   uint64_t dp = 1;
-  if (doc["dp_size"].get_uint64().get(dp) == simdjson::SUCCESS && dp >= 1 && dp <= 1024) {
+  if (doc["dp_size"].get_uint64().get(dp) == simdjson::SUCCESS && dp >= 1 && dp <= kMostRanks) {
     out.dp_size = static_cast<uint32_t>(dp);
   }
   simdjson::dom::array eps;
@@ -86,8 +89,10 @@ ServerInfo parse_server_info(std::string_view body, const std::string& host) {
       workers::KvEndpoint k;
       uint64_t rank = 0;
       std::string_view s;
-      if (ep["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS)
+      if (ep["dp_rank"].get_uint64().get(rank) == simdjson::SUCCESS) {
+        if (rank >= kMostRanks) continue;
         k.rank = static_cast<DpRank>(rank);
+      }
       if (ep["endpoint"].get_string().get(s) != simdjson::SUCCESS) continue;
       k.publisher = reachable(std::string(s), host);
       if (ep["replay_endpoint"].get_string().get(s) == simdjson::SUCCESS)

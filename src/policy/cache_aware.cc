@@ -16,7 +16,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "kvgate/workers/load.h"
 #include "policy/detail/candidates.h"
 #include "policy/detail/predicted_cache.h"
 #include "policy/detail/simple_policies.h"
@@ -49,7 +48,10 @@ class CacheAwarePolicy final : public Policy {
       return {.worker = cands[i].index, .branch = Branch::kAllOverloaded, .rank = cands[i].rank};
     }
 
-    const auto [deepest_any, deepest_ok, load_sum] = score(req, fleet, s);
+    // (Named, not bound: clang 14 does not let a lambda capture a structured binding.)
+    const Totals totals = score(req, fleet, s);
+    const uint32_t deepest_any = totals.deepest_any;
+    const uint32_t deepest_ok = totals.deepest_ok;
     const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config_); };
     const auto not_overloaded = [](const Candidate& c) { return !c.overloaded; };
 
@@ -66,7 +68,7 @@ class CacheAwarePolicy final : public Policy {
         by_wait, config_.tie_window_us, s.rng);
     Branch branch = deepest_any > deepest_ok ? Branch::kOverloadSteer : Branch::kAffinity;
 
-    const double mean = static_cast<double>(load_sum) / static_cast<double>(cands.size());
+    const double mean = static_cast<double>(totals.load_sum) / static_cast<double>(cands.size());
     const double load = cands[i].load;
     if (load > mean + config_.balance_abs_threshold &&
         load > mean * config_.balance_rel_threshold) {
@@ -123,12 +125,13 @@ class CacheAwarePolicy final : public Policy {
                    Scratch& s) const {
     if (config_.warmup_thin_ratio <= 0) return d;
     auto& cands = s.candidates;
-    const auto level = [](const Candidate& c) { return static_cast<double>(c.level); };
-    uint64_t sum = 0;  // exact, as a sum of doubles would be below 2^53 blocks, without its chain
+    const auto level = [](const Candidate& c) { return static_cast<double>(c.index_blocks); };
+    // An integer sum: equal to a sum of doubles below 2^53 blocks, without a chain of FP adds.
+    uint64_t sum = 0;
     size_t n = 0;
     for (const auto& c : cands) {
       if (!c.has_events) continue;  // no events: no level to compare
-      sum += c.level;
+      sum += c.index_blocks;
       ++n;
     }
     if (n < 2) return d;

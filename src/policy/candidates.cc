@@ -15,7 +15,7 @@ void prefetch_worker(const workers::Worker* w) { __builtin_prefetch(w); }
 // Every field is written: the slot holds an earlier decision's candidate. (Field by field: a
 // Candidate built aside and copied in costs a store-forwarding stall per candidate.)
 template <bool kWithCost>
-[[gnu::always_inline]] inline void fill(Candidate& c, int32_t index, int16_t rank, HolderId holder,
+[[gnu::always_inline]] inline void fill(Candidate& c, int32_t index, int32_t rank, HolderId holder,
                                         bool has_events, const workers::Worker::RoutingFigures& f,
                                         const CostRules* cost) {
   c.index = index;
@@ -29,28 +29,27 @@ template <bool kWithCost>
   if constexpr (kWithCost) {
     c.overloaded = cost->overload.overloaded(f.kv_usage_ppm, f.waiting, f.fleet_in_flight);
     c.queued_tokens = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
-    c.level = f.index_blocks;
+    c.index_blocks = f.index_blocks;
   } else {
     c.overloaded = false;
     c.queued_tokens = 0;
-    c.level = 0;
+    c.index_blocks = 0;
   }
 }
 
 template <bool kWithCost>
 size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& scratch,
                bool vetoed, const CostRules* cost) {
-  // Room for every candidate the fleet could give, written in place (after the first decisions
-  // the vector's size is already about that: nothing to construct).
-  auto& out = scratch.candidates;
+  // Room for every candidate the fleet could give, written in place.
+  auto& out = scratch.candidate_slots;
   const size_t n = fleet.workers.size();
-  const size_t most = req.dp_aware ? fleet.rank_candidates : n;
+  const size_t most = req.dp_aware ? fleet.max_candidates : n;
   if (out.size() < most) out.resize(most);
   size_t k = 0;
   const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) prefetch_worker(fleet.workers[i + kPrefetchAhead].get());
-    if (servers != nullptr && !workers::FleetSnapshot::has(*servers, i)) continue;
+    if (servers != nullptr && !workers::FleetSnapshot::serves(*servers, i)) continue;
     const workers::Worker& w = *fleet.workers[i];
     if (w.vetoed() != vetoed || !w.routable()) continue;
     if (!req.exclude.empty() &&
@@ -70,7 +69,7 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
         for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
           if (info.holder_ranks[h] == r) holder = info.holders[h];
         }
-        fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int16_t>(r), holder,
+        fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int32_t>(r), holder,
                         route.has_events, w.routing_figures(r), cost);
       }
       continue;
@@ -78,7 +77,7 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
     fill<kWithCost>(out[k++], static_cast<int32_t>(i), -1, HolderId(), route.has_events,
                     w.routing_figures(), cost);
   }
-  out.resize(k);
+  scratch.candidates = std::span(out.data(), k);
   return k;
 }
 

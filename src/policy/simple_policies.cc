@@ -96,7 +96,10 @@ class ConsistentHashPolicy final : public Policy {
       // A rank scores as its worker's URL salted with the rank, so a key keeps its rank too.
       const auto& url = fleet.workers[c.index]->url();
       uint64_t score = XXH3_64bits_withSeed(url.data(), url.size(), key);
-      if (c.rank >= 0) score = XXH3_64bits_withSeed(&c.rank, sizeof c.rank, score);
+      if (c.rank >= 0) {
+        const int32_t rank = c.rank;  // 32 bits: the score is stable across builds and replicas
+        score = XXH3_64bits_withSeed(&rank, sizeof rank, score);
+      }
       if (best == nullptr || score > best_score) {
         best = &c;
         best_score = score;

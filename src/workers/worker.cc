@@ -9,9 +9,9 @@ namespace kvgate::workers {
 
 Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock,
                std::string authorization)
-    : health_(options.health, &health_state_),
-      breaker_(options.breaker, clock, &breaker_state_),
-      liveness_(options.liveness, clock, &liveness_state_),
+    : health_(options.health, &line_.health_state),
+      breaker_(options.breaker, clock, &line_.breaker_state),
+      liveness_(options.liveness, clock, &line_.liveness_state),
       id_(id),
       url_(std::move(url)),
       authorization_(std::move(authorization)),
@@ -41,7 +41,7 @@ void Worker::EngineFigures::set(const EngineLoad& l) {
 }
 
 void Worker::set_engine_load(const EngineLoad& load, MonoTime at) {
-  total_.set(load);
+  line_.total.set(load);
   load_at_ns_.store(at.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
@@ -53,7 +53,7 @@ void Worker::set_index_blocks(DpRank rank, uint64_t blocks) {
   RankFigures& r = ranks_[slot(rank)];
   const uint64_t before = r.index_blocks.exchange(blocks, std::memory_order_relaxed);
   // One control thread writes: the total follows each rank's change.
-  index_blocks_.fetch_add(blocks - before, std::memory_order_relaxed);
+  line_.index_blocks.fetch_add(blocks - before, std::memory_order_relaxed);
 }
 
 void Worker::set_peer_load(int32_t in_flight, const std::vector<std::pair<DpRank, int32_t>>& ranks,
@@ -62,8 +62,8 @@ void Worker::set_peer_load(int32_t in_flight, const std::vector<std::pair<DpRank
   for (const auto& [rank, n] : ranks) per_rank[slot(rank)] += n;
   for (uint32_t r = 0; r < kMaxDpRanks; ++r)
     ranks_[r].peer_in_flight.store(per_rank[r], std::memory_order_relaxed);
-  peer_in_flight_.store(in_flight, std::memory_order_relaxed);
-  peer_queued_prompt_tokens_.store(queued_prompt_tokens, std::memory_order_relaxed);
+  line_.peer_in_flight.store(in_flight, std::memory_order_relaxed);
+  line_.peer_queued_prompt_tokens.store(queued_prompt_tokens, std::memory_order_relaxed);
 }
 
 void Worker::set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at) {
@@ -86,7 +86,7 @@ void Worker::set_pushed_load(DpRank rank, const EngineLoad& load, MonoTime at) {
     ++fresh;
   }
   total.kv_usage = fresh > 0 ? usage / fresh : 0;
-  total_.set(total);
+  line_.total.set(total);
   load_at_ns_.store(now, std::memory_order_relaxed);
   pushed_at_ns_.store(now, std::memory_order_relaxed);
 }

@@ -60,6 +60,15 @@ TEST(Discovery, ServerInfoWithExplicitEndpointsPerRank) {
   EXPECT_EQ(si.endpoints[1].topic, "t");
   EXPECT_TRUE(parse_server_info("{}", "h").endpoints.empty());
   EXPECT_EQ(parse_server_info("{}", "h").dp_size, 1u);
+  // A rank past any real data-parallel size costs only that endpoint (each rank is a candidate in
+  // every routing decision).
+  const ServerInfo huge = parse_server_info(
+      R"({"dp_size":4000000,"kv_events_endpoints":[{"dp_rank":4000000,"endpoint":"tcp://h:1"},
+          {"dp_rank":0,"endpoint":"tcp://h:2"}]})",
+      "h");
+  EXPECT_EQ(huge.dp_size, 1u);
+  ASSERT_EQ(huge.endpoints.size(), 1u);
+  EXPECT_EQ(huge.endpoints[0].publisher, "tcp://h:2");
 }
 
 TEST(Discovery, VllmMetricsPerEngineCore) {

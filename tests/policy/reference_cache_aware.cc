@@ -68,7 +68,10 @@ std::vector<ReferenceCacheAware::Option> ReferenceCacheAware::collect(
   std::vector<Option> options;
   for (size_t i = 0; i < fleet.workers.size(); ++i) {
     const workers::Worker& w = *fleet.workers[i];
-    if (!w.routable() || w.vetoed() != vetoed) continue;
+    // Through the trackers themselves, not the Worker's copies of their states that the fast
+    // pass reads: a tracker wired to the wrong state would show as a difference.
+    const bool routable = w.health().state() == workers::Health::kHealthy && w.breaker().allows();
+    if (!routable || w.liveness().vetoed() != vetoed) continue;
     if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) continue;
     const workers::WorkerInfo& info = *fleet.infos[i];
     // A worker that reported no models serves any.

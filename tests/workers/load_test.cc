@@ -108,6 +108,10 @@ TEST(Worker, EngineLoadRoundTripsAndInFlightCounts) {
   EXPECT_EQ(r.fleet_in_flight, 1);
   EXPECT_EQ(r.fleet_queued_prompt_tokens, 0u) << "kept per worker only";
   // The trackers' states, kept in the worker's first cache line, are what routable() reads.
+  w.health().force(Health::kUnhealthy);
+  EXPECT_FALSE(w.routable());
+  w.health().force(Health::kHealthy);
+  EXPECT_TRUE(w.routable());
   for (int i = 0; i < 5; ++i) w.breaker().record(Outcome::kConnectFailed);
   EXPECT_EQ(w.breaker().state(), BreakerState::kOpen);
   EXPECT_FALSE(w.routable());
@@ -130,6 +134,7 @@ TEST(Worker, OnePassingProbeEndsAStallVetoButDoesNotRepromote) {
   clock.advance(std::chrono::seconds(3));
   (void)w.liveness().evaluate();
   ASSERT_EQ(w.liveness().state(), Liveness::kUnreachable);
+  ASSERT_TRUE(w.vetoed());
   ASSERT_FALSE(w.routable());
 
   // The first probe that passes again.
@@ -137,6 +142,7 @@ TEST(Worker, OnePassingProbeEndsAStallVetoButDoesNotRepromote) {
   w.liveness().note_contact();
   (void)w.liveness().evaluate();
   EXPECT_EQ(w.liveness().state(), Liveness::kLive);
+  EXPECT_FALSE(w.vetoed());
   EXPECT_EQ(w.health().state(), Health::kUnhealthy);
   EXPECT_FALSE(w.routable()) << "one passing probe re-promoted a demoted worker";
 

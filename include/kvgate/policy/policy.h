@@ -68,23 +68,26 @@ struct Decision {
 // worker with several (RouteRequest::dp_aware).
 struct Candidate {
   int32_t index = 0;  // into FleetSnapshot::workers
-  int16_t rank = -1;  // the rank, or -1: the whole worker
+  int32_t rank = -1;  // the rank, or -1: the whole worker
   bool overloaded = false;
   bool has_events = false;  // the worker publishes KV events (else its depth is predicted)
   HolderId holder;          // the rank's KV holder (invalid: the whole worker, or none)
   uint32_t matched_blocks = 0;
   double load = 0;  // effective load: max(gateway fleet's in-flight, engine running + waiting)
-  // cache_aware: the prompt tokens it reports queued (the engine's count, or the gateway fleet's
-  // prompts there without a first token, whichever is more), what its expected wait starts from;
-  // and the blocks the index holds for it (the warm-up rule's level).
+  // cache_aware: the prompt tokens queued there (the engine's count, or for a whole worker the
+  // gateway fleet's prompts there without a first token, whichever is more), what its expected
+  // wait starts from; and the blocks the index holds for it (the warm-up rule's level).
   uint64_t queued_tokens = 0;
-  uint64_t level = 0;
+  uint64_t index_blocks = 0;
 };
 
 // Per-thread buffers for decisions; keep one per executor thread.
 struct Scratch {
   std::vector<index::HolderMatch> matches;
-  std::vector<Candidate> candidates;
+  // The decision's candidates: a view of the first slots. The slots only grow (to the most a
+  // fleet can give), so a pass writes them in place and constructs nothing.
+  std::span<Candidate> candidates;
+  std::vector<Candidate> candidate_slots;
   std::vector<uint32_t> depth_by_holder;
   std::mt19937_64 rng{std::random_device{}()};
 };

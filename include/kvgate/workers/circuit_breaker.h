@@ -42,6 +42,9 @@ struct BreakerConfig {
 
 class CircuitBreaker {
  public:
+  // `state`: where to keep the state instead of inside (a Worker keeps its trackers' states
+  // beside its load figures, where routing decisions read them). It must outlive the tracker; only
+  // the tracker writes it (release), anyone may read it (acquire).
   CircuitBreaker(BreakerConfig config, const Clock& clock, std::atomic<uint8_t>* state = nullptr)
       : state_(state != nullptr ? *state : own_state_), config_(config), clock_(clock) {}
 
@@ -62,8 +65,7 @@ class CircuitBreaker {
   bool allows_when_not_closed() const;
   void open_locked(MonoTime now) KVGATE_REQUIRES(mu_);
 
-  // The state lives with its owner when one is given (a Worker keeps its trackers' states beside
-  // its load figures, where every routing decision reads them), else here.
+  // The state: `state` given to the constructor, else own_state_ (see there).
   std::atomic<uint8_t> own_state_{0};
   std::atomic<uint8_t>& state_;
   const BreakerConfig config_;

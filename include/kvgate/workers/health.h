@@ -21,6 +21,9 @@ struct HealthConfig {
 
 class HealthTracker {
  public:
+  // `state`: where to keep the state instead of inside (a Worker keeps its trackers' states
+  // beside its load figures, where routing decisions read them). It must outlive the tracker; only
+  // the tracker writes it (release), anyone may read it (acquire).
   explicit HealthTracker(HealthConfig config, std::atomic<uint8_t>* state = nullptr)
       : state_(state != nullptr ? *state : own_state_), config_(config) {}
 
@@ -31,8 +34,7 @@ class HealthTracker {
   void force(Health h) { state_.store(static_cast<uint8_t>(h), std::memory_order_release); }
 
  private:
-  // The state lives with its owner when one is given (a Worker keeps its trackers' states beside
-  // its load figures, where every routing decision reads them), else here.
+  // The state: `state` given to the constructor, else own_state_ (see there).
   std::atomic<uint8_t> own_state_{0};
   std::atomic<uint8_t>& state_;
   const HealthConfig config_;

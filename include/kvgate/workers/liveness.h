@@ -61,6 +61,9 @@ struct LivenessTransition {
 
 class LivenessTracker {
  public:
+  // `state`: where to keep the state instead of inside (a Worker keeps its trackers' states
+  // beside its load figures, where routing decisions read them). It must outlive the tracker; only
+  // the tracker writes it (release), anyone may read it (acquire).
   LivenessTracker(LivenessConfig config, const Clock& clock, std::atomic<uint8_t>* state = nullptr)
       : state_(state != nullptr ? *state : own_state_), config_(config), clock_(clock) {}
 
@@ -94,8 +97,7 @@ class LivenessTracker {
  private:
   int64_t now_ns() const { return clock_.now().time_since_epoch().count(); }
 
-  // The state lives with its owner when one is given (a Worker keeps its trackers' states beside
-  // its load figures, where every routing decision reads them), else here.
+  // The state: `state` given to the constructor, else own_state_ (see there).
   std::atomic<uint8_t> own_state_{0};
   std::atomic<uint8_t>& state_;
   const LivenessConfig config_;

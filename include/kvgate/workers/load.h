@@ -33,6 +33,7 @@ struct OverloadThresholds {
   std::optional<uint32_t> in_flight_requests;
 };
 
+// The overload rule's definition (OverloadRule is the form a routing pass uses, and must agree).
 // `fleet_in_flight`: the gateway fleet's requests in flight at the worker (or rank).
 inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t,
                           int32_t fleet_in_flight = 0) {

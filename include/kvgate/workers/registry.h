@@ -56,7 +56,7 @@ struct FleetSnapshot {
     HolderId only_holder;     // its holder when it has exactly one
   };
   std::vector<Route> routes;
-  size_t rank_candidates = 0;  // the sum of the workers' dp_size (at least 1 each)
+  size_t max_candidates = 0;  // the sum of the workers' dp_size (at least 1 each)
   // Per model of `models`, the workers that serve it, as a bitset over `workers` (a worker that
   // reported no models serves any); and the workers that reported none.
   std::vector<std::vector<uint64_t>> servers_of_model;
@@ -64,7 +64,7 @@ struct FleetSnapshot {
 
   // The workers that may serve `model`, a bitset over `workers`; null: any worker (no model).
   const std::vector<uint64_t>* servers_of(std::string_view model) const;
-  static bool has(const std::vector<uint64_t>& bits, size_t i) {
+  static bool serves(const std::vector<uint64_t>& bits, size_t i) {
     return (bits[i >> 6] >> (i & 63)) & 1;
   }
 

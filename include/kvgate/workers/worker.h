@@ -6,7 +6,9 @@
 // path, which then republishes the fleet snapshot (registry.h).
 //
 // Threading: live counters and load from any thread (relaxed atomics: a decision may see a value
-// a moment old, never a torn one); info() from any thread; set_info() from the control path.
+// a moment old, never a torn one); info() from any thread; set_info() from the control path. The
+// trackers' states live in the Worker's first cache line (RoutingLine), written by the trackers
+// alone with release and read by routable()/vetoed() with acquire.
 #pragma once
 
 #include <atomic>
@@ -80,38 +82,38 @@ class Worker {
   // --- Live load -------------------------------------------------------------------------
   // Requests this gateway has sent to the worker that have not ended (every path ends them), in
   // all, and per data-parallel rank for those pinned to one.
-  int32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  int32_t in_flight() const { return line_.in_flight.load(std::memory_order_relaxed); }
   int32_t in_flight(DpRank rank) const {
     return ranks_[slot(rank)].in_flight.load(std::memory_order_relaxed);
   }
   // `prompt_tokens`: the request's prompt, waiting for its prefill until prefilled() or the end.
   void begin_request(std::optional<DpRank> rank = std::nullopt, uint32_t prompt_tokens = 0) {
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    line_.in_flight.fetch_add(1, std::memory_order_relaxed);
     if (rank) ranks_[slot(*rank)].in_flight.fetch_add(1, std::memory_order_relaxed);
-    queued_prompt_tokens_.fetch_add(prompt_tokens, std::memory_order_relaxed);
+    line_.queued_prompt_tokens.fetch_add(prompt_tokens, std::memory_order_relaxed);
   }
   // The request's first token (or whole answer) came back: its prompt is no longer queued.
   void prefilled(uint32_t prompt_tokens) {
-    queued_prompt_tokens_.fetch_sub(prompt_tokens, std::memory_order_relaxed);
+    line_.queued_prompt_tokens.fetch_sub(prompt_tokens, std::memory_order_relaxed);
   }
   void end_request(std::optional<DpRank> rank = std::nullopt) {
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    line_.in_flight.fetch_sub(1, std::memory_order_relaxed);
     if (rank) ranks_[slot(*rank)].in_flight.fetch_sub(1, std::memory_order_relaxed);
   }
   // Prompt tokens of this gateway's requests here that have not had their first token yet.
   uint64_t queued_prompt_tokens() const {
-    return queued_prompt_tokens_.load(std::memory_order_relaxed);
+    return line_.queued_prompt_tokens.load(std::memory_order_relaxed);
   }
 
   // --- Peers' load (state sync between gateway replicas) ---------------------------------
   // What the other replicas have in flight here (in all and per pinned rank) and the prompt
   // tokens they have queued here, as of their last records (0 without state sync).
-  int32_t peer_in_flight() const { return peer_in_flight_.load(std::memory_order_relaxed); }
+  int32_t peer_in_flight() const { return line_.peer_in_flight.load(std::memory_order_relaxed); }
   int32_t peer_in_flight(DpRank rank) const {
     return ranks_[slot(rank)].peer_in_flight.load(std::memory_order_relaxed);
   }
   uint64_t peer_queued_prompt_tokens() const {
-    return peer_queued_prompt_tokens_.load(std::memory_order_relaxed);
+    return line_.peer_queued_prompt_tokens.load(std::memory_order_relaxed);
   }
   // Replaces the peers' figures (`ranks`: in flight per rank; ranks not listed have none).
   void set_peer_load(int32_t in_flight, const std::vector<std::pair<DpRank, int32_t>>& ranks,
@@ -143,13 +145,14 @@ class Worker {
     uint64_t index_blocks = 0;
   };
   RoutingFigures routing_figures() const {
-    return {.running = total_.running.load(std::memory_order_relaxed),
-            .waiting = total_.waiting.load(std::memory_order_relaxed),
-            .kv_usage_ppm = total_.kv_usage_ppm.load(std::memory_order_relaxed),
-            .queued_prefill_tokens = total_.queued_prefill_tokens.load(std::memory_order_relaxed),
-            .fleet_in_flight = fleet_in_flight(),
-            .fleet_queued_prompt_tokens = fleet_queued_prompt_tokens(),
-            .index_blocks = index_blocks()};
+    return {
+        .running = line_.total.running.load(std::memory_order_relaxed),
+        .waiting = line_.total.waiting.load(std::memory_order_relaxed),
+        .kv_usage_ppm = line_.total.kv_usage_ppm.load(std::memory_order_relaxed),
+        .queued_prefill_tokens = line_.total.queued_prefill_tokens.load(std::memory_order_relaxed),
+        .fleet_in_flight = fleet_in_flight(),
+        .fleet_queued_prompt_tokens = fleet_queued_prompt_tokens(),
+        .index_blocks = index_blocks()};
   }
   RoutingFigures routing_figures(DpRank rank) const {
     const RankFigures& r = ranks_[slot(rank)];
@@ -162,7 +165,7 @@ class Worker {
   }
 
   // The engine's load, summed over its ranks (as reported), and one rank's.
-  EngineLoad engine_load() const { return total_.load(); }
+  EngineLoad engine_load() const { return line_.total.load(); }
   void set_engine_load(const EngineLoad& load, MonoTime at);
   EngineLoad engine_load(DpRank rank) const { return ranks_[slot(rank)].engine.load(); }
   void set_rank_load(DpRank rank, const EngineLoad& load);
@@ -177,7 +180,7 @@ class Worker {
   }
   // How many blocks the index holds for the worker (all ranks) and for one rank, as its event
   // lanes last counted (control path, every tick): what the warm-up rule compares.
-  uint64_t index_blocks() const { return index_blocks_.load(std::memory_order_relaxed); }
+  uint64_t index_blocks() const { return line_.index_blocks.load(std::memory_order_relaxed); }
   uint64_t index_blocks(DpRank rank) const {
     return ranks_[slot(rank)].index_blocks.load(std::memory_order_relaxed);
   }
@@ -214,13 +217,14 @@ class Worker {
   // without one (vetoed()) but falls back to them rather than refuse.
   // (Read from the states kept here, in the first cache line, not through the trackers.)
   bool routable() const {
-    return static_cast<Health>(health_state_.load(std::memory_order_acquire)) == Health::kHealthy &&
-           (static_cast<BreakerState>(breaker_state_.load(std::memory_order_acquire)) ==
+    return static_cast<Health>(line_.health_state.load(std::memory_order_acquire)) ==
+               Health::kHealthy &&
+           (static_cast<BreakerState>(line_.breaker_state.load(std::memory_order_acquire)) ==
                 BreakerState::kClosed ||
             breaker_.allows());
   }
   bool vetoed() const {
-    return static_cast<Liveness>(liveness_state_.load(std::memory_order_acquire)) !=
+    return static_cast<Liveness>(line_.liveness_state.load(std::memory_order_acquire)) !=
            Liveness::kLive;
   }
 
@@ -250,18 +254,22 @@ class Worker {
   };
   static uint32_t slot(DpRank rank) { return rank < kMaxDpRanks ? rank : kMaxDpRanks - 1; }
 
-  // What a routing decision reads of every worker, in its first cache line: the load figures and
-  // the states of its three trackers (kept here for them), so a pass over a large fleet touches
-  // one line per worker (kvgate-bench-decision measures it).
-  alignas(64) std::atomic<int32_t> in_flight_{0};
-  std::atomic<int32_t> peer_in_flight_{0};
-  std::atomic<uint64_t> queued_prompt_tokens_{0};
-  std::atomic<uint64_t> peer_queued_prompt_tokens_{0};
-  std::atomic<uint64_t> index_blocks_{0};
-  EngineFigures total_;
-  std::atomic<uint8_t> health_state_{0};
-  std::atomic<uint8_t> breaker_state_{0};
-  std::atomic<uint8_t> liveness_state_{0};
+  // What a routing decision reads of every worker, in one cache line at its front: the load
+  // figures and the states of its three trackers (kept here for them), so a pass over a large
+  // fleet touches one line per worker (kvgate-bench-decision measures it).
+  struct alignas(64) RoutingLine {
+    std::atomic<int32_t> in_flight{0};
+    std::atomic<int32_t> peer_in_flight{0};
+    std::atomic<uint64_t> queued_prompt_tokens{0};
+    std::atomic<uint64_t> peer_queued_prompt_tokens{0};
+    std::atomic<uint64_t> index_blocks{0};
+    EngineFigures total;
+    std::atomic<uint8_t> health_state{0};
+    std::atomic<uint8_t> breaker_state{0};
+    std::atomic<uint8_t> liveness_state{0};
+  };
+  static_assert(sizeof(RoutingLine) == 64, "a decision reads one cache line per worker");
+  RoutingLine line_;
 
   HealthTracker health_;
   CircuitBreaker breaker_;

@@ -2,32 +2,30 @@
 // uniform draw among ties.
 //
 // Every decision visits the whole fleet once (collect_candidates), reading each worker's live
-// figures a single time into the dense Candidate array; everything after works on that array.
+// figures a single time into the dense candidate slots; everything after works on those.
 #pragma once
 
+#include <algorithm>
 #include <random>
+#include <span>
 
 #include "kvgate/policy/policy.h"
 #include "kvgate/workers/load.h"
 
 namespace kvgate::policy::detail {
 
-// What cache_aware's cost needs of a candidate beyond its load, its rules resolved once.
+// What cache_aware needs of a candidate beyond its load: the overload rule, resolved once.
 struct CostRules {
-  explicit CostRules(const CacheAwareConfig& config)
-      : overload(config.overload),
-        assumed_queued_prompt_tokens(config.assumed_queued_prompt_tokens) {}
+  explicit CostRules(const CacheAwareConfig& config) : overload(config.overload) {}
   workers::OverloadRule overload;
-  double assumed_queued_prompt_tokens;
 };
 
-// Fills scratch.candidates with the routable workers that serve req.model (the load filled in:
-// the larger of what the gateway fleet has in flight there and what the engine last reported,
-// which also counts other clients' requests;
-// matched_blocks 0), leaving out those the liveness tracker vetoed unless every one is vetoed. With
-// req.dp_aware, a worker with several data-parallel ranks is one candidate per rank. With `cost`
-// (cache_aware), also each candidate's overload verdict, queued tokens and level.
-// Returns the number of candidates.
+// Points scratch.candidates at the routable workers that serve req.model, leaving out those the
+// liveness tracker vetoed unless every one is vetoed; with req.dp_aware, a worker with several
+// data-parallel ranks is one candidate per rank. Each has its load (the larger of what the gateway
+// fleet has in flight there and what the engine last reported, which also counts other clients'
+// requests) and matched_blocks 0; with `cost` (cache_aware), also its overload verdict, queued
+// tokens and index blocks. Returns the number of candidates.
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                           Scratch& scratch, const CostRules* cost = nullptr);
 
@@ -49,7 +47,7 @@ inline double expected_wait_us(const Candidate& c, const RouteRequest& req,
 // Among candidates accepted by `keep`, the one minimizing `key`, ties (within `window`) drawn
 // uniformly (reservoir sampling: one pass, no allocation). Returns an index into `cands` or -1.
 template <class Keep, class Key>
-int32_t pick_min(const std::vector<Candidate>& cands, Keep keep, Key key, double window,
+int32_t pick_min(std::span<const Candidate> cands, Keep keep, Key key, double window,
                  std::mt19937_64& rng) {
   int32_t best = -1;
   double best_key = 0;

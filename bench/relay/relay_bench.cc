@@ -6,10 +6,14 @@
 //            takes to reach every one of them (p50 / p99 over --fanout-batches), and the relay
 //            process's resident memory before and with them;
 //   lag      the publish-to-delivery delay of --lag-batches batches at --lag-rate per second,
-//            directly and through the relay (lag.h).
+//            directly and through the relay (lag.h);
+//   soak     with --soak-secs, the resident memory of a `kvgate relay` process of its own under
+//            --soak-subscribers streams, some of them slow, while an engine churns (soak.h).
 //
 // Run: build/release/bin/kvgate-bench-relay --batches 200000 --snapshot-blocks 16384
 //        --subscribers 100 --fanout-batches 500   (one line)
+//      build/release/bin/kvgate-bench-relay --batches 0 --subscribers 0 --lag-batches 0
+//        --soak-secs 60 --soak-subscribers 100 --soak-slow 10 --soak-history-bytes 16MiB
 #include <grpcpp/grpcpp.h>
 #include <CLI/CLI.hpp>
 
@@ -28,6 +32,7 @@
 #include "kvgate/relay/v1/relay.grpc.pb.h"
 #include "lag.h"
 #include "percentile.h"
+#include "soak.h"
 
 namespace kvgate::relay {
 namespace {
@@ -224,10 +229,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lag-rate", lag_rate, "Batches per second the engine publishes then")
       ->capture_default_str();
+  kvgate::relay::SoakOptions soak{.seconds = 0};
+  app.add_option("--soak-secs", soak.seconds,
+                 "Seconds of the soak of a relay process of its own (0: skip)")
+      ->capture_default_str();
+  app.add_option("--soak-subscribers", soak.subscribers, "gRPC subscribers during the soak")
+      ->capture_default_str();
+  app.add_option("--soak-slow", soak.slow,
+                 "Of them, how many read a message every 20 ms (they fall behind the history)")
+      ->capture_default_str();
+  app.add_option("--soak-history-bytes", soak.history_bytes,
+                 "The soaked relay's --relay-history-bytes")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  kvgate::relay::bench_append(batches);
-  kvgate::relay::bench_snapshot(snapshot_blocks);
+  if (batches > 0) kvgate::relay::bench_append(batches);
+  if (snapshot_blocks > 0) kvgate::relay::bench_snapshot(snapshot_blocks);
   if (subscribers > 0) kvgate::relay::bench_fanout(subscribers, fanout_batches);
   if (lag_batches > 0) kvgate::relay::bench_lag(lag_batches, lag_rate);
+  if (soak.seconds > 0) kvgate::relay::bench_soak(soak);
   return 0;
 }

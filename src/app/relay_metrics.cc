@@ -35,9 +35,9 @@ RelayMetrics::RelayMetrics(metrics::Registry& registry)
       history_batches_(metrics::gauge_family(registry, "kvgate_relay_history_batches",
                                              "Batches kept per engine rank for resuming "
                                              "subscribers (--relay-history-batches).")),
-      history_bytes_(
-          metrics::gauge_family(registry, "kvgate_relay_history_bytes",
-                                "Bytes of history kept per engine rank (--relay-history-bytes).")),
+      history_bytes_(metrics::gauge_family(
+          registry, "kvgate_relay_history_bytes",
+          "Memory the history holds per engine rank (--relay-history-bytes).")),
       blocks_(metrics::gauge_family(registry, "kvgate_relay_rank_blocks",
                                     "Block copies an engine rank holds as the relay sees it "
                                     "(what a snapshot sends).")),

@@ -121,8 +121,8 @@ void add_relay_flags(CLI::App& app, RelayConfig& c) {
       ->group("Serving");
   app.add_option_function<std::string>(
          "--relay-history-bytes", [&c](const std::string& s) { c.history_bytes = parse_bytes(s); },
-         "Bytes of history kept per engine rank (B, KiB, MiB, GiB; default 256MiB); the older "
-         "batches go first, whichever bound is met first")
+         "Memory the history may hold per engine rank (B, KiB, MiB, GiB; default 256MiB); the "
+         "older batches go first, whichever bound is met first")
       ->group("Serving");
   app.add_option("--heartbeat-secs", c.heartbeat_secs,
                  "A stream with nothing to send gets a heartbeat (newest seq, engine load) this "

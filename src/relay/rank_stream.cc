@@ -54,7 +54,9 @@ void RankStream::append(const RankBatch& batch) {
     b->set_engine_ts(batch.engine_ts);
     for (const index::Event& e : batch.events) to_proto(e, b->add_events());
     *b->mutable_load() = load_;
-    const size_t bytes = message->ByteSizeLong();
+    // The memory the message holds, not its wire size: decoded, a batch takes about four times
+    // its encoded bytes, and the flag bounds the relay's memory.
+    const size_t bytes = message->SpaceUsedLong();
     history_.push_back({batch.seq, bytes, std::move(message)});
     history_bytes_ += bytes;
     last_seq_ = batch.seq;

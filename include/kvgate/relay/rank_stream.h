@@ -42,7 +42,7 @@ namespace kvgate::relay {
 
 struct HistoryLimits {
   size_t max_batches = 10'000;
-  size_t max_bytes = 64 << 20;
+  size_t max_bytes = 64 << 20;  // memory the kept messages hold, not their wire size
   // Blocks per snapshot chunk (a gRPC message stays well under its 4 MiB default limit).
   size_t snapshot_chunk_blocks = 16'384;
 };

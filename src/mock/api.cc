@@ -244,6 +244,13 @@ std::string_view finish_reason(const ChoiceResult& c) {
   return c.aborted ? "abort" : c.finished ? "length" : "";
 }
 
+// vLLM's `token_ids` of a choice (return_token_ids): the tokens this answer or chunk carries.
+void write_token_ids(JsonWriter& w, std::span<const TokenId> tokens) {
+  w.key("token_ids").begin_array();
+  for (TokenId t : tokens) w.value(t);
+  w.end_array();
+}
+
 void write_finish(JsonWriter& w, const ChoiceResult& c) {
   w.key("finish_reason");
   if (c.finished || c.aborted) {
@@ -287,6 +294,7 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
   std::string_view model;
   if (o.at_key("model").get(model) == simdjson::SUCCESS) r.model = model;
   r.stream = read_bool(o, "stream");
+  r.return_token_ids = read_bool(o, "return_token_ids");
   object so;
   if (o.at_key("stream_options").get(so) == simdjson::SUCCESS) {
     r.include_usage = read_bool(so, "include_usage");
@@ -435,6 +443,7 @@ std::string render_response(const ApiRequest& req, const ResponseIds& ids,
     } else {
       w.member("text", text);
     }
+    if (req.return_token_ids) write_token_ids(w, choices[i].tokens);
     w.key("logprobs").null();
     write_finish(w, choices[i]);
     w.end_object();
@@ -483,6 +492,7 @@ std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t i
   } else {
     w.member("text", text);
   }
+  if (req.return_token_ids) write_token_ids(w, choice.tokens);
   w.key("logprobs").null();
   write_finish(w, choice);
   w.end_object().end_array();

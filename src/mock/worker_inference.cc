@@ -259,7 +259,14 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
       if (!p.final_written) all_written = false;
     }
     if (all_written) break;
-    if (!wrote) co_await wait();
+    if (!wrote) {
+      // As vLLM's server does (Starlette listens for the disconnect beside the stream): a client
+      // that closes the connection while the engine works (a long prefill, a queue) aborts its
+      // request at once, not at the next token it would have been sent.
+      const http::DisconnectWatch watch = res.watch_disconnect([&ex] { ex.wake.cancel(); });
+      co_await wait();
+      if (watch.fired()) co_return;
+    }
   }
   if (kind == ApiKind::kResponses) {  // a Responses stream ends with response.completed
     (void)co_await res.finish();

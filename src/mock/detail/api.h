@@ -24,8 +24,9 @@ struct ApiRequest {
   std::vector<std::vector<TokenId>> prompts;  // one per choice
   uint32_t max_tokens = 16;
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool batch = false;          // /generate given a list of prompts: answer with a list
+  bool include_usage = false;     // stream_options.include_usage
+  bool return_token_ids = false;  // vLLM's: each choice also carries its tokens as `token_ids`
+  bool batch = false;             // /generate given a list of prompts: answer with a list
   std::optional<uint32_t> dp_rank;
   std::string model;
 };

@@ -218,6 +218,17 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--prometheus-host", c.prometheus_host,
                  "Address of the --prometheus-port listener (default: the --host address)")
       ->group("Listening");
+  app.add_option("--grpc-port", c.grpc_port,
+                 "Also serve the gRPC API (kvgate.v1.Gateway: token-in/token-out Generate, "
+                 "Tokenize, ListModels, ListWorkers; grpc.health.v1 and reflection) on this port, "
+                 "routed exactly as HTTP requests are; --api-key and TLS apply to it too (-1: off; "
+                 "0: any free port, printed at start)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 65535))
+      ->group("Listening");
+  app.add_option("--grpc-host", c.grpc_host,
+                 "Address of the --grpc-port listener (default: the --host address)")
+      ->group("Listening");
   app.add_option(
          "--cors-allowed-origins", c.cors_allowed_origins,
          "Web origins (scheme://host[:port], or * for any) whose pages may call the "

@@ -265,6 +265,16 @@ Status GatewayImpl::start() {
       return Status(s.code(), "--prometheus-port: " + std::string(message_of(s)));
     }
   }
+  if (config_.grpc_port >= 0) {
+    grpc_front_ = std::make_unique<GrpcFront>(*this);
+    if (Status s = grpc_front_->start(); !s.ok()) {
+      grpc_front_.reset();
+      if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));
+      server_->stop(std::chrono::milliseconds(0));
+      io_.stop();
+      return s;
+    }
+  }
   started_ = true;
   control_->set_listen_address(config_.host, server_->port());
   for (const auto& url : config_.worker_urls) {
@@ -357,6 +367,7 @@ size_t GatewayImpl::drain(std::chrono::milliseconds grace) {
   if (!started_) return 0;
   draining_.store(true);
   server_->begin_drain();
+  if (grpc_front_) grpc_front_->set_draining();
   const auto wait_until = [this](std::chrono::steady_clock::time_point deadline) {
     while (active_generations_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -377,6 +388,8 @@ size_t GatewayImpl::drain(std::chrono::milliseconds grace) {
 void GatewayImpl::stop(std::chrono::milliseconds grace) {
   if (!started_) return;
   started_ = false;
+  // gRPC calls first, while the executors still run their handlers to the end.
+  if (grpc_front_) grpc_front_->stop();
   server_->stop(grace);
   if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));
   // Before the control loops: the sync thread adds and removes workers through them.
@@ -405,6 +418,7 @@ Status Gateway::start() { return impl_->start(); }
 size_t Gateway::drain(std::chrono::milliseconds grace) { return impl_->drain(grace); }
 void Gateway::stop(std::chrono::milliseconds grace) { impl_->stop(grace); }
 uint16_t Gateway::port() const { return impl_->server_->port(); }
+uint16_t Gateway::grpc_port() const { return impl_->grpc_front_ ? impl_->grpc_front_->port() : 0; }
 uint16_t Gateway::metrics_port() const {
   return impl_->metrics_server_ ? impl_->metrics_server_->port() : 0;
 }

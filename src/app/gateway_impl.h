@@ -16,6 +16,7 @@
 #include "app/cors.h"
 #include "app/fleet_sync.h"
 #include "app/gateway_metrics.h"
+#include "app/grpc_front.h"
 #include "app/request_model.h"
 #include "app/state_sync_metrics.h"
 #include "app/upstream_pool.h"
@@ -37,6 +38,10 @@ namespace kvgate::app {
 
 // Names the worker that answered, on every answer a worker produced.
 inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+// Tells the client which data-parallel rank served it.
+inline constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
+// The request's id: the client's when it sent a usable one, else made here; on every answer.
+inline constexpr std::string_view kRequestIdHeader = "x-request-id";
 
 // proxy.cc: what a request to worker `w` carries as its authorization (the worker's own
 // credentials, else the client's header).
@@ -111,6 +116,7 @@ class GatewayImpl {
   std::unique_ptr<StateSyncMetrics> sync_metrics_;  // with fleet_sync_
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> metrics_server_;  // --prometheus-port
+  std::unique_ptr<GrpcFront> grpc_front_;         // --grpc-port
   std::unique_ptr<metrics::ProcessMetrics> process_metrics_;
   PromptTokenizers tokenizers_;  // --tokenizer (the test tokenizer without)
   BlockHasher hasher_;

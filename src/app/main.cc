@@ -89,6 +89,11 @@ int main(int argc, char** argv) {
   }
   // One line on stdout that scripts can wait for (the port is the bound one, also for --port 0).
   std::printf("kvgate listening on %s:%u\n", config.host.c_str(), (*gateway)->port());
+  if ((*gateway)->grpc_port() != 0) {
+    std::printf("kvgate gRPC listening on %s:%u\n",
+                (config.grpc_host.empty() ? config.host : config.grpc_host).c_str(),
+                (*gateway)->grpc_port());
+  }
   std::fflush(stdout);
   logger->info("kvgate listening on {}:{} (policy {}, kv index {}, {} workers configured)",
                config.host, (*gateway)->port(), kvgate::policy::policy_kind_name(config.policy),

@@ -22,8 +22,6 @@ namespace {
 
 // The data-parallel rank a request is pinned to: vLLM's OpenAI server and SGLang both honour it.
 constexpr std::string_view kRankHeader = "x-data-parallel-rank";
-// Tells the client which rank served it.
-constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
 // Bodies larger than this are parsed on the gateway's parse thread, not on an executor.
 constexpr size_t kInlineParseBytes = 1 << 20;
 // Every gateway a request passed names itself here; a gateway that finds its own name (a worker
@@ -56,8 +54,6 @@ std::shared_ptr<spdlog::logger> proxy_log() {
 }
 
 bool retryable_status(unsigned s) { return s == 408 || s == 429 || s >= 500; }
-
-constexpr std::string_view kRequestIdHeader = "x-request-id";
 
 // The client's x-request-id when it sent a usable one (printable, at most 128 bytes), else 32 hex
 // digits made here.

@@ -82,12 +82,15 @@ DisconnectWatch::DisconnectWatch(std::shared_ptr<detail::Session> session,
     : session_(std::move(session)), state_(std::move(state)) {}
 
 DisconnectWatch::DisconnectWatch(DisconnectWatch&& o) noexcept
-    : session_(std::move(o.session_)), state_(std::move(o.state_)) {}
+    : session_(std::move(o.session_)),
+      sink_(std::exchange(o.sink_, nullptr)),
+      state_(std::move(o.state_)) {}
 
 DisconnectWatch& DisconnectWatch::operator=(DisconnectWatch&& o) noexcept {
   if (this != &o) {
     end();
     session_ = std::move(o.session_);
+    sink_ = std::exchange(o.sink_, nullptr);
     state_ = std::move(o.state_);
   }
   return *this;
@@ -102,6 +105,12 @@ void DisconnectWatch::end() {
   if (state_->active) {
     state_->active = false;
     state_->on_close = nullptr;
+    if (sink_ != nullptr) {
+      sink_->unwatch();
+      sink_ = nullptr;
+      state_.reset();
+      return;
+    }
     // Only the wait (or on TLS the watch's read) is outstanding on this socket now (the handler
     // writes nothing while it is suspended elsewhere and the read loop waits for the handler), so
     // this cancels just that.
@@ -115,6 +124,14 @@ void DisconnectWatch::end() {
 DisconnectWatch Responder::watch_disconnect(std::function<void()> on_close) {
   auto state = std::make_shared<DisconnectWatchState>();
   state->on_close = std::move(on_close);
+  if (sink_ != nullptr) {
+    sink_->watch([state] {
+      if (state->active) fire(*state);
+    });
+    DisconnectWatch watch(nullptr, state);
+    watch.sink_ = sink_;
+    return watch;
+  }
   std::shared_ptr<detail::Session> session = session_->shared_from_this();
   arm(session, state);
   return DisconnectWatch(std::move(session), std::move(state));

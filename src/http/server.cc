@@ -423,8 +423,25 @@ Status Responder::fail(const char* what, const boost::system::error_code& ec) {
   return absl::UnavailableError(std::string(what) + ": " + ec.message());
 }
 
+Status Responder::failed_sink(Status s) {
+  if (!s.ok()) {
+    failed_ = true;
+    state_ = State::kDone;
+  }
+  return s;
+}
+
+std::vector<Header> Responder::with_added(std::span<const Header> headers) const {
+  std::vector<Header> all(headers.begin(), headers.end());
+  for (const Header& h : added_headers_) {
+    std::erase_if(all, [&](const Header& o) { return beast::iequals(o.first, h.first); });
+    all.push_back(h);
+  }
+  return all;
+}
+
 boost::asio::any_io_executor Responder::get_executor() const {
-  return session_->stream.get_executor();
+  return sink_ != nullptr ? sink_->executor() : session_->stream.get_executor();
 }
 
 net::awaitable<Status> Responder::send(Response response) {
@@ -433,6 +450,10 @@ net::awaitable<Status> Responder::send(Response response) {
   }
   state_ = State::kDone;
   status_ = response.status;
+  if (sink_ != nullptr) {
+    response.headers = with_added(response.headers);
+    co_return failed_sink(co_await sink_->send(std::move(response)));
+  }
   keep_alive_ = keep_alive_ && !response.close;
   beast_http::response<beast_http::string_body> res{
       static_cast<beast_http::status>(response.status), 11};
@@ -458,6 +479,10 @@ net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view
   }
   state_ = State::kStreaming;
   status_ = status;
+  if (sink_ != nullptr) {
+    const std::vector<Header> all = with_added(headers);
+    co_return failed_sink(co_await sink_->start(status, content_type, all));
+  }
   beast_http::response<beast_http::empty_body> res{static_cast<beast_http::status>(status), 11};
   res.set(beast_http::field::server, session_->options.server_name);
   res.set(beast_http::field::content_type, content_type);
@@ -490,6 +515,7 @@ net::awaitable<Status> Responder::write(std::string_view data) {
                       : absl::FailedPreconditionError("no stream started");
   }
   if (data.empty()) co_return Status();
+  if (sink_ != nullptr) co_return failed_sink(co_await sink_->write(data));
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
   // A named chunk: g++ 12 may destroy a temporary inside a co_await expression twice, and the
@@ -512,6 +538,7 @@ net::awaitable<Status> Responder::finish() {
                       : absl::FailedPreconditionError("no stream started");
   }
   state_ = State::kDone;
+  if (sink_ != nullptr) co_return failed_sink(co_await sink_->finish());
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
   const auto last = beast_http::make_chunk_last();

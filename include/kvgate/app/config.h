@@ -79,6 +79,10 @@ struct GatewayConfig {
   // on prometheus_host (empty: the main listener's host).
   uint16_t prometheus_port = 0;
   std::string prometheus_host;
+  // The gRPC front end (kvgate.v1.Gateway, proto/kvgate/v1/gateway.proto): -1 off, 0 any free
+  // port; on grpc_host (empty: the main listener's host). TLS and api_key apply as on HTTP.
+  int32_t grpc_port = -1;
+  std::string grpc_host;
   // Web origins whose pages may call the gateway ("*": any; empty: no CORS), app/cors.h.
   std::vector<std::string> cors_allowed_origins;
 

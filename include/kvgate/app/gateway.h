@@ -40,6 +40,8 @@ class Gateway {
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
   uint16_t port() const;
+  // The gRPC front end's port (--grpc-port), 0 when it is off.
+  uint16_t grpc_port() const;
   // The metrics listener's port (--prometheus-port), 0 when there is none.
   uint16_t metrics_port() const;
   Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});

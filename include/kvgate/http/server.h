@@ -44,6 +44,7 @@
 #include "kvgate/core/result.h"
 #include "kvgate/http/io_pool.h"
 #include "kvgate/http/message.h"
+#include "kvgate/http/response_sink.h"
 
 namespace kvgate::http {
 
@@ -108,15 +109,20 @@ class DisconnectWatch {
                   std::shared_ptr<DisconnectWatchState> state);
   void end();
 
-  std::shared_ptr<detail::Session> session_;
+  std::shared_ptr<detail::Session> session_;  // null when the request came through a sink
+  ResponseSink* sink_ = nullptr;
   std::shared_ptr<DisconnectWatchState> state_;
 };
 
 // The response side of one request. Either send() once, or start_stream(), write()* and finish().
 // A handler that returns without responding gets a 500; one that leaves a stream open has it
 // finished for it. After any failed write the connection is closed and later calls fail at once.
+// The server makes one per request it reads; another front end makes one over its ResponseSink
+// (response_sink.h) and runs a handler with it.
 class Responder {
  public:
+  explicit Responder(ResponseSink& sink) : session_(nullptr), sink_(&sink), keep_alive_(false) {}
+
   boost::asio::awaitable<Status> send(Response response);
 
   // Sends the status line and headers with Transfer-Encoding: chunked.
@@ -156,8 +162,12 @@ class Responder {
   Responder(detail::Session* session, bool keep_alive)
       : session_(session), keep_alive_(keep_alive) {}
   Status fail(const char* what, const boost::system::error_code& ec);
+  Status failed_sink(Status s);
+  // The handler's headers and the ones added here, for a sink.
+  std::vector<Header> with_added(std::span<const Header> headers) const;
 
   detail::Session* session_;
+  ResponseSink* sink_ = nullptr;
   bool keep_alive_;
   State state_ = State::kIdle;
   bool failed_ = false;

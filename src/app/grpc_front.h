@@ -1,0 +1,65 @@
+// GrpcFront: the gateway's gRPC API (kvgate.v1.Gateway, proto/kvgate/v1/gateway.proto) on
+// --grpc-port, with grpc.health.v1.Health and server reflection.
+//
+// Generate runs the very handler POST /v1/completions runs (GatewayImpl::serve_generation): the
+// call becomes an http::Request (the prompt as token ids or text, stream on, usage and token ids
+// asked of the engine) answered through a ResponseSink that turns the engine's SSE chunks into
+// GenerateResponse messages. So routing, admission, liveness vetoes, overload shedding, retries
+// and metrics are the HTTP API's, by construction. The client cancelling, or its deadline
+// passing, is the HTTP client disconnecting: the upstream request is aborted.
+//
+// Health: SERVING while /readiness would answer 200 (a routable worker, not draining), checked
+// every half second; NOT_SERVING from the moment a drain begins.
+//
+// Threading: gRPC's callback threads receive calls; each Generate's handler runs on one of the
+// gateway's executors and the call's reactor hands messages back and forth under its own lock.
+// start() and stop() from the thread that owns the gateway; set_draining() from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "kvgate/core/result.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace kvgate::app {
+
+class GatewayImpl;
+class GatewayService;
+
+class GrpcFront {
+ public:
+  explicit GrpcFront(GatewayImpl& gateway);
+  ~GrpcFront();
+  GrpcFront(const GrpcFront&) = delete;
+  GrpcFront& operator=(const GrpcFront&) = delete;
+
+  // Listens on --grpc-host:--grpc-port (with the gateway's TLS files when it has them).
+  Status start();
+  uint16_t port() const { return static_cast<uint16_t>(port_); }
+  // Health answers NOT_SERVING from now on.
+  void set_draining();
+  // Cancels running calls (their handlers see the client gone) and stops listening.
+  void stop();
+
+ private:
+  void watch_readiness();
+
+  GatewayImpl& gateway_;
+  std::unique_ptr<GatewayService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::atomic<bool> draining_{false};
+  std::thread health_thread_;
+};
+
+}  // namespace kvgate::app

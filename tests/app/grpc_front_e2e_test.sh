@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The gateway's gRPC front end (--grpc-port) driven by a client no one here wrote
+# (tests/app/gateway_grpc_client.py: Debian's python3-grpcio with protoc's Python messages) beside
+# plain HTTP to the same gateway: API key, streamed and whole generations, the same routing both
+# ways, cancellation and deadlines reaching the worker, bad input, the fleet, health and
+# reflection. Then a drain: health turns NOT_SERVING while a generation still runs.
+#   bash tests/app/grpc_front_e2e_test.sh BUILD_DIR
+set -uo pipefail
+build="${1:?usage: grpc_front_e2e_test.sh BUILD_DIR}"
+here="$(cd "$(dirname "$0")/../.." && pwd)"
+KVG_NAME=grpc_front_e2e_test
+# shellcheck source=../../tools/replay/fleet.sh
+source "$here/tools/replay/fleet.sh"
+work="$(mktemp -d)"
+kvg_init "$build" "$work"
+trap 'kvg_stop_all; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+fail() { echo "grpc_front_e2e_test: FAIL: $*" >&2; exit 1; }
+
+kvg_need kvgate || exit 1
+command -v protoc >/dev/null || fail "protoc is missing (tools/setup.sh installs it)"
+protoc -I "$here/proto" --python_out="$work" "$here/proto/kvgate/v1/gateway.proto" ||
+  fail "protoc could not compile the gateway's proto"
+kvg_start_mock 2 || exit 1
+key="grpc-test-key"
+kvg_start_gateway cache_aware --grpc-port 0 --api-key "$key" --shutdown-grace-period-secs 20 ||
+  exit 1
+addr="$(sed -n 's/^kvgate gRPC listening on //p' "$work/gateway.out" | head -1)"
+[[ -n "$addr" ]] || fail "kvgate printed no gRPC address: $(cat "$work/gateway.out")"
+routable() {
+  [[ "$(curl -sf -H "authorization: Bearer $key" "$KVG_GATEWAY_URL/workers" |
+    grep -o '"routable":true' | wc -l)" -eq 2 ]]
+}
+kvg_poll 30 routable || fail "the gateway did not route to both workers within 30 s"
+# shellcheck disable=SC2086  # one word per URL
+"$KVG_PY" "$here/tests/app/gateway_grpc_client.py" "$work" "$addr" "$KVG_GATEWAY_URL" "$key" \
+  $KVG_WORKER_URLS || fail "the client's checks failed (gateway log: $(tail -3 "$work/gateway.err"))"
+
+# Drain: a long generation keeps the gateway draining; health says NOT_SERVING meanwhile.
+cat >"$work/drain.py" <<PY
+import sys, threading, time
+sys.path.insert(0, "$work")
+import grpc
+from kvgate.v1 import gateway_pb2 as pb
+ch = grpc.insecure_channel("$addr")
+gen = ch.unary_stream("/kvgate.v1.Gateway/Generate", pb.GenerateRequest.SerializeToString,
+                      pb.GenerateResponse.FromString)
+health = ch.unary_unary("/grpc.health.v1.Health/Check", lambda b: b, lambda b: b)
+call = gen(pb.GenerateRequest(token_ids=pb.TokenIds(ids=list(range(300, 400))), max_tokens=3000,
+                              stream=True), metadata=[("authorization", "Bearer $key")], timeout=30)
+next(call)  # it runs
+print("running", flush=True)
+for _ in range(100):
+    if health(b"", timeout=5) == b"\x08\x02":
+        print("not serving", flush=True)
+        call.cancel()
+        sys.exit(0)
+    time.sleep(0.05)
+sys.exit("health stayed SERVING while draining")
+PY
+"$KVG_PY" "$work/drain.py" >"$work/drain.out" 2>&1 &
+drain_pid=$!
+kvg_poll 10 grep -qs running "$work/drain.out" || fail "the long generation did not start: $(cat "$work/drain.out")"
+kill -TERM "$KVG_GATEWAY_PID"
+wait "$drain_pid" || fail "draining: $(cat "$work/drain.out")"
+echo "grpc_front_e2e_test: PASS"

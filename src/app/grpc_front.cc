@@ -69,13 +69,20 @@ std::string error_message(std::string_view body) {
   return std::string(body.substr(0, 512));
 }
 
-// The /v1/completions body a Generate call stands for: streamed, with usage and token ids.
+// The /v1/completions (or, for a conversation, /v1/chat/completions) body a Generate call stands
+// for: streamed, with usage and token ids.
 std::string completions_body(const v1::GenerateRequest& r) {
   std::string body;
   JsonWriter w(&body);
   w.begin_object();
   if (!r.model().empty()) w.member("model", r.model());
-  if (r.has_token_ids()) {
+  if (r.has_chat()) {
+    w.key("messages").begin_array();
+    for (const v1::ChatMessage& m : r.chat().messages()) {
+      w.begin_object().member("role", m.role()).member("content", m.content()).end_object();
+    }
+    w.end_array();
+  } else if (r.has_token_ids()) {
     w.key("prompt").begin_array();
     for (uint32_t id : r.token_ids().ids()) w.value(id);
     w.end_array();
@@ -134,7 +141,7 @@ http::Request as_http_request(const GatewayImpl& gw, grpc::CallbackServerContext
                               const v1::GenerateRequest& r) {
   http::Request req;
   req.msg.method(http::Verb::post);
-  req.msg.target("/v1/completions");
+  req.msg.target(r.has_chat() ? "/v1/chat/completions" : "/v1/completions");
   req.msg.version(11);
   req.msg.set(boost::beast::http::field::content_type, "application/json");
   const auto& md = ctx->client_metadata();
@@ -169,7 +176,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
                    http::Request req) -> net::awaitable<void> {
       {
         http::Responder responder(*call);
-        co_await gw.serve_generation(ApiRoute::kCompletions, req, responder);
+        const ApiRoute route = req.path() == "/v1/chat/completions" ? ApiRoute::kChatCompletions
+                                                                    : ApiRoute::kCompletions;
+        co_await gw.serve_generation(route, req, responder);
       }
       call->complete();
     };
@@ -346,7 +355,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
     if (doc["choices"].get_array().get(choices) == simdjson::SUCCESS) {
       for (simdjson::dom::element c : choices) {
         std::string_view text, reason;
-        if (return_text_ && c["text"].get_string().get(text) == simdjson::SUCCESS) {
+        // A completion's text, a chat chunk's delta, or a whole chat answer's message.
+        if (return_text_ && (c["text"].get_string().get(text) == simdjson::SUCCESS ||
+                             c["delta"]["content"].get_string().get(text) == simdjson::SUCCESS ||
+                             c["message"]["content"].get_string().get(text) == simdjson::SUCCESS)) {
           chunk_.mutable_text()->append(text);
           if (!stream_) complete_.mutable_text()->append(text);
         }
@@ -445,9 +457,14 @@ class GatewayService final : public v1::Gateway::CallbackService {
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) override {
-    if (!request->has_token_ids() && request->text().empty()) {
+    if (request->input_case() == v1::GenerateRequest::INPUT_NOT_SET ||
+        (request->has_text() && request->text().empty())) {
       return new Refused(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                      "GenerateRequest needs its input: token_ids or text"));
+                                      "GenerateRequest needs its input: token_ids, text or chat"));
+    }
+    if (request->has_chat() && request->chat().messages().empty()) {
+      return new Refused(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      "GenerateRequest.chat holds no messages"));
     }
     if (request->has_token_ids() && request->token_ids().ids().empty()) {
       return new Refused(

@@ -1,9 +1,10 @@
 // GrpcFront: the gateway's gRPC API (kvgate.v1.Gateway, proto/kvgate/v1/gateway.proto) on
 // --grpc-port, with grpc.health.v1.Health and server reflection.
 //
-// Generate runs the very handler POST /v1/completions runs (GatewayImpl::serve_generation): the
-// call becomes an http::Request (the prompt as token ids or text, stream on, usage and token ids
-// asked of the engine) answered through a ResponseSink that turns the engine's SSE chunks into
+// Generate runs the very handler POST /v1/completions (or, for chat messages,
+// /v1/chat/completions) runs (GatewayImpl::serve_generation): the call becomes an http::Request
+// (the prompt as token ids, text or messages, stream on, usage and token ids asked of the
+// engine) answered through a ResponseSink that turns the engine's SSE chunks into
 // GenerateResponse messages. So routing, admission, liveness vetoes, overload shedding, retries
 // and metrics are the HTTP API's, by construction. The client cancelling, or its deadline
 // passing, is the HTTP client disconnecting: the upstream request is aborted.

@@ -5,8 +5,8 @@ python3-grpcio (not kvgate's C++ code), beside plain HTTP to the same gateway:
 - the API key: refused without it (UNAUTHENTICATED), served with it;
 - streamed Generate: one chunk per token with its id and text, then Complete with the finish
   reason, usage and the worker; unstreamed: Complete alone with every token;
-- the same routing as HTTP: a prompt sent first over HTTP is then sent over gRPC and lands on
-  the same worker with its prefix cached, and the other way round; repeats stay put;
+- text and chat input; the same routing as HTTP: a prompt (or a conversation) sent one way then
+  the other lands on the same worker with its prefix cached; repeats stay put;
 - cancellation mid-stream and an expired deadline: the client sees CANCELLED and
   DEADLINE_EXCEEDED, and the worker's own request record says "aborted";
 - bad input is INVALID_ARGUMENT; ListModels and ListWorkers; health SERVING; reflection lists
@@ -116,6 +116,27 @@ for i in range(3, 9):
     same += h_worker == g_worker
     check(h_worker == g_worker, f"prompt {i}: HTTP on {h_worker}, gRPC on {g_worker}")
     check(cached >= 80, f"prompt {i}: the second front end found {cached} of 96 tokens cached")
+# Text, tokenized by the gateway as HTTP's prompts are.
+c = list(generate(pb.GenerateRequest(text="a plain text prompt " * 20, max_tokens=3),
+                  metadata=auth, timeout=20))[-1].complete
+check(c.usage.prompt_tokens > 20 and len(c.token_ids) == 3, f"text over gRPC: {c}")
+# A conversation: rendered as a chat completion both ways, it lands where its prefix is.
+talk = [pb.ChatMessage(role="system", content="You answer in haiku. " * 12),
+        pb.ChatMessage(role="user", content="Tell me about prefix caches.")]
+msgs = list(generate(pb.GenerateRequest(chat=pb.ChatMessages(messages=talk), max_tokens=6,
+                                        stream=True, return_text=True), metadata=auth, timeout=20))
+c = msgs[-1].complete
+check(c.finish_reason == "length" and c.usage.completion_tokens == 6, f"chat over gRPC: {c}")
+check("".join(m.chunk.text for m in msgs[:-1]) != "", "chat over gRPC streams its text")
+time.sleep(0.3)
+body = json.dumps({"model": "mock-8b", "max_tokens": 2, "messages": [
+    {"role": m.role, "content": m.content} for m in talk]}).encode()
+with urllib.request.urlopen(urllib.request.Request(http_url + "/v1/chat/completions", body, {
+        "content-type": "application/json", "authorization": "Bearer " + key}), timeout=20) as r:
+    chat_worker = r.headers["x-kvgate-worker"]
+    chat_cached = json.load(r)["usage"]["prompt_tokens_details"]["cached_tokens"]
+check(chat_worker == c.worker and chat_cached > 0,
+      f"the same chat over HTTP: {chat_worker} ({chat_cached} cached), gRPC: {c.worker}")
 repeat = [over_grpc(prompt(9))[-1].complete.worker for _ in range(4)]
 check(len(set(repeat)) == 1, f"repeats of one prompt over gRPC stay on one worker: {repeat}")
 

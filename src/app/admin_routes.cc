@@ -214,6 +214,12 @@ void GatewayImpl::add_admin_routes() {
                   ? -1.0
                   : std::chrono::duration<double, std::milli>(now - wk->engine_load_at()).count());
           w.member("discovered", info->discovered).member("block_size", info->block_size);
+          const workers::CacheAgreement& agreement = wk->cache_agreement();
+          w.key("cached_tokens").begin_object();
+          w.member("predicted", agreement.predicted_total());
+          w.member("reported", agreement.reported_total());
+          w.member("agreement", agreement.ratio());
+          w.member("disagreeing", agreement.disagreeing()).end_object();
           w.key("models").begin_array();
           for (const auto& m : info->models) w.value(m);
           w.end_array().key("kv_events_endpoints").begin_array();

@@ -76,7 +76,10 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
       access_(config_.api_key, config_.admin_api_key),
       cors_(config_.cors_allowed_origins),
       io_(default_threads(config_.threads)),
-      workers_({.health = config_.health, .breaker = config_.breaker, .liveness = config_.liveness},
+      workers_({.health = config_.health,
+                .breaker = config_.breaker,
+                .liveness = config_.liveness,
+                .cache_agreement_warn_below = config_.cache_agreement_warn_below},
                clock),
       hasher_(config_.hash_seed) {}
 

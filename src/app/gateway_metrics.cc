@@ -172,6 +172,18 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   worker_retries_ =
       &metrics::counter_family(reg, "kvgate_worker_retryable_failures_total",
                                "Retryable failures (connection, 408, 429, 5xx) per worker.");
+  worker_cached_predicted_ = &metrics::counter_family(
+      reg, "kvgate_cached_tokens_predicted_total",
+      "Prompt tokens the index predicted the worker had cached, over the answers its engine "
+      "reported cached tokens for (cache_aware).");
+  worker_cached_reported_ = &metrics::counter_family(
+      reg, "kvgate_cached_tokens_reported_total",
+      "Prompt tokens the worker's engine reported cached over the same answers.");
+  worker_cache_agreement_ = &metrics::gauge_family(
+      reg, "kvgate_cache_agreement_ratio",
+      "1 - |reported - predicted| / the larger, over the last window of 8,192 cached tokens "
+      "(1 until one completes): low means the index and the engine disagree about its cache "
+      "(block size, hash seed, tokenizer); --cache-agreement-warn-below names it in a warning.");
 }
 
 void GatewayMetrics::request_done(ApiRoute route, unsigned status, double seconds) {
@@ -200,6 +212,9 @@ void GatewayMetrics::add_worker(const std::string& url) {
     s->waiting = &worker_waiting_->Add(l);
     s->requests = &worker_requests_->Add(l);
     s->retries = &worker_retries_->Add(l);
+    s->cached_predicted = &worker_cached_predicted_->Add(l);
+    s->cached_reported = &worker_cached_reported_->Add(l);
+    s->cache_agreement = &worker_cache_agreement_->Add(l);
   }
 }
 
@@ -217,6 +232,9 @@ void GatewayMetrics::remove_worker(const std::string& url) {
   worker_waiting_->Remove(s.waiting);
   worker_requests_->Remove(s.requests);
   worker_retries_->Remove(s.retries);
+  worker_cached_predicted_->Remove(s.cached_predicted);
+  worker_cached_reported_->Remove(s.cached_reported);
+  worker_cache_agreement_->Remove(s.cache_agreement);
   workers_.erase(it);
 }
 
@@ -238,6 +256,13 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   if (ret > s.retries_seen) s.retries->Increment(static_cast<double>(ret - s.retries_seen));
   s.requests_seen = req;
   s.retries_seen = ret;
+  const workers::CacheAgreement& agreement = w.cache_agreement();
+  const uint64_t predicted = agreement.predicted_total(), reported = agreement.reported_total();
+  s.cached_predicted->Increment(static_cast<double>(predicted - s.cached_predicted_seen));
+  s.cached_reported->Increment(static_cast<double>(reported - s.cached_reported_seen));
+  s.cached_predicted_seen = predicted;
+  s.cached_reported_seen = reported;
+  s.cache_agreement->Set(agreement.ratio());
 }
 
 void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {

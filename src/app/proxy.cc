@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "app/cache_report.h"
 #include "app/gateway_impl.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/redirect_error.hpp"
@@ -486,6 +487,26 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       UpstreamPool::Source source = worker->breaker().state() == workers::BreakerState::kClosed
                                         ? UpstreamPool::Source::kPooled
                                         : UpstreamPool::Source::kFresh;
+      // What the engine says it found cached, against the index's prediction for this worker
+      // (cache_aware decides by the prediction; other policies make none).
+      const auto note_cache_report = [&](std::string_view answer) {
+        if (config_.policy != policy::PolicyKind::kCacheAware) return;
+        const std::optional<uint64_t> reported = reported_cached_tokens(answer);
+        if (!reported) return;
+        const uint64_t predicted =
+            predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size);
+        const auto change = worker->cache_agreement().note(predicted, *reported);
+        if (change == workers::CacheAgreement::Change::kBecameDisagreeing) {
+          proxy_log()->warn(
+              "worker {}: its engine reports cached prompt tokens that disagree with the index "
+              "(agreement {:.2f}): check its block size, hash seed and tokenizer against the "
+              "gateway's",
+              worker->url(), worker->cache_agreement().ratio());
+        } else if (change == workers::CacheAgreement::Change::kBecameAgreeing) {
+          proxy_log()->info("worker {}: cached prompt tokens agree with the index again ({:.2f})",
+                            worker->url(), worker->cache_agreement().ratio());
+        }
+      };
       const auto vetoed = [&] {
         dispatch.set(Outcome::kCancelled);  // the liveness tracker already judged the worker
         metrics_->vetoed_attempt();
@@ -557,6 +578,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           if (p.stream) body = co_await read_error_body(conn);
           if (!p.stream && head->status == 200) liveness.note_progress();
           dispatch.set(outcome_of_status(head->status));
+          if (head->status == 200) note_cache_report(body);
           http::Response answer =
               forwarded(head->status, *head, std::move(body), worker->url(), rank);
           veto.watch(nullptr);
@@ -614,6 +636,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         const double ttft = to_seconds(clock_.now() - t0);
         metrics_->ttft(ttft);
         rec.ttft_ms = ttft * 1e3;
+        StreamTail tail;  // the stream's usage is its last event
         for (;;) {
           if (!piece.ok()) {
             // The worker failed mid-stream, or a veto cut it: end the client's stream with an
@@ -636,12 +659,14 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             break;
           }
           if (piece->empty()) {
+            note_cache_report(tail.view());
             dispatch.set(Outcome::kSuccess);
             (void)co_await res.finish();
             veto.watch(nullptr);
             upstream_->release(worker->id(), std::move(lease->conn));
             break;
           }
+          tail.add(*piece);
           if (!(co_await res.write(*piece)).ok()) {
             // The client went away: drop the upstream connection so the engine aborts the request.
             conn.close();

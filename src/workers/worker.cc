@@ -12,6 +12,7 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
     : health_(options.health, &line_.health_state),
       breaker_(options.breaker, clock, &line_.breaker_state),
       liveness_(options.liveness, clock, &line_.liveness_state),
+      cache_agreement_(options.cache_agreement_warn_below),
       id_(id),
       url_(std::move(url)),
       authorization_(std::move(authorization)),

@@ -4,6 +4,7 @@
 # the shipped trace excerpt at 20x with short prompts (128 tokens per hash id) and outputs
 # (at most 48 tokens); then the report's invariants are checked against its own CSV and the
 # mock's request records:
+#   the gateway's predicted cached tokens agree with the engines' reports within 2%,
 #   every request answered, worker shares sum to 1, cached <= prompt tokens per request,
 #   hit/oracle in (0, 1.05], TTFT <= e2e per request, each worker's share equals the requests
 #   the mock itself recorded for that worker, and the oracle's event streams had no loss.
@@ -62,6 +63,20 @@ for url in $KVG_WORKER_URLS; do
   curl -sf --max-time 10 "$url/admin/requests?limit=100000" >"$work/records-${url##*:}.json" ||
     fail "cannot read $url/admin/requests"
 done
+
+# The gateway's own account: the cached tokens the engines reported against its index's
+# prediction, summed over the workers, agree within 2%.
+curl -sf --max-time 10 "$KVG_GATEWAY_URL/metrics" >"$work/gateway.metrics" ||
+  fail "cannot read the gateway's /metrics"
+sum_of() { sed -n "s/^$1{.*} \([0-9.e+]*\)$/\1/p" "$work/gateway.metrics" | awk '{s += $1} END {printf "%d", s}'; }
+predicted="$(sum_of kvgate_cached_tokens_predicted_total)"
+reported="$(sum_of kvgate_cached_tokens_reported_total)"
+"$KVG_PY" -c "
+p, r = $predicted, $reported
+a = 1 - abs(r - p) / max(p, r, 1)
+print(f'cached tokens: predicted {p}, reported {r}, agreement {a:.4f}')
+raise SystemExit(0 if r > 0 and a >= 0.98 else 1)" ||
+  fail "the gateway's predicted and the engines' reported cached tokens differ by more than 2%"
 
 "$KVG_PY" - "$work" "$KVG_WORKER_URLS" <<'PY' || fail "report invariants"
 import csv, glob, json, sys

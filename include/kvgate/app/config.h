@@ -148,6 +148,9 @@ struct GatewayConfig {
   workers::HealthConfig health;
   workers::BreakerConfig breaker;
   workers::LivenessConfig liveness;
+  // A worker whose engine-reported cached tokens agree with the index's prediction less than this
+  // (workers/cache_agreement.h) is named in a warning (0: never).
+  double cache_agreement_warn_below = 0.9;
   std::chrono::milliseconds load_poll_interval{500};  // 0: off
   std::chrono::milliseconds discovery_retry{1'000};
 

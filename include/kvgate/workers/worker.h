@@ -20,6 +20,7 @@
 #include "kvgate/core/clock.h"
 #include "kvgate/core/ids.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/workers/cache_agreement.h"
 #include "kvgate/workers/circuit_breaker.h"
 #include "kvgate/workers/health.h"
 #include "kvgate/workers/inflight.h"
@@ -58,6 +59,8 @@ struct WorkerOptions {
   HealthConfig health;
   BreakerConfig breaker;
   LivenessConfig liveness;
+  // CacheAgreement's warning threshold (0: never warn).
+  double cache_agreement_warn_below = 0.9;
 };
 
 class Worker {
@@ -209,6 +212,9 @@ class Worker {
   const CircuitBreaker& breaker() const { return breaker_; }
   LivenessTracker& liveness() { return liveness_; }
   const LivenessTracker& liveness() const { return liveness_; }
+  // Predicted against reported cached tokens of its answers.
+  CacheAgreement& cache_agreement() { return cache_agreement_; }
+  const CacheAgreement& cache_agreement() const { return cache_agreement_; }
   // The requests in flight here, for a veto to reach them.
   InflightRequests& inflight() { return inflight_; }
 
@@ -274,6 +280,7 @@ class Worker {
   HealthTracker health_;
   CircuitBreaker breaker_;
   LivenessTracker liveness_;
+  CacheAgreement cache_agreement_;
   std::atomic<uint64_t> warmup_diversions_{0};
 
   const WorkerId id_;

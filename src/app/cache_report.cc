@@ -1,0 +1,38 @@
+#include "app/cache_report.h"
+
+#include <algorithm>
+
+namespace kvgate::app {
+
+uint64_t predicted_cached_tokens(uint32_t matched_blocks, uint64_t prompt_tokens,
+                                 uint32_t block_size) {
+  if (block_size == 0 || prompt_tokens == 0) return 0;
+  const uint64_t cacheable_blocks = (prompt_tokens - 1) / block_size;
+  return std::min<uint64_t>(matched_blocks, cacheable_blocks) * block_size;
+}
+
+std::optional<uint64_t> reported_cached_tokens(std::string_view answer) {
+  constexpr std::string_view kKey = "\"cached_tokens\"";
+  const size_t at = answer.rfind(kKey);
+  if (at == std::string_view::npos) return std::nullopt;
+  size_t i = at + kKey.size();
+  while (i < answer.size() && (answer[i] == ' ' || answer[i] == ':')) ++i;
+  if (i >= answer.size() || answer[i] < '0' || answer[i] > '9') return std::nullopt;
+  uint64_t v = 0;
+  for (; i < answer.size() && answer[i] >= '0' && answer[i] <= '9'; ++i) {
+    if (v > (UINT64_MAX - 9) / 10) return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(answer[i] - '0');
+  }
+  return v;
+}
+
+void StreamTail::add(std::string_view piece) {
+  if (piece.size() >= kBytes) {
+    tail_.assign(piece.substr(piece.size() - kBytes));
+    return;
+  }
+  if (tail_.size() + piece.size() > kBytes) tail_.erase(0, tail_.size() + piece.size() - kBytes);
+  tail_.append(piece);
+}
+
+}  // namespace kvgate::app

@@ -1,0 +1,35 @@
+// What an engine says it found cached for a prompt, against what the index predicted there
+// (workers/cache_agreement.h keeps the tally per worker).
+//
+// Threading: functions are pure; a StreamTail belongs to one request.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvgate::app {
+
+// The tokens the index predicts an engine will find cached: the matched blocks, at most the
+// whole blocks before the prompt's last token (engines always compute that one).
+uint64_t predicted_cached_tokens(uint32_t matched_blocks, uint64_t prompt_tokens,
+                                 uint32_t block_size);
+
+// The number after the last "cached_tokens" key in `answer` (vLLM's
+// usage.prompt_tokens_details.cached_tokens, SGLang's meta_info.cached_tokens), or nullopt when
+// the answer says none (absent, null).
+std::optional<uint64_t> reported_cached_tokens(std::string_view answer);
+
+// The last bytes of a streamed answer, where its usage (the last event) is.
+class StreamTail {
+ public:
+  static constexpr size_t kBytes = 4096;
+  void add(std::string_view piece);
+  std::string_view view() const { return tail_; }
+
+ private:
+  std::string tail_;
+};
+
+}  // namespace kvgate::app

@@ -14,7 +14,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
   libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev
   # servers and tools the tests, benches and demo start themselves
-  redis-server nginx-light wrk curl procps iproute2 xz-utils
+  redis-server nginx-light wrk curl procps iproute2 xz-utils openssl
   # promtool (prometheus): the tests lint /metrics with it
   prometheus
   # python helpers used by tests (Debian's /usr/bin/python3 only)

@@ -3,7 +3,7 @@
 # (tests/app/gateway_grpc_client.py: Debian's python3-grpcio with protoc's Python messages) beside
 # plain HTTP to the same gateway: API key, streamed and whole generations, the same routing both
 # ways, cancellation and deadlines reaching the worker, bad input, the fleet, health and
-# reflection. Then a drain: health turns NOT_SERVING while a generation still runs.
+# reflection. Then a drain: health turns NOT_SERVING while a generation still runs. Then TLS.
 #   bash tests/app/grpc_front_e2e_test.sh BUILD_DIR
 set -uo pipefail
 build="${1:?usage: grpc_front_e2e_test.sh BUILD_DIR}"
@@ -63,4 +63,32 @@ drain_pid=$!
 kvg_poll 10 grep -qs running "$work/drain.out" || fail "the long generation did not start: $(cat "$work/drain.out")"
 kill -TERM "$KVG_GATEWAY_PID"
 wait "$drain_pid" || fail "draining: $(cat "$work/drain.out")"
+
+# TLS: with the HTTP listener's certificate the gRPC port speaks TLS too; a client trusting the
+# certificate is served, a plaintext one is not.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 1 \
+  -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" >/dev/null 2>&1 ||
+  fail "openssl could not make a certificate"
+KVG_GATEWAY_LOG=gateway-tls kvg_start_gateway cache_aware --grpc-port 0 \
+  --tls-cert-path "$work/cert.pem" --tls-key-path "$work/key.pem" || exit 1
+tls_addr="$(sed -n 's/^kvgate gRPC listening on //p' "$work/gateway-tls.out" | head -1)"
+cat >"$work/tls.py" <<PY
+import sys
+sys.path.insert(0, "$work")
+import grpc
+from kvgate.v1 import gateway_pb2 as pb
+def models(channel):
+    call = channel.unary_unary("/kvgate.v1.Gateway/ListModels",
+                               pb.ListModelsRequest.SerializeToString,
+                               pb.ListModelsResponse.FromString)
+    return call(pb.ListModelsRequest(), timeout=5)
+creds = grpc.ssl_channel_credentials(root_certificates=open("$work/cert.pem", "rb").read())
+print("over TLS:", [m.id for m in models(grpc.secure_channel("$tls_addr", creds)).models])
+try:
+    models(grpc.insecure_channel("$tls_addr"))
+    sys.exit("a plaintext client was served on the TLS port")
+except grpc.RpcError as e:
+    print("plaintext refused:", e.code())
+PY
+"$KVG_PY" "$work/tls.py" || fail "TLS on the gRPC port"
 echo "grpc_front_e2e_test: PASS"

@@ -34,13 +34,6 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-std::string after(const std::string& out, const std::string& prefix, char stop = '\n') {
-  const size_t at = out.find(prefix);
-  if (at == std::string::npos) return "";
-  const size_t from = at + prefix.size();
-  return out.substr(from, out.find_first_of(std::string{stop, '\n'}, from) - from);
-}
-
 uint16_t port_of(const std::string& host_port) {
   return static_cast<uint16_t>(std::stoi(host_port.substr(host_port.rfind(':') + 1)));
 }
@@ -67,15 +60,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvgate-mock did not start: %s\n", mock.errors().c_str());
     return 1;
   }
-  const std::string engine = after(mock.output(), "\"url\":\"", '"');
+  const std::string engine = mock.output_after("\"url\":\"", '"');
   Child gateway({bin + "/kvgate", "--host", "127.0.0.1", "--port", "0", "--grpc-port", "0",
                  "--threads", "1", "--log-level", "warn", "--worker-urls", engine});
   if (!gateway.wait_for_output("kvgate gRPC listening on", std::chrono::seconds(20))) {
     std::fprintf(stderr, "kvgate did not start: %s\n", gateway.errors().c_str());
     return 1;
   }
-  const uint16_t http_port = port_of(after(gateway.output(), "kvgate listening on "));
-  const std::string grpc_target = after(gateway.output(), "kvgate gRPC listening on ");
+  const uint16_t http_port = port_of(gateway.output_after("kvgate listening on "));
+  const std::string grpc_target = gateway.output_after("kvgate gRPC listening on ");
   const uint16_t engine_port = port_of(engine);
 
   kvgate::http::SyncClient direct("127.0.0.1", engine_port);

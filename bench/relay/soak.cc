@@ -26,14 +26,6 @@ std::string bin_dir() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
 }
 
-// The text after `prefix` on the line of `out` that holds it, up to the line's end (or `stop`).
-std::string after(const std::string& out, const std::string& prefix, char stop = '\n') {
-  const size_t at = out.find(prefix);
-  if (at == std::string::npos) return "";
-  const size_t from = at + prefix.size();
-  return out.substr(from, out.find_first_of(std::string{stop, '\n'}, from) - from);
-}
-
 // A gauge or counter of a Prometheus text page, summed over its series (0 when absent).
 double metric(const std::string& page, const std::string& name) {
   double sum = 0;
@@ -65,7 +57,7 @@ void bench_soak(const SoakOptions& o) {
     std::fprintf(stderr, "soak: kvgate-mock did not start: %s\n", engine.errors().c_str());
     return;
   }
-  const std::string engine_url = after(engine.output(), "\"url\":\"", '"');
+  const std::string engine_url = engine.output_after("\"url\":\"", '"');
   Child relay({bin + "/kvgate", "relay", "--engine", engine_url, "--listen", "127.0.0.1:0",
                "--metrics-listen", "127.0.0.1:0", "--relay-history-bytes", o.history_bytes,
                "--relay-history-batches", "100000000", "--log-level", "warn"});
@@ -73,9 +65,9 @@ void bench_soak(const SoakOptions& o) {
     std::fprintf(stderr, "soak: the relay did not start: %s\n", relay.errors().c_str());
     return;
   }
-  const std::string target = after(relay.output(), "kvgate relay listening on ");
+  const std::string target = relay.output_after("kvgate relay listening on ");
   const auto [metrics_host, metrics_port] =
-      host_port(after(relay.output(), "kvgate relay metrics on "));
+      host_port(relay.output_after("kvgate relay metrics on "));
   const auto relay_metrics = [&, host = metrics_host, port = metrics_port] {
     http::SyncClient c(host, port);
     auto r = c.get("/metrics");

@@ -47,6 +47,15 @@ size_t routable_workers(const workers::FleetSnapshot& f) {
   return n;
 }
 
+}  // namespace
+
+bool GatewayImpl::ready(const workers::FleetSnapshot& fleet) const {
+  // A draining gateway is not ready, whatever its workers: the load balancer stops sending.
+  return !draining_.load(std::memory_order_relaxed) && routable_workers(fleet) > 0;
+}
+
+namespace {
+
 std::string percent_decode(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -104,16 +113,17 @@ void GatewayImpl::add_info_routes() {
   const auto readiness = [this](bool detailed) {
     return sync([this, detailed](const http::Request&) {
       const auto fleet = workers_.snapshot();
-      const size_t routable = routable_workers(*fleet);
-      // A draining gateway is not ready, whatever its workers: the load balancer stops sending.
       const bool draining = draining_.load(std::memory_order_relaxed);
-      const bool ready = routable > 0 && !draining;
+      const bool ready = this->ready(*fleet);
       std::string body;
       JsonWriter w(&body);
       w.begin_object().member("status", draining ? "draining"
                                         : ready  ? "ready"
                                                  : "no routable worker");
-      if (detailed) w.member("workers", fleet->workers.size()).member("routable_workers", routable);
+      if (detailed) {
+        w.member("workers", fleet->workers.size())
+            .member("routable_workers", routable_workers(*fleet));
+      }
       w.end_object();
       http::Response r = http::Response::json(ready ? 200 : 503, std::move(body));
       if (!ready) r.headers.emplace_back("retry-after", "1");

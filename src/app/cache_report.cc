@@ -1,5 +1,7 @@
 #include "app/cache_report.h"
 
+#include "spdlog/spdlog.h"
+
 #include <algorithm>
 
 namespace kvgate::app {
@@ -24,6 +26,23 @@ std::optional<uint64_t> reported_cached_tokens(std::string_view answer) {
     v = v * 10 + static_cast<uint64_t>(answer[i] - '0');
   }
   return v;
+}
+
+void note_cached_tokens(workers::Worker& worker, uint64_t predicted, std::string_view answer,
+                        spdlog::logger& log) {
+  const std::optional<uint64_t> reported = reported_cached_tokens(answer);
+  if (!reported) return;
+  workers::CacheAgreement& agreement = worker.cache_agreement();
+  const workers::CacheAgreement::Change change = agreement.note(predicted, *reported);
+  if (change == workers::CacheAgreement::Change::kBecameDisagreeing) {
+    log.warn(
+        "worker {}: its engine reports cached prompt tokens that disagree with the index "
+        "(agreement {:.2f}): check its block size, hash seed and tokenizer against the gateway's",
+        worker.url(), agreement.ratio());
+  } else if (change == workers::CacheAgreement::Change::kBecameAgreeing) {
+    log.info("worker {}: cached prompt tokens agree with the index again ({:.2f})", worker.url(),
+             agreement.ratio());
+  }
 }
 
 void StreamTail::add(std::string_view piece) {

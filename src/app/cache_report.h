@@ -9,6 +9,12 @@
 #include <string>
 #include <string_view>
 
+#include "kvgate/workers/worker.h"
+
+namespace spdlog {
+class logger;
+}
+
 namespace kvgate::app {
 
 // The tokens the index predicts an engine will find cached: the matched blocks, at most the
@@ -20,6 +26,11 @@ uint64_t predicted_cached_tokens(uint32_t matched_blocks, uint64_t prompt_tokens
 // usage.prompt_tokens_details.cached_tokens, SGLang's meta_info.cached_tokens), or nullopt when
 // the answer says none (absent, null).
 std::optional<uint64_t> reported_cached_tokens(std::string_view answer);
+
+// Adds an answer's reported cached tokens (when it says them) and the prediction to the
+// worker's CacheAgreement, and says on `log` when the worker starts or stops disagreeing.
+void note_cached_tokens(workers::Worker& worker, uint64_t predicted, std::string_view answer,
+                        spdlog::logger& log);
 
 // The last bytes of a streamed answer, where its usage (the last event) is.
 class StreamTail {

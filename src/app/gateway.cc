@@ -370,7 +370,7 @@ size_t GatewayImpl::drain(std::chrono::milliseconds grace) {
   if (!started_) return 0;
   draining_.store(true);
   server_->begin_drain();
-  if (grpc_front_) grpc_front_->set_draining();
+  if (grpc_front_) grpc_front_->drain_began();
   const auto wait_until = [this](std::chrono::steady_clock::time_point deadline) {
     while (active_generations_.load() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -77,6 +77,8 @@ class GatewayImpl {
   Status init_state_sync();
   // admin_routes.cc
   void add_admin_routes();
+  // /readiness's rule (gRPC health follows it): a routable worker, and not draining.
+  bool ready(const workers::FleetSnapshot& fleet) const;
   void add_info_routes();
   // The request (its method and body) sent on to `path` of the least busy routable worker, and
   // its answer forwarded.

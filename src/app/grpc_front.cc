@@ -136,24 +136,31 @@ net::ip::tcp::endpoint peer_endpoint(const std::string& peer) {
   return {address, static_cast<uint16_t>(std::atoi(peer.c_str() + colon + 1))};
 }
 
-// The generation request an HTTP client would have sent for this call.
-http::Request as_http_request(const GatewayImpl& gw, grpc::CallbackServerContext* ctx,
-                              const v1::GenerateRequest& r) {
+// What the access rules read of a call, as of an HTTP request: the caller's authorization
+// metadata and address.
+http::Request caller_of(grpc::CallbackServerContext* ctx) {
   http::Request req;
-  req.msg.method(http::Verb::post);
-  req.msg.target(r.has_chat() ? "/v1/chat/completions" : "/v1/completions");
-  req.msg.version(11);
-  req.msg.set(boost::beast::http::field::content_type, "application/json");
   const auto& md = ctx->client_metadata();
   if (auto it = md.find("authorization"); it != md.end()) {
     req.msg.set(boost::beast::http::field::authorization,
                 boost::beast::string_view(it->second.data(), it->second.size()));
   }
+  req.remote = peer_endpoint(ctx->peer());
+  return req;
+}
+
+// The generation request an HTTP client would have sent for this call.
+http::Request as_http_request(const GatewayImpl& gw, grpc::CallbackServerContext* ctx,
+                              const v1::GenerateRequest& r) {
+  http::Request req = caller_of(ctx);
+  req.msg.method(http::Verb::post);
+  req.msg.target(r.has_chat() ? "/v1/chat/completions" : "/v1/completions");
+  req.msg.version(11);
+  req.msg.set(boost::beast::http::field::content_type, "application/json");
   if (!r.request_id().empty()) req.msg.set(std::string(kRequestIdHeader), r.request_id());
   if (!r.routing_key().empty()) req.msg.set(gw.config_.routing_key_header, r.routing_key());
   req.msg.body() = completions_body(r);
   req.msg.prepare_payload();
-  req.remote = peer_endpoint(ctx->peer());
   return req;
 }
 
@@ -471,9 +478,7 @@ class GatewayService final : public v1::Gateway::CallbackService {
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GenerateRequest.token_ids is empty"));
     }
     http::Request req = as_http_request(gw_, ctx, *request);
-    if (auto refusal = gw_.access_.check(Access::kClient, req)) {
-      return new Refused(grpc::Status(code_for(refusal->status), error_message(refusal->body)));
-    }
+    if (auto refused = refusal_of(req)) return new Refused(*refused);
     auto call = std::make_shared<GenerateCall>(gw_.io_.next(), *request);
     call->run(gw_, std::move(req));
     return call.get();
@@ -545,13 +550,11 @@ class GatewayService final : public v1::Gateway::CallbackService {
     for (const std::string& name : fleet->models) {
       v1::Model* m = response->add_models();
       m->set_id(name);
-      for (const auto& info : fleet->infos) {
-        const auto& models = info->models;
-        if (!models.empty() && std::find(models.begin(), models.end(), name) == models.end()) {
-          continue;
-        }
+      const std::vector<uint64_t>* servers = fleet->servers_of(name);
+      for (size_t i = 0; i < fleet->infos.size(); ++i) {
+        if (servers != nullptr && !workers::FleetSnapshot::serves(*servers, i)) continue;
         m->set_workers(m->workers() + 1);
-        m->set_max_model_len(std::max(m->max_model_len(), info->max_model_len));
+        m->set_max_model_len(std::max(m->max_model_len(), fleet->infos[i]->max_model_len));
       }
     }
     reactor->Finish(grpc::Status::OK);
@@ -587,13 +590,9 @@ class GatewayService final : public v1::Gateway::CallbackService {
  private:
   // UNAUTHENTICATED without the gateway's --api-key, as HTTP answers 401.
   std::optional<grpc::Status> refusal(grpc::CallbackServerContext* ctx) const {
-    http::Request req;
-    const auto& md = ctx->client_metadata();
-    if (auto it = md.find("authorization"); it != md.end()) {
-      req.msg.set(boost::beast::http::field::authorization,
-                  boost::beast::string_view(it->second.data(), it->second.size()));
-    }
-    req.remote = peer_endpoint(ctx->peer());
+    return refusal_of(caller_of(ctx));
+  }
+  std::optional<grpc::Status> refusal_of(const http::Request& req) const {
     auto refused = gw_.access_.check(Access::kClient, req);
     if (!refused) return std::nullopt;
     return grpc::Status(code_for(refused->status), error_message(refused->body));
@@ -661,10 +660,7 @@ void GrpcFront::watch_readiness() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    const auto fleet = gateway_.workers_.snapshot();
-    bool routable = false;
-    for (const auto& w : fleet->workers) routable |= w->routable();
-    const bool serving = routable && !draining_.load() && !gateway_.draining_.load();
+    const bool serving = gateway_.ready(*gateway_.workers_.snapshot());
     if (health != nullptr) {
       health->SetServingStatus(serving);
       health->SetServingStatus(std::string(kServiceName), serving);
@@ -673,10 +669,7 @@ void GrpcFront::watch_readiness() {
   }
 }
 
-void GrpcFront::set_draining() {
-  draining_.store(true);
-  cv_.notify_all();
-}
+void GrpcFront::drain_began() { cv_.notify_all(); }
 
 void GrpcFront::stop() {
   {

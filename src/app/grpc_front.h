@@ -14,10 +14,9 @@
 //
 // Threading: gRPC's callback threads receive calls; each Generate's handler runs on one of the
 // gateway's executors and the call's reactor hands messages back and forth under its own lock.
-// start() and stop() from the thread that owns the gateway; set_draining() from any thread.
+// start() and stop() from the thread that owns the gateway; drain_began() from any thread.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -44,8 +43,8 @@ class GrpcFront {
   // Listens on --grpc-host:--grpc-port (with the gateway's TLS files when it has them).
   Status start();
   uint16_t port() const { return static_cast<uint16_t>(port_); }
-  // Health answers NOT_SERVING from now on.
-  void set_draining();
+  // The gateway began draining: health answers NOT_SERVING at once (not at the next check).
+  void drain_began();
   // Cancels running calls (their handlers see the client gone) and stops listening.
   void stop();
 
@@ -59,7 +58,6 @@ class GrpcFront {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
-  std::atomic<bool> draining_{false};
   std::thread health_thread_;
 };
 

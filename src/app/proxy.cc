@@ -491,21 +491,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       // (cache_aware decides by the prediction; other policies make none).
       const auto note_cache_report = [&](std::string_view answer) {
         if (config_.policy != policy::PolicyKind::kCacheAware) return;
-        const std::optional<uint64_t> reported = reported_cached_tokens(answer);
-        if (!reported) return;
-        const uint64_t predicted =
-            predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size);
-        const auto change = worker->cache_agreement().note(predicted, *reported);
-        if (change == workers::CacheAgreement::Change::kBecameDisagreeing) {
-          proxy_log()->warn(
-              "worker {}: its engine reports cached prompt tokens that disagree with the index "
-              "(agreement {:.2f}): check its block size, hash seed and tokenizer against the "
-              "gateway's",
-              worker->url(), worker->cache_agreement().ratio());
-        } else if (change == workers::CacheAgreement::Change::kBecameAgreeing) {
-          proxy_log()->info("worker {}: cached prompt tokens agree with the index again ({:.2f})",
-                            worker->url(), worker->cache_agreement().ratio());
-        }
+        note_cached_tokens(*worker,
+                           predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size),
+                           answer, *proxy_log());
       };
       const auto vetoed = [&] {
         dispatch.set(Outcome::kCancelled);  // the liveness tracker already judged the worker

@@ -62,6 +62,15 @@ class Child {
   pid_t pid() const { return pid_; }
   bool signal(int sig) const { return ok_ && !exit_code_ && kill(pid_, sig) == 0; }
   std::string output() const { return read_file(out_path_); }
+  // What stdout holds after `prefix`, to the end of that line or `stop` ("" without `prefix`):
+  // the address a server printed when it started.
+  std::string output_after(const std::string& prefix, char stop = '\n') const {
+    const std::string out = output();
+    const size_t at = out.find(prefix);
+    if (at == std::string::npos) return "";
+    const size_t from = at + prefix.size();
+    return out.substr(from, out.find_first_of(std::string{stop, '\n'}, from) - from);
+  }
   std::string errors() const { return read_file(err_path_); }
 
   // Waits until stdout holds `text` (true) or `timeout` passes or the child exits (false).

@@ -21,6 +21,8 @@ PACKAGES=(
   python3 python3-zmq python3-msgpack python3-jinja2
   # a gRPC client no one here wrote, for the relay's tests (messages from protoc --python_out)
   python3-grpcio python3-protobuf
+  # a real browser for the dashboard's test (headless)
+  chromium
 )
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).

@@ -75,6 +75,8 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
     if (!r.worker.empty()) w.member("worker", r.worker);
     if (r.rank >= 0) w.member("rank", r.rank);
     if (r.routed) w.member("matched_blocks", r.matched_blocks).member("decision_us", r.decision_us);
+    if (!r.branch.empty()) w.member("branch", r.branch);
+    if (!r.decision.empty()) w.member("decision", r.decision);
     if (r.ttft_ms >= 0) w.member("ttft_ms", r.ttft_ms);
     if (r.attempts > 0) w.member("attempts", r.attempts);
     w.member("request_id", r.request_id).end_object();
@@ -104,6 +106,9 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
   append_number(out, r.duration_ms);
   if (r.attempts > 0) out.append(" attempts=").append(std::to_string(r.attempts));
   append_field(out, "id", r.request_id);
+  if (!r.branch.empty()) append_field(out, "branch", r.branch);
+  // Quoted: the decision's text has spaces (and never a quote: URLs and names of its own).
+  if (!r.decision.empty()) out.append(" decision=\"").append(r.decision).append("\"");
   out.push_back('\n');
   return out;
 }

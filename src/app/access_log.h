@@ -3,6 +3,7 @@
 //
 //   --access-log text   POST /v1/completions 200 model=m worker=http://w:8000 rank=- matched=12
 //                       decision_us=4.2 ttft_ms=35.1 duration_ms=812.4 attempts=1 id=3f2a...
+//                       branch=affinity decision="policy=cache_aware; branch=affinity; ..."
 //   --access-log json   the same fields as one JSON object per line
 //
 // Generation routes log everything the decision knew; other routes log method, path, status,
@@ -37,7 +38,9 @@ struct AccessRecord {
   bool routed = false;      // a decision was made (matched and decision_us hold)
   uint32_t matched_blocks = 0;
   double decision_us = 0;
-  double ttft_ms = -1;  // streams: to the first byte from the worker
+  std::string_view branch;    // the policy's branch (routed)
+  std::string_view decision;  // the x-kvgate-decision text (app/decision_report.h), the last try's
+  double ttft_ms = -1;        // streams: to the first byte from the worker
   uint32_t attempts = 0;
 };
 

@@ -20,6 +20,7 @@
 //   DELETE /workers?url=http://host:port (or a body {"url": ...}) -> 200, 404 if absent
 #include <simdjson.h>
 
+#include "app/cache_report.h"
 #include "app/gateway_impl.h"
 #include "kvgate/app/gateway.h"
 #include "kvgate/core/json_writer.h"
@@ -41,13 +42,13 @@ http::Handler sync(Handler h) {
       };
 }
 
+}  // namespace
+
 size_t routable_workers(const workers::FleetSnapshot& f) {
   size_t n = 0;
   for (const auto& w : f.workers) n += w->routable() ? 1 : 0;
   return n;
 }
-
-}  // namespace
 
 bool GatewayImpl::ready(const workers::FleetSnapshot& fleet) const {
   // A draining gateway is not ready, whatever its workers: the load balancer stops sending.
@@ -224,12 +225,7 @@ void GatewayImpl::add_admin_routes() {
                   ? -1.0
                   : std::chrono::duration<double, std::milli>(now - wk->engine_load_at()).count());
           w.member("discovered", info->discovered).member("block_size", info->block_size);
-          const workers::CacheAgreement& agreement = wk->cache_agreement();
-          w.key("cached_tokens").begin_object();
-          w.member("predicted", agreement.predicted_total());
-          w.member("reported", agreement.reported_total());
-          w.member("agreement", agreement.ratio());
-          w.member("disagreeing", agreement.disagreeing()).end_object();
+          write_cached_tokens(w, wk->cache_agreement());
           w.key("models").begin_array();
           for (const auto& m : info->models) w.value(m);
           w.end_array().key("kv_events_endpoints").begin_array();

@@ -45,6 +45,12 @@ void note_cached_tokens(workers::Worker& worker, uint64_t predicted, std::string
   }
 }
 
+void write_cached_tokens(JsonWriter& w, const workers::CacheAgreement& a) {
+  w.key("cached_tokens").begin_object();
+  w.member("predicted", a.predicted_total()).member("reported", a.reported_total());
+  w.member("agreement", a.ratio()).member("disagreeing", a.disagreeing()).end_object();
+}
+
 void StreamTail::add(std::string_view piece) {
   if (piece.size() >= kBytes) {
     tail_.assign(piece.substr(piece.size() - kBytes));
@@ -52,6 +58,58 @@ void StreamTail::add(std::string_view piece) {
   }
   if (tail_.size() + piece.size() > kBytes) tail_.erase(0, tail_.size() + piece.size() - kBytes);
   tail_.append(piece);
+}
+
+std::optional<std::string> with_stream_usage(std::string_view body) {
+  size_t open = 0;
+  while (open < body.size() &&
+         (body[open] == ' ' || body[open] == '\t' || body[open] == '\n' || body[open] == '\r')) {
+    ++open;
+  }
+  if (open >= body.size() || body[open] != '{') return std::nullopt;
+  size_t next = open + 1;
+  while (next < body.size() &&
+         (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r')) {
+    ++next;
+  }
+  const bool empty_object = next < body.size() && body[next] == '}';
+  constexpr std::string_view kOption = R"("stream_options":{"include_usage":true})";
+  std::string out;
+  out.reserve(body.size() + kOption.size() + 1);
+  out.append(body.substr(0, open + 1)).append(kOption);
+  if (!empty_object) out.push_back(',');
+  out.append(body.substr(open + 1));
+  return out;
+}
+
+namespace {
+
+// Whether one SSE event (its bytes up to the blank line) is the usage-only chunk.
+bool is_usage_event(std::string_view event) {
+  return event.find("\"usage\"") != std::string_view::npos &&
+         (event.find("\"choices\":[]") != std::string_view::npos ||
+          event.find("\"choices\": []") != std::string_view::npos);
+}
+
+}  // namespace
+
+std::string_view UsageStrip::feed(std::string_view piece) {
+  held_.append(piece);
+  out_.clear();
+  size_t start = 0;
+  for (;;) {
+    // An event ends at a blank line: "\n\n", or "\r\n\r\n" from a server that writes CRLF.
+    const size_t lf = held_.find("\n\n", start);
+    const size_t crlf = held_.find("\r\n\r\n", start);
+    const size_t end = std::min(lf, crlf);
+    if (end == std::string::npos) break;
+    const size_t after = end + (end == lf ? 2 : 4);
+    const std::string_view event(held_.data() + start, after - start);
+    if (!is_usage_event(event)) out_.append(event);
+    start = after;
+  }
+  held_.erase(0, start);
+  return out_;
 }
 
 }  // namespace kvgate::app

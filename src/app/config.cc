@@ -209,6 +209,14 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "text", "json"}))
       ->group("Logging");
+  app.add_option("--decision-headers", c.decision_headers,
+                 "Tell clients why their request went where it did, in an x-kvgate-decision "
+                 "answer header (branch, matched blocks, the top candidates with their expected "
+                 "waits and loads, the gates that fired): off, request (when the request carries "
+                 "x-kvgate-explain: 1) or always. The access log carries the same text")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "request", "always"}))
+      ->group("Logging");
   app.add_option("--prometheus-port", c.prometheus_port,
                  "Also serve GET /metrics on this port, a listener of its own that scrapes reach "
                  "when the main port is saturated or closed to them (0: none; the main port "

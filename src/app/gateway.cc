@@ -102,6 +102,9 @@ Status GatewayImpl::init() {
     access_sink = std::move(*file);
   }
   access_log_ = std::make_unique<AccessLog>(*access_format, std::move(access_sink));
+  auto decision_headers = parse_decision_headers(config_.decision_headers);
+  if (!decision_headers.ok()) return decision_headers.status();
+  decision_headers_ = *decision_headers;
   admission_ = std::make_unique<AdmissionGate>(config_.max_concurrent_requests, config_.queue_size,
                                                config_.queue_timeout);
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
@@ -197,6 +200,7 @@ Status GatewayImpl::init() {
   add_info_routes();
   add_admin_routes();
   add_tokenize_routes();
+  add_observe_routes();
   if (config_.prometheus_port != 0) {
     metrics_server_ = std::make_unique<http::Server>(
         io_,
@@ -256,6 +260,7 @@ Status GatewayImpl::start() {
     (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 5);
     parse_context_.run();
   });
+  start_pulse();
   upstream_->start();
   if (Status s = server_->start(); !s.ok()) {
     io_.stop();

@@ -9,11 +9,14 @@
 
 #include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
+#include "boost/asio/steady_timer.hpp"
 
 #include "app/access.h"
 #include "app/access_log.h"
 #include "app/admission_gate.h"
 #include "app/cors.h"
+#include "app/decision_report.h"
+#include "app/fleet_pulse.h"
 #include "app/fleet_sync.h"
 #include "app/gateway_metrics.h"
 #include "app/grpc_front.h"
@@ -51,6 +54,9 @@ std::string authorization_for(const http::Request& req, const workers::Worker& w
 http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
                          const std::string& worker, std::optional<DpRank> rank);
 
+// admin_routes.cc: the workers routing may choose now.
+size_t routable_workers(const workers::FleetSnapshot& fleet);
+
 class GatewayImpl {
  public:
   GatewayImpl(GatewayConfig config, const Clock& clock);
@@ -62,6 +68,21 @@ class GatewayImpl {
   // proxy.cc
   boost::asio::awaitable<void> serve_generation(ApiRoute route, const http::Request& req,
                                                 http::Responder& res);
+  // The longest prompt any worker takes (the longest context served), or kNoTokenLimit.
+  size_t max_prompt_tokens(const workers::FleetSnapshot& fleet) const;
+  // The block size requests are hashed at, and `p`'s block chain at it (a view of a per-thread
+  // buffer, valid until this thread's next call).
+  uint32_t routing_block_size(const workers::FleetSnapshot& fleet) const;
+  std::span<const SeqHash> prompt_chain(const ParsedRequest& p,
+                                        const workers::FleetSnapshot& fleet) const;
+  // observe_routes.cc: GET /debug/route, GET /dashboard and its JSON, and the pulse they read
+  // (sampled once a second on the parse thread, off the executors).
+  void add_observe_routes();
+  http::Response debug_route(const http::Request& req);
+  std::string dashboard_state();
+  void start_pulse();
+  void arm_pulse();
+  void sample_pulse();
   // Registers a route behind the access rule for it (app/access.h). Unless the handler writes
   // its own access-log line (generation does, with the decision's fields), the route's is
   // written for it.
@@ -94,6 +115,7 @@ class GatewayImpl {
   const AccessGuard access_;
   const Cors cors_;
   std::unique_ptr<AccessLog> access_log_;
+  DecisionHeaders decision_headers_ = DecisionHeaders::kRequest;
   std::unique_ptr<AdmissionGate> admission_;  // --max-concurrent-requests
   http::IoPool io_;
   // One thread for parsing large request bodies (parse_thread_ runs it).
@@ -128,6 +150,10 @@ class GatewayImpl {
   std::atomic<bool> draining_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<int64_t> active_generations_{0};  // generation handlers running (proxy.cc)
+  // The dashboard's history (observe_routes.cc); the timer runs on parse_context_.
+  FleetPulse pulse_;
+  std::unique_ptr<boost::asio::steady_timer> pulse_timer_;
+  MonoTime started_at_{};
 };
 
 }  // namespace kvgate::app

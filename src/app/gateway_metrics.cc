@@ -75,6 +75,15 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   decision_seconds_ = &metrics::histogram_family(reg, "kvgate_router_decision_seconds",
                                                  "Time to choose a worker (index lookup included).")
                            .Add({}, metrics::fast_op_buckets_seconds());
+  prompt_tokens_ = &metrics::counter_family(reg, "kvgate_router_prompt_tokens_total",
+                                            "Prompt tokens of requests routed to a worker.")
+                        .Add({});
+  matched_tokens_ =
+      &metrics::counter_family(
+           reg, "kvgate_router_matched_tokens_total",
+           "Prompt tokens the chosen worker was predicted to hold cached (the "
+           "fleet's prefix hit ratio is this over kvgate_router_prompt_tokens_total).")
+           .Add({});
   ttft_ = &metrics::histogram_family(
                reg, "kvgate_ttft_seconds",
                "Time from a streamed request's arrival to its first byte from the worker.")

@@ -73,6 +73,12 @@ class GatewayMetrics {
   void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->Increment(); }
   void ttft(double seconds) { ttft_->Observe(seconds); }
   void decision(policy::Branch b, double seconds);
+  // A prompt routed to a worker (its first decision), and the tokens of it the chosen worker was
+  // predicted to hold: the fleet's prefix hit ratio is matched / prompt.
+  void prompt_routed(uint64_t prompt_tokens, uint64_t matched_tokens) {
+    prompt_tokens_->Increment(static_cast<double>(prompt_tokens));
+    matched_tokens_->Increment(static_cast<double>(matched_tokens));
+  }
   void retry() { retries_->Increment(); }
   void stale_connection_retry() { stale_retries_->Increment(); }
   void vetoed_attempt() { vetoed_attempts_->Increment(); }
@@ -102,6 +108,8 @@ class GatewayMetrics {
   std::array<metrics::Counter*, static_cast<size_t>(ErrorReason::kCount)> errors_{};
   std::array<metrics::Counter*, static_cast<size_t>(policy::Branch::kCount)> decisions_{};
   metrics::Histogram* decision_seconds_ = nullptr;
+  metrics::Counter* prompt_tokens_ = nullptr;
+  metrics::Counter* matched_tokens_ = nullptr;
   metrics::Histogram* ttft_ = nullptr;
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;

@@ -14,6 +14,7 @@
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
 #include "kvgate/events/normalize.h"
+#include "kvgate/policy/explain.h"
 
 namespace kvgate::app {
 namespace net = boost::asio;
@@ -283,15 +284,44 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   return r;
 }
 
+size_t GatewayImpl::max_prompt_tokens(const workers::FleetSnapshot& fleet) const {
+  return fleet.max_model_len > 0     ? fleet.max_model_len
+         : config_.max_model_len > 0 ? config_.max_model_len
+                                     : kNoTokenLimit;
+}
+
+uint32_t GatewayImpl::routing_block_size(const workers::FleetSnapshot& fleet) const {
+  return fleet.block_size ? fleet.block_size : config_.default_block_size;
+}
+
+std::span<const SeqHash> GatewayImpl::prompt_chain(const ParsedRequest& p,
+                                                   const workers::FleetSnapshot& fleet) const {
+  // Salted as the engines salt LoRA and cache-salted blocks.
+  const bool lora =
+      std::binary_search(fleet.lora_adapters.begin(), fleet.lora_adapters.end(), p.model);
+  const BlockHasher hasher = hasher_.salted(events::routing_salt(
+      lora ? std::optional<std::string_view>(p.model) : std::nullopt,
+      p.cache_salt.empty() ? std::nullopt : std::optional<std::string_view>(p.cache_salt)));
+  std::vector<SeqHash>& chain = tl_chain;
+  chain.clear();
+  hasher.hash_blocks(p.tokens, routing_block_size(fleet), nullptr, &chain);
+  return chain;
+}
+
 net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::Request& req,
                                                    http::Responder& res) {
   const MonoTime t0 = clock_.now();
   unsigned final_status = 0;
   // The client's request id, or one made here: sent to the worker, returned on every answer.
   const std::string request_id = request_id_of(req);
+  // --decision-headers: the last decision's text (rec.decision views it), on the answer when asked.
+  const bool explain = wants_decision(decision_headers_, req.header(kExplainRequestHeader));
+  std::string decision;
   const auto reply = [&](http::Response r) -> net::awaitable<void> {
     final_status = r.status;
     r.headers.emplace_back(std::string(kRequestIdHeader), request_id);
+    if (explain && !decision.empty())
+      r.headers.emplace_back(std::string(kDecisionHeader), decision);
     (void)co_await res.send(std::move(r));  // a failed write is the client's loss, nothing to do
   };
   // Error answers are built first and then sent: kvgate never puts a temporary inside a co_await
@@ -364,9 +394,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   }
   auto fleet = workers_.snapshot();
   // The longest context any worker serves bounds the prompt (a longer one runs nowhere).
-  const size_t max_prompt_tokens = fleet->max_model_len > 0    ? fleet->max_model_len
-                                   : config_.max_model_len > 0 ? config_.max_model_len
-                                                               : kNoTokenLimit;
+  const size_t max_prompt_tokens = this->max_prompt_tokens(*fleet);
   ParsedRequest p;
   Status parsed;
   if (req.body().size() <= kInlineParseBytes) {
@@ -400,19 +428,10 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     co_return;
   }
 
-  // The prompt's block chain at the fleet's block size, salted as the engines salt LoRA and
-  // cache-salted blocks.
-  const uint32_t block_size = fleet->block_size ? fleet->block_size : config_.default_block_size;
-  const bool lora =
-      std::binary_search(fleet->lora_adapters.begin(), fleet->lora_adapters.end(), p.model);
-  const BlockHasher hasher = hasher_.salted(events::routing_salt(
-      lora ? std::optional<std::string_view>(p.model) : std::nullopt,
-      p.cache_salt.empty() ? std::nullopt : std::optional<std::string_view>(p.cache_salt)));
-  std::vector<SeqHash>& chain = tl_chain;
-  chain.clear();
-  hasher.hash_blocks(p.tokens, block_size, nullptr, &chain);
+  const uint32_t block_size = routing_block_size(*fleet);
   // The chain lives in a per-thread buffer: keep a copy, the coroutine may resume elsewhere.
-  const std::vector<SeqHash> my_chain = chain;
+  const std::span<const SeqHash> chain = prompt_chain(p, *fleet);
+  const std::vector<SeqHash> my_chain(chain.begin(), chain.end());
   std::vector<WorkerId> tried;
   policy::RouteRequest rr{.chain = my_chain,
                           .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
@@ -421,10 +440,25 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                           .model = p.model,
                           .dp_aware = config_.dp_aware};
   http::ClientRequest upstream_req = upstream_request(req, instance_id_, request_id);
+  // A stream whose client did not ask for usage: the engine is asked (its usage says what it
+  // found cached) and the usage event is kept from the client.
+  const bool strip_usage = p.stream && !p.has_stream_options &&
+                           config_.policy == policy::PolicyKind::kCacheAware &&
+                           (route == ApiRoute::kCompletions || route == ApiRoute::kChatCompletions);
+  if (strip_usage) {
+    if (std::optional<std::string> body = with_stream_usage(req.body())) {
+      upstream_req.body = std::move(*body);
+      upstream_req.body_view = {};
+    }
+  }
   std::optional<http::Response> last_answer;
   Status last_failure;
   std::mt19937_64 jitter(std::hash<const void*>{}(&req) ^
                          static_cast<uint64_t>(t0.time_since_epoch().count()));
+
+  bool prompt_counted = false;
+  const policy::CacheAwareConfig* cost_model =
+      config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
 
   for (uint32_t attempt = 0; attempt <= config_.max_retries;) {
     if (shutting_down_.load(std::memory_order_relaxed)) {
@@ -442,6 +476,15 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     rec.decision_us = decision_seconds * 1e6;
     rec.matched_blocks = d.matched_blocks;
     rec.rank = d.rank;
+    rec.branch = policy::branch_name(d.branch);
+    // Why it went there, told before anything suspends: the explanation reads this thread's
+    // scratch, which the next decision on this thread overwrites.
+    if (explain || access_log_->enabled()) {
+      decision =
+          decision_text(policy_->name(),
+                        policy::explain(rr, d, *fleet, tl_scratch, cost_model, kHeaderTop), *fleet);
+      rec.decision = decision;
+    }
     if (d.worker < 0) {
       if (d.branch == policy::Branch::kShed) {
         http::Response err =
@@ -464,6 +507,11 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         co_await reply(std::move(err));
       }
       break;
+    }
+    if (!prompt_counted) {  // once per request, whatever its retries
+      prompt_counted = true;
+      metrics_->prompt_routed(
+          p.tokens.size(), predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size));
     }
     const std::shared_ptr<workers::Worker> worker = fleet->workers[d.worker];
     if (!worker->breaker().try_begin_trial()) {
@@ -613,6 +661,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
                                                     {std::string(kRequestIdHeader), request_id}};
         if (rank)
           stream_headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
+        if (explain) stream_headers.emplace_back(std::string(kDecisionHeader), decision);
         const Status started =
             co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
         if (!started.ok()) {
@@ -624,7 +673,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         const double ttft = to_seconds(clock_.now() - t0);
         metrics_->ttft(ttft);
         rec.ttft_ms = ttft * 1e3;
-        StreamTail tail;  // the stream's usage is its last event
+        StreamTail tail;   // the stream's usage is its last event
+        UsageStrip strip;  // with strip_usage
         for (;;) {
           if (!piece.ok()) {
             // The worker failed mid-stream, or a veto cut it: end the client's stream with an
@@ -648,6 +698,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           }
           if (piece->empty()) {
             note_cache_report(tail.view());
+            const std::string_view rest = strip_usage ? strip.rest() : std::string_view();
+            if (!rest.empty()) (void)co_await res.write(rest);
             dispatch.set(Outcome::kSuccess);
             (void)co_await res.finish();
             veto.watch(nullptr);
@@ -655,7 +707,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             break;
           }
           tail.add(*piece);
-          if (!(co_await res.write(*piece)).ok()) {
+          const std::string_view out = strip_usage ? strip.feed(*piece) : std::string_view(*piece);
+          if (!out.empty() && !(co_await res.write(out)).ok()) {
             // The client went away: drop the upstream connection so the engine aborts the request.
             conn.close();
             client_abort();

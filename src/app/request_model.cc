@@ -406,6 +406,16 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
       if (v.get_bool().get(b) != simdjson::SUCCESS) return bad("stream", "must be a boolean");
       out->stream = b;
+    } else if (key == "stream_options") {
+      out->has_stream_options = true;  // even null: the body keeps the client's own key
+      od::json_type t;
+      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
+      od::object so;
+      if (v.get_object().get(so) != simdjson::SUCCESS) {
+        return bad("stream_options", "must be an object");
+      }
+      bool b = false;
+      if (so["include_usage"].get_bool().get(b) == simdjson::SUCCESS) out->include_usage = b;
     } else if (key == "cache_salt") {
       std::string_view s;
       od::json_type t;

@@ -49,6 +49,9 @@ const char* api_route_name(ApiRoute r);
 struct ParsedRequest {
   std::string model;
   bool stream = false;
+  // The client's stream_options: absent, or whether it asked for the stream's usage.
+  bool has_stream_options = false;
+  bool include_usage = false;
   std::string cache_salt;
   std::vector<TokenId> tokens;  // the prompt's token ids (given, or tokenized from its text)
   bool tokens_given = false;    // the body carried ids (no tokenization happened)

@@ -75,6 +75,9 @@ struct GatewayConfig {
   std::string access_log = "off";
   // Where access-log lines go instead of stdout (tests).
   std::function<void(std::string_view)> access_log_sink;
+  // Why each request went where it did, as the answer's x-kvgate-decision header (and in the
+  // access log): "off", "request" (when the request carries x-kvgate-explain: 1) or "always".
+  std::string decision_headers = "request";
   // A listener of its own for GET /metrics (0: none; the main port serves /metrics either way),
   // on prometheus_host (empty: the main listener's host).
   uint16_t prometheus_port = 0;

@@ -1,0 +1,423 @@
+#include "app/dashboard_page.h"
+
+namespace kvgate::app {
+namespace {
+
+// The document, as served: nothing in it is fetched from elsewhere (see the header). The JS needs
+// a browser from 2020 on (async/await, replaceChildren), which operators' laptops run.
+constexpr std::string_view kPage = R"page(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>kvgate dashboard</title>
+<link rel="icon" href="data:,">
+<style>
+:root{--fg:#1b2430;--muted:#5a6574;--line:#dadfe6;--bg:#f3f5f8;--card:#fff;--ok:#17803a;
+--bad:#c0281f;--warn:#9a5800;--accent:#2c67b1}
+*{box-sizing:border-box}
+html,body{margin:0}
+body{font:13px/1.35 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;
+color:var(--fg);background:var(--bg)}
+header{display:flex;align-items:baseline;gap:14px;padding:7px 16px;background:#1e2936;color:#fff}
+header h1{font-size:15px;margin:0;font-weight:600;letter-spacing:.02em}
+header .meta{color:#c3cbd6;font-size:12px} header .grow{flex:1}
+#notice{display:none;padding:6px 16px;font-weight:600}
+#notice.error{display:block;background:#fbe3e0;color:#861b14;border-bottom:1px solid #efbdb7}
+#notice.auth{display:block;background:#fff2d9;color:#5f3b00;border-bottom:1px solid #ecd095}
+#auth{display:none;align-items:center;gap:8px;padding:6px 16px;background:#fff8ea;
+border-bottom:1px solid #ecd095}
+#auth.show{display:flex}
+#auth input{font:inherit;padding:3px 6px;width:22em;border:1px solid #b9c0ca;border-radius:4px}
+#auth button{font:inherit;padding:3px 12px;border:1px solid #2c67b1;background:#2c67b1;color:#fff;
+border-radius:4px;cursor:pointer}
+#auth-msg{color:var(--bad)}
+main{padding:10px 16px 16px}
+body.stale main{opacity:.45;filter:grayscale(1)}
+h2{font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);
+margin:12px 0 5px}
+.cards{display:flex;flex-wrap:wrap;gap:8px}
+.cards .card{flex:1 1 auto}
+.card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:6px 10px}
+.label{color:var(--muted);font-size:11px;text-transform:uppercase;letter-spacing:.03em;
+white-space:nowrap}
+.value{font-size:19px;font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap;
+overflow:hidden;text-overflow:ellipsis}
+.value.text{font-size:16px;line-height:23px}
+.unit{font-size:11px;color:var(--muted);font-weight:400;text-transform:none;margin-left:3px}
+.value .sep{color:var(--muted);font-weight:400;margin:0 3px}
+.sparks{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:8px;margin-top:8px}
+.spark .head{display:flex;justify-content:space-between;align-items:baseline}
+.spark .now{font-weight:600;font-variant-numeric:tabular-nums}
+.spark svg{display:block;width:100%;height:64px;margin-top:2px}
+.spark .axis{display:flex;justify-content:space-between;color:var(--muted);font-size:10px}
+svg .line{fill:none;stroke:var(--accent);stroke-width:1.5;stroke-linejoin:round}
+svg .dot{fill:var(--accent)} svg .base{stroke:var(--line)}
+svg .none{fill:var(--muted);font-size:11px}
+.tablewrap{overflow-x:auto;border:1px solid var(--line);border-radius:6px;background:var(--card)}
+table{width:100%;border-collapse:collapse}
+th,td{padding:4px 8px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap;
+font-variant-numeric:tabular-nums}
+tr:last-child td{border-bottom:0}
+th{font-size:11px;color:var(--muted);text-transform:uppercase;font-weight:600;background:#f7f8fa}
+th.l,td.l{text-align:left}
+td.url{max-width:21vw;overflow:hidden;text-overflow:ellipsis;border-left:3px solid transparent}
+td.url .models{color:var(--muted);font-size:11px;margin-left:6px}
+tr.worker.down{background:#fce8e6}
+tr.worker.down td.url{border-left-color:var(--bad)}
+tr.worker.down td.url .u{color:#861b14;font-weight:600}
+tr.worker.warn{background:#fff6e3}
+tr.worker.warn td.url{border-left-color:#e0a030}
+.pill{display:inline-block;padding:0 7px;border-radius:9px;font-size:11px;font-weight:600}
+.pill.ok{background:#dff3e5;color:var(--ok)}.pill.bad{background:#f9d6d2;color:var(--bad)}
+.pill.warn{background:#fce7c2;color:var(--warn)}.pill.dim{background:#e9ecf0;color:var(--muted)}
+.v-ok{color:var(--ok)}.v-bad{color:var(--bad)}.v-warn{color:var(--warn)}
+.bar{display:inline-block;width:46px;height:6px;background:#e4e8ee;border-radius:3px;
+vertical-align:middle;margin-left:6px;overflow:hidden}
+.bar i{display:block;height:100%;background:var(--accent)}.bar i.hi{background:var(--bad)}
+td.disagree{background:#fce7c2;color:#6e3f00;font-weight:600}
+td.empty{text-align:center;color:var(--muted);padding:14px}
+</style>
+</head>
+<body>
+<header>
+<h1>kvgate</h1>
+<span class="meta" id="uptime"></span>
+<span class="grow"></span>
+<span class="meta" id="updated">waiting for the gateway's first answer&hellip;</span>
+</header>
+<div id="notice" role="status"></div>
+<form id="auth" autocomplete="off">
+<label for="api-key">API key</label>
+<input id="api-key" type="password" placeholder="the gateway's API key">
+<button type="submit">Use key</button>
+<span id="auth-msg"></span>
+</form>
+<noscript><p style="padding:0 16px">This dashboard needs JavaScript.</p></noscript>
+<main>
+<div class="cards">
+<div class="card"><div class="label">Requests/s</div>
+<div class="value"><span id="requests-per-second">&ndash;</span></div></div>
+<div class="card"><div class="label">Decision p50/p99</div>
+<div class="value"><span id="decision-p50">&ndash;</span><span class="sep">/</span><span
+id="decision-p99">&ndash;</span><span class="unit">&micro;s</span></div></div>
+<div class="card"><div class="label">Hit ratio</div>
+<div class="value"><span id="hit-ratio">&ndash;</span></div></div>
+<div class="card"><div class="label">Event lag p50/p99</div>
+<div class="value"><span id="apply-lag-p50">&ndash;</span><span class="sep">/</span><span
+id="apply-lag-p99">&ndash;</span><span class="unit">ms</span></div></div>
+<div class="card"><div class="label">Event gaps</div>
+<div class="value"><span id="event-gaps">&ndash;</span></div></div>
+<div class="card"><div class="label">Degraded ranks</div>
+<div class="value"><span id="degraded-ranks">&ndash;</span></div></div>
+<div class="card"><div class="label">Workers routable</div>
+<div class="value"><span id="workers-routable">&ndash;</span></div></div>
+<div class="card"><div class="label">Policy</div>
+<div class="value text"><span id="policy">&ndash;</span></div></div>
+<div class="card"><div class="label">State</div>
+<div class="value text"><span id="state">&ndash;</span></div></div>
+</div>
+<div class="sparks">
+<div class="card spark"><div class="head"><span class="label">Requests/s</span>
+<span class="now" id="spark-rps-now"></span></div><svg id="spark-rps"></svg>
+<div class="axis"><span id="spark-rps-span"></span><span id="spark-rps-max"></span></div></div>
+<div class="card spark"><div class="head"><span class="label">Hit ratio</span>
+<span class="now" id="spark-hit-now"></span></div><svg id="spark-hit"></svg>
+<div class="axis"><span id="spark-hit-span"></span><span id="spark-hit-max"></span></div></div>
+<div class="card spark"><div class="head"><span class="label">Decision p99<span
+class="unit">&micro;s</span></span>
+<span class="now" id="spark-p99-now"></span></div><svg id="spark-p99"></svg>
+<div class="axis"><span id="spark-p99-span"></span><span id="spark-p99-max"></span></div></div>
+</div>
+<h2>Workers</h2>
+<div class="tablewrap"><table>
+<thead><tr><th class="l">Worker</th><th class="l">Health</th><th class="l">Liveness</th>
+<th class="l">Breaker</th><th>In flight</th><th>Waiting</th><th>KV usage</th><th>Index blocks</th>
+<th title="Prompt tokens the index predicted cached">Cached pred.</th>
+<th title="Prompt tokens the engine reported cached">Cached rep.</th><th>Agreement</th>
+<th title="Share of the recent routing decisions">Share</th></tr></thead>
+<tbody id="workers"><tr><td class="empty" colspan="12">no figures yet</td></tr></tbody>
+</table></div>
+</main>
+<script>
+(() => {
+  'use strict';
+  const STATE_URL = 'dashboard/state';  // relative: works behind a path prefix
+  const PERIOD_MS = 2000;
+  const TIMEOUT_MS = 5000;
+  const KEY_SLOT = 'kvgate.dashboard.api-key';
+  const DASH = '\u2013';
+  const SVG = 'http://www.w3.org/2000/svg';
+  const $ = (id) => document.getElementById(id);
+  let last = null;  // the last answer drawn, redrawn on resize and kept when a poll fails
+  let timer = 0;
+
+  // Formatting: anything that is not a finite number shows as an en dash.
+  const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+  const group = (v) => Math.round(v).toLocaleString('en-US');
+  const count = (v) => (isNum(v) ? group(v) : DASH);
+  const pct = (v) => (isNum(v) ? (v * 100).toFixed(1) + '%' : DASH);
+  const figure = (v) => {
+    if (!isNum(v)) return DASH;
+    const a = Math.abs(v);
+    return a >= 1000 ? group(v) : v.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
+  };
+  const str = (v) => (typeof v === 'string' && v !== '' ? v : DASH);
+  const clock = (ms) => (isNum(ms) ? new Date(ms).toLocaleTimeString() : DASH);
+  const duration = (s) => {
+    if (!isNum(s)) return DASH;
+    s = Math.floor(s);
+    const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
+    if (d) return d + 'd ' + h + 'h';
+    if (h) return h + 'h ' + String(m).padStart(2, '0') + 'm';
+    return m + 'm ' + String(s % 60).padStart(2, '0') + 's';
+  };
+
+  function setText(id, text, tone) {
+    const el = $(id);
+    el.textContent = text;
+    el.className = tone ? 'v-' + tone : '';
+  }
+
+  function storedKey() {
+    try { return sessionStorage.getItem(KEY_SLOT) || ''; } catch (e) { return ''; }
+  }
+  let memoryKey = storedKey();  // also what is used when storage is off
+  function storeKey(k) {
+    try {
+      if (k) sessionStorage.setItem(KEY_SLOT, k); else sessionStorage.removeItem(KEY_SLOT);
+    } catch (e) { /* storage off: the key lasts until the page is left */ }
+    memoryKey = k;
+  }
+
+  function notice(kind, text) {
+    const n = $('notice');
+    n.className = kind;
+    n.textContent = text;
+  }
+
+  // A failed poll: the last figures stay, greyed, under a notice.
+  function lost(reason) {
+    document.body.classList.add('stale');
+    notice('error', reason + ', retrying every ' + PERIOD_MS / 1000 + ' s. ' +
+        (last ? 'Figures shown are from ' + clock(last.generated_at_ms) + '.' : 'No figures yet.'));
+  }
+
+  function askKey(sent) {
+    document.body.classList.toggle('stale', last !== null);
+    notice('auth', 'This gateway asks for an API key: enter it to see the dashboard ' +
+        '(kept for this browser tab only).');
+    if (sent) {
+      $('auth-msg').textContent = 'The key was refused.';
+      storeKey('');
+    }
+    const form = $('auth');
+    if (!form.classList.contains('show')) {
+      form.classList.add('show');
+      $('api-key').focus();
+    }
+  }
+
+  $('auth').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const k = $('api-key').value.trim();
+    if (!k) return;
+    storeKey(k);
+    $('api-key').value = '';
+    $('auth-msg').textContent = '';
+    poll();
+  });
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(poll, PERIOD_MS);
+  }
+
+  async function poll() {
+    clearTimeout(timer);
+    const key = memoryKey;
+    const headers = {Accept: 'application/json'};
+    if (key) headers.Authorization = 'Bearer ' + key;
+    const ctl = new AbortController();
+    const abort = setTimeout(() => ctl.abort(), TIMEOUT_MS);
+    let state;
+    try {
+      const r = await fetch(STATE_URL, {headers, cache: 'no-store', signal: ctl.signal});
+      if (r.status === 401) return askKey(key);
+      if (!r.ok) return lost('The gateway answered HTTP ' + r.status);
+      try { state = await r.json(); } catch (e) {
+        return lost('The gateway\'s answer is not JSON');
+      }
+    } catch (e) {
+      return lost(e.name === 'AbortError' ? 'Gateway unreachable (no answer in ' +
+          TIMEOUT_MS / 1000 + ' s)' : 'Gateway unreachable');
+    } finally {
+      clearTimeout(abort);
+      schedule();
+    }
+    try {
+      render(state);
+    } catch (e) {
+      return lost('The gateway\'s answer could not be drawn (' + e.message + ')');
+    }
+    last = state;
+    $('auth').classList.remove('show');
+    notice('', '');
+    document.body.classList.remove('stale');
+    document.body.dataset.updated = String(state.generated_at_ms);
+  }
+
+  function render(s) {
+    const f = s.fleet || {};
+    const ev = f.events || {};
+    setText('requests-per-second', figure(f.requests_per_second));
+    setText('decision-p50', figure(f.decision_p50_us));
+    setText('decision-p99', figure(f.decision_p99_us));
+    setText('hit-ratio', pct(f.hit_ratio));
+    setText('apply-lag-p50', figure(ev.apply_lag_p50_ms));
+    setText('apply-lag-p99', figure(ev.apply_lag_p99_ms));
+    setText('event-gaps', count(ev.gaps_total), ev.gaps_total > 0 ? 'warn' : '');
+    setText('degraded-ranks', count(ev.degraded_ranks), ev.degraded_ranks > 0 ? 'bad' : '');
+    setText('workers-routable', count(f.routable) + '/' + count(f.workers),
+        !(f.routable > 0) ? 'bad' : f.routable < f.workers ? 'warn' : 'ok');
+    setText('policy', str(s.policy));
+    if (s.draining) setText('state', 'draining', 'warn');
+    else if (s.ready) setText('state', 'ready', 'ok');
+    else setText('state', 'not ready', 'bad');
+    $('uptime').textContent = 'up ' + duration(s.uptime_seconds);
+    $('updated').textContent = 'updated ' + clock(s.generated_at_ms);
+
+    const se = s.series || {};
+    const t = Array.isArray(se.t) ? se.t : [];
+    sparkline('spark-rps', t, se.requests_per_second, figure);
+    sparkline('spark-hit', t, se.hit_ratio, pct, {max: 1, label: 'scale 0 to 100%'});
+    sparkline('spark-p99', t, se.decision_p99_us, figure);
+    workers(Array.isArray(s.workers) ? s.workers : []);
+  }
+
+  // One series as a line over time; a null point breaks the line, a point alone is a dot.
+  function sparkline(id, t, ys, fmt, fixed) {
+    ys = Array.isArray(ys) ? ys : [];
+    const svg = $(id);
+    const w = svg.clientWidth || 300, h = svg.clientHeight || 64;
+    svg.setAttribute('viewBox', '0 0 ' + w + ' ' + h);
+    svg.replaceChildren();
+    const n = Math.min(t.length, ys.length);
+    let max = 0, seen = false;
+    for (let i = 0; i < n; i++) {
+      if (isNum(ys[i])) { max = Math.max(max, ys[i]); seen = true; }
+    }
+    if (fixed) max = fixed.max;
+    const top = max > 0 ? max : 1;
+    const add = (tag, attrs) => {
+      const el = document.createElementNS(SVG, tag);
+      for (const k in attrs) el.setAttribute(k, attrs[k]);
+      svg.appendChild(el);
+      return el;
+    };
+    add('line', {class: 'base', x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5});
+    const t0 = t[0], t1 = t[n - 1];
+    const x = (i) => (n > 1 && t1 > t0 ? ((t[i] - t0) / (t1 - t0)) * (w - 4) + 2 : w - 2);
+    const y = (v) => h - 3 - (Math.min(Math.max(v, 0), top) / top) * (h - 6);
+    let d = '';
+    for (let i = 0; i < n; i++) {
+      if (!isNum(ys[i]) || !isNum(t[i])) continue;
+      const joined = i > 0 && isNum(ys[i - 1]) && isNum(t[i - 1]);
+      d += (joined ? 'L' : 'M') + x(i).toFixed(1) + ' ' + y(ys[i]).toFixed(1);
+      const alone = !joined && !(i + 1 < n && isNum(ys[i + 1]) && isNum(t[i + 1]));
+      if (alone) add('circle', {class: 'dot', cx: x(i), cy: y(ys[i]), r: 1.8});
+    }
+    if (d) add('path', {class: 'line', d});
+    else add('text', {class: 'none', x: w / 2, y: h / 2 + 4, 'text-anchor': 'middle'})
+        .textContent = 'no data yet';
+    $(id + '-now').textContent = fmt(n ? ys[n - 1] : null);  // the newest point, even a gap
+    $(id + '-max').textContent = fixed ? fixed.label : 'max ' + fmt(seen ? max : null);
+    const span = n > 1 && t1 > t0 ? Math.round((t1 - t0) / 1000) : 0;
+    $(id + '-span').textContent =
+        span ? 'last ' + (span < 120 ? span + ' s' : Math.round(span / 60) + ' min') : '';
+  }
+
+  // Why a worker is out of rotation, or [] when it is fine.
+  function downReasons(w) {
+    const r = [];
+    if (w.routable === false) r.push('not routable');
+    if (w.health === 'unhealthy') r.push('unhealthy');
+    if (w.liveness === 'unreachable' || w.liveness === 'wedged') r.push(w.liveness);
+    if (w.circuit_breaker === 'open') r.push('breaker open');
+    return r;
+  }
+
+  const TONES = {healthy: 'ok', live: 'ok', closed: 'ok', unhealthy: 'bad', unreachable: 'bad',
+    wedged: 'bad', open: 'bad', half_open: 'warn'};
+
+  // Text only ever goes in as textContent: it is never parsed as markup.
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function workers(list) {
+    const body = el('tbody');
+    body.id = 'workers';
+    const cell = (tr, field, text, cls) => {
+      const td = tr.appendChild(el('td', cls, text));
+      if (field) td.dataset.field = field;
+      return td;
+    };
+    const pill = (tr, field, v) =>
+      cell(tr, field, '', 'l').appendChild(el('span', 'pill ' + (TONES[v] || 'dim'), str(v)));
+    for (const w of list) {
+      const tr = el('tr');
+      const url = str(w.url);
+      const down = downReasons(w);
+      tr.className = 'worker' + (down.length ? ' down' : w.circuit_breaker === 'half_open' ||
+          w.health === 'unknown' ? ' warn' : '');
+      tr.dataset.url = url;
+      tr.title = down.length ? url + ': ' + down.join(', ') : url;
+      const u = cell(tr, '', '', 'l url');
+      u.appendChild(el('span', 'u', url));
+      if (Array.isArray(w.models) && w.models.length) {
+        u.appendChild(el('span', 'models', w.models.map(str).join(', ')));
+      }
+      pill(tr, 'health', w.health);
+      pill(tr, 'liveness', w.liveness);
+      pill(tr, 'circuit_breaker', w.circuit_breaker);
+      cell(tr, 'in_flight', count(w.in_flight));
+      cell(tr, 'waiting', count(w.waiting));
+      const kv = cell(tr, 'kv_usage', pct(w.kv_usage));
+      if (isNum(w.kv_usage)) {
+        const fill = kv.appendChild(el('span', 'bar')).appendChild(el('i'));
+        if (w.kv_usage >= 0.9) fill.className = 'hi';
+        fill.style.width = (Math.min(Math.max(w.kv_usage, 0), 1) * 100).toFixed(1) + '%';
+      }
+      cell(tr, 'index_blocks', count(w.index_blocks));
+      const c = w.cached_tokens || {};
+      cell(tr, 'cached_predicted', count(c.predicted));
+      cell(tr, 'cached_reported', count(c.reported));
+      const a = cell(tr, 'agreement', pct(c.agreement), c.disagreeing ? 'disagree' : '');
+      if (c.disagreeing) a.title = 'cached tokens: the engine and the index disagree';
+      cell(tr, 'decision_share', pct(w.decision_share));
+      body.appendChild(tr);
+    }
+    if (!list.length) {
+      body.appendChild(el('tr')).appendChild(el('td', 'empty', 'no workers')).colSpan = 12;
+    }
+    $('workers').replaceWith(body);
+  }
+
+  window.addEventListener('resize', () => { if (last) render(last); });
+  poll();
+})();
+</script>
+</body>
+</html>
+)page";
+
+}  // namespace
+
+std::string_view dashboard_page() { return kPage; }
+
+}  // namespace kvgate::app

@@ -1,0 +1,208 @@
+// Routes that show an operator what the gateway sees and decides:
+//
+//   POST|GET /debug/route  a generation request's body -> the decision it would get now (the
+//                       x-kvgate-decision fields in JSON), without sending it anywhere. The API
+//                       is the body's: "messages" a chat completion, "prompt" a completion,
+//                       else SGLang's /generate. A decision has its small effects all the same:
+//                       round_robin's turn moves on, a warm-up diversion is counted.
+//   GET /dashboard        one self-contained page (no external scripts or fonts) polling:
+//   GET /dashboard/state  the fleet now and its recent history (app/fleet_pulse.h), JSON
+#include <simdjson.h>
+
+#include <chrono>
+
+#include "app/cache_report.h"
+#include "app/dashboard_page.h"
+#include "app/gateway_impl.h"
+#include "kvgate/core/json_writer.h"
+#include "kvgate/policy/explain.h"
+
+namespace kvgate::app {
+namespace net = boost::asio;
+
+namespace {
+
+constexpr auto kPulsePeriod = std::chrono::seconds(1);
+
+// The API a /debug/route body is shaped for.
+ApiRoute api_of(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc) != simdjson::SUCCESS) return ApiRoute::kCompletions;
+  if (doc["messages"].error() == simdjson::SUCCESS) return ApiRoute::kChatCompletions;
+  if (doc["prompt"].error() == simdjson::SUCCESS) return ApiRoute::kCompletions;
+  return ApiRoute::kGenerate;
+}
+
+void member_or_null(JsonWriter& w, std::string_view key, const std::optional<double>& v) {
+  w.key(key).value(v);
+}
+
+}  // namespace
+
+http::Response GatewayImpl::debug_route(const http::Request& req) {
+  const auto fleet = workers_.snapshot();
+  const ApiRoute api = api_of(req.body());
+  ParsedRequest p;
+  if (Status s = parse_request(api, req.body(), tokenizers_, max_prompt_tokens(*fleet), &p);
+      !s.ok()) {
+    return http::Response::error(400, message_of(s));
+  }
+  if (!p.model.empty() && !fleet->knows_model(p.model)) {
+    return http::Response::error(404, "The model '" + p.model + "' does not exist",
+                                 "not_found_error");
+  }
+  const uint32_t block_size = routing_block_size(*fleet);
+  const std::span<const SeqHash> chain = prompt_chain(p, *fleet);
+  const policy::RouteRequest rr{.chain = chain,
+                                .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
+                                .block_size = block_size,
+                                .routing_key = req.header(config_.routing_key_header),
+                                .model = p.model,
+                                .dp_aware = config_.dp_aware};
+  thread_local policy::Scratch scratch;
+  const MonoTime t0 = clock_.now();
+  const policy::Decision d = policy_->select(rr, *fleet, scratch);
+  const double decision_us = to_seconds(clock_.now() - t0) * 1e6;
+  const policy::CacheAwareConfig* cost =
+      config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
+  const policy::Explanation e = policy::explain(rr, d, *fleet, scratch, cost, kDebugTop);
+  std::string body;
+  JsonWriter w(&body);
+  w.begin_object().member("api", api_route_name(api)).member("model", p.model);
+  w.member("prompt_tokens", static_cast<uint64_t>(p.tokens.size()));
+  w.member("block_size", block_size);
+  w.member("predicted_cached_tokens",
+           d.worker >= 0 ? predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size)
+                         : uint64_t{0});
+  w.member("decision_us", decision_us);
+  w.key("decision");
+  write_decision_json(w, policy_->name(), e, *fleet);
+  w.member("header", decision_text(policy_->name(), e, *fleet)).end_object();
+  return http::Response::json(200, std::move(body));
+}
+
+void GatewayImpl::sample_pulse() {
+  PulseTotals t = read_registry_totals(registry_);
+  t.seconds = to_seconds(clock_.now().time_since_epoch());
+  t.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  const auto fleet = workers_.snapshot();
+  t.dispatched.reserve(fleet->workers.size());
+  for (const auto& w : fleet->workers) t.dispatched.emplace_back(w->url(), w->dispatched());
+  pulse_.sample(std::move(t));
+}
+
+void GatewayImpl::arm_pulse() {
+  pulse_timer_->expires_after(kPulsePeriod);
+  pulse_timer_->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // stopped
+    sample_pulse();
+    arm_pulse();
+  });
+}
+
+void GatewayImpl::start_pulse() {
+  started_at_ = clock_.now();
+  pulse_timer_ = std::make_unique<net::steady_timer>(parse_context_);
+  sample_pulse();
+  arm_pulse();
+}
+
+std::string GatewayImpl::dashboard_state() {
+  const auto fleet = workers_.snapshot();
+  const PulseWindow win = pulse_.window();
+  std::string body;
+  JsonWriter w(&body);
+  w.begin_object();
+  w.member("generated_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  w.member("uptime_seconds", to_seconds(clock_.now() - started_at_));
+  w.member("policy", policy_->name());
+  w.member("ready", ready(*fleet)).member("draining", draining_.load(std::memory_order_relaxed));
+
+  w.key("fleet").begin_object();
+  w.member("workers", static_cast<uint64_t>(fleet->workers.size()));
+  w.member("routable", static_cast<uint64_t>(routable_workers(*fleet)));
+  w.member("window_seconds", win.seconds);
+  w.member("requests_per_second", win.requests_per_second);
+  member_or_null(w, "decision_p50_us", win.decision_p50_us);
+  member_or_null(w, "decision_p99_us", win.decision_p99_us);
+  member_or_null(w, "hit_ratio", win.hit_ratio);
+  w.key("events").begin_object();
+  member_or_null(w, "apply_lag_p50_ms", win.apply_lag_p50_ms);
+  member_or_null(w, "apply_lag_p99_ms", win.apply_lag_p99_ms);
+  w.member("gaps_total", win.event_gaps);
+  uint64_t degraded = 0;
+  for (const auto& wk : fleet->workers) {
+    for (uint32_t r = 0; r < wk->info()->dp_size; ++r) degraded += wk->rank_degraded(r) ? 1 : 0;
+  }
+  w.member("degraded_ranks", degraded).end_object().end_object();
+
+  const std::vector<PulsePoint> series = pulse_.series();
+  w.key("series").begin_object();
+  w.member("period_seconds", static_cast<int64_t>(kPulsePeriod.count()));
+  w.key("t").begin_array();
+  for (const auto& p : series) w.value(p.unix_ms);
+  w.end_array().key("requests_per_second").begin_array();
+  for (const auto& p : series) w.value(p.requests_per_second);
+  w.end_array().key("hit_ratio").begin_array();
+  for (const auto& p : series) w.value(p.hit_ratio);
+  w.end_array().key("decision_p99_us").begin_array();
+  for (const auto& p : series) w.value(p.decision_p99_us);
+  w.end_array().end_object();
+
+  w.key("workers").begin_array();
+  for (const auto& wk : fleet->workers) {
+    const auto info = wk->info();
+    const auto load = wk->engine_load();
+    w.begin_object().member("url", wk->url()).member("routable", wk->routable());
+    w.member("health", workers::health_name(wk->health().state()));
+    w.member("liveness", workers::liveness_name(wk->liveness().state()));
+    w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));
+    w.member("in_flight", wk->in_flight()).member("waiting", load.waiting);
+    w.member("running", load.running).member("kv_usage", load.kv_usage);
+    w.member("index_blocks", wk->index_blocks()).member("requests", wk->dispatched());
+    w.key("models").begin_array();
+    for (const auto& m : info->models) w.value(m);
+    w.end_array();
+    write_cached_tokens(w, wk->cache_agreement());
+    std::optional<double> share;
+    for (const auto& [url, s] : win.decision_share) {
+      if (url == wk->url()) share = s;
+    }
+    if (!win.decision_share.empty() && !share) share = 0.0;
+    member_or_null(w, "decision_share", share);
+    w.end_object();
+  }
+  w.end_array().end_object();
+  return body;
+}
+
+void GatewayImpl::add_observe_routes() {
+  for (const http::Verb verb : {http::Verb::post, http::Verb::get}) {
+    route(verb, "/debug/route", Access::kClient,
+          [this](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+            http::Response r = debug_route(req);
+            (void)co_await res.send(std::move(r));
+          });
+  }
+  route(http::Verb::get, "/dashboard", Access::kOpen,
+        [](const http::Request&, http::Responder& res) -> net::awaitable<void> {
+          // The page holds no data: it asks /dashboard/state, under the client's key.
+          http::Response r =
+              http::Response::text(200, std::string(dashboard_page()), "text/html; charset=utf-8");
+          r.headers.emplace_back("cache-control", "no-cache");
+          (void)co_await res.send(std::move(r));
+        });
+  route(http::Verb::get, "/dashboard/state", Access::kClient,
+        [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {
+          http::Response r = http::Response::json(200, dashboard_state());
+          r.headers.emplace_back("cache-control", "no-store");
+          (void)co_await res.send(std::move(r));
+        });
+}
+
+}  // namespace kvgate::app

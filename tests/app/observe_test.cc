@@ -1,0 +1,312 @@
+// What an operator is shown: why a request went where it did (x-kvgate-decision, GET
+// /debug/route, the access log), the engine's usage asked for on a client's behalf and kept
+// from it, and the dashboard's JSON.
+#include <mutex>
+
+#include "app/decision_report.h"
+#include "gateway_fixture.h"
+
+namespace kvgate::app {
+namespace {
+
+class Observe : public GatewayTest {
+ protected:
+  // Two workers behind a gateway; true once both are routable.
+  bool start_two() {
+    start_worker();
+    start_worker();
+    auto cfg = base_config();
+    cfg.worker_urls = {url_of(0), url_of(1)};
+    start_gateway(cfg);
+    return wait_routable(2);
+  }
+  // Waits until the index holds a block of either worker (a first answer's KV events applied).
+  bool wait_indexed() {
+    const auto fleet = gateway_->registry().snapshot();
+    return wait_for(
+        [&] { return fleet->workers[0]->index_blocks() + fleet->workers[1]->index_blocks() > 0; },
+        std::chrono::milliseconds(3000));
+  }
+};
+
+std::string words(const std::string& tag, int n) {
+  std::string out;
+  for (int k = 0; k < n; ++k) out += tag + std::to_string(k) + " ";
+  return out;
+}
+
+// The value of `field` in a decision text ("k=v; k=v; ..."), "" when absent.
+std::string field_of(std::string_view text, std::string_view field) {
+  const std::string key = std::string(field) + "=";
+  size_t at = text.find(key);
+  while (at != std::string_view::npos && at > 0 && text[at - 1] != ' ') at = text.find(key, at + 1);
+  if (at == std::string_view::npos) return "";
+  const size_t from = at + key.size();
+  const size_t end = text.find(';', from);
+  return std::string(text.substr(from, end == std::string_view::npos ? end : end - from));
+}
+
+TEST(DecisionHeaders, ModesAndTheRequestsAsk) {
+  EXPECT_EQ(*parse_decision_headers("request"), DecisionHeaders::kRequest);
+  EXPECT_FALSE(parse_decision_headers("sometimes").ok());
+  EXPECT_TRUE(wants_decision(DecisionHeaders::kRequest, "1"));
+  EXPECT_TRUE(wants_decision(DecisionHeaders::kRequest, "true"));
+  EXPECT_FALSE(wants_decision(DecisionHeaders::kRequest, ""));
+  EXPECT_FALSE(wants_decision(DecisionHeaders::kOff, "1"));
+  EXPECT_TRUE(wants_decision(DecisionHeaders::kAlways, ""));
+}
+
+TEST_F(Observe, TheAnswerSaysWhyItWentThereWhenAsked) {
+  ASSERT_TRUE(start_two());
+  auto c = client();
+  const std::string prompt = words("why", 200);
+  ASSERT_TRUE(c.post("/v1/completions", completion(prompt)).ok());
+  // The KV events of the first answer reach the index before the second decision.
+  ASSERT_TRUE(wait_indexed());
+
+  // Not asked: no header.
+  auto plain = c.post("/v1/completions", completion(prompt));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->header(kDecisionHeader), "");
+
+  for (const bool stream : {false, true}) {
+    http::ClientRequest asked{.method = http::Verb::post,
+                              .target = "/v1/completions",
+                              .body = completion(prompt, 4, stream)};
+    asked.headers.emplace_back(std::string(kExplainRequestHeader), "1");
+    auto r = c.request(asked);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u);
+    const std::string text(r->header(kDecisionHeader));
+    ASSERT_FALSE(text.empty()) << "stream " << stream;
+    EXPECT_EQ(field_of(text, "policy"), "cache_aware");
+    EXPECT_EQ(field_of(text, "branch"), "affinity") << text;
+    EXPECT_EQ(field_of(text, "worker"), std::string(r->header("x-kvgate-worker"))) << text;
+    EXPECT_EQ(field_of(text, "candidates"), "2");
+    EXPECT_EQ(field_of(text, "overloaded"), "0");
+    // 200 words: about 400 tokens, 25 blocks of 16, every one held by the chosen worker.
+    const std::string matched = field_of(text, "matched");
+    const size_t slash = matched.find('/');
+    ASSERT_NE(slash, std::string::npos) << text;
+    EXPECT_GE(std::stoi(matched.substr(0, slash)), 20) << text;
+    // The chosen worker first, with its expected wait; the other holds nothing.
+    const std::string top = text.substr(text.find("top=") + 4);
+    EXPECT_EQ(top.rfind(std::string(r->header("x-kvgate-worker")) + " matched=", 0), 0u) << top;
+    EXPECT_NE(top.find(" wait_us="), std::string::npos) << top;
+    EXPECT_NE(top.find(", "), std::string::npos) << top;
+    EXPECT_NE(top.find(" matched=0 "), std::string::npos) << top;
+  }
+}
+
+TEST_F(Observe, DecisionHeadersAlwaysOrNever) {
+  for (const char* mode : {"always", "off"}) {
+    ASSERT_TRUE(start(1, [&](GatewayConfig& c) { c.decision_headers = mode; })) << mode;
+    auto c = client();
+    http::ClientRequest asked{
+        .method = http::Verb::post, .target = "/v1/completions", .body = completion("hello")};
+    asked.headers.emplace_back(std::string(kExplainRequestHeader), "1");
+    auto r = c.request(asked);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->header(kDecisionHeader).empty(), std::string(mode) == "off") << mode;
+    auto unasked = c.post("/v1/completions", completion("hello"));
+    ASSERT_TRUE(unasked.ok());
+    EXPECT_EQ(unasked->header(kDecisionHeader).empty(), std::string(mode) == "off") << mode;
+    TearDown();
+    fleets_.clear();
+  }
+  GatewayConfig bad = base_config();
+  bad.decision_headers = "sometimes";
+  auto g = Gateway::create(bad);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("--decision-headers"), std::string_view::npos);
+}
+
+TEST_F(Observe, DebugRouteAnswersTheDecisionWithoutSendingIt) {
+  ASSERT_TRUE(start_two());
+  auto c = client();
+  const std::string prompt = words("debug", 200);
+  auto sent = c.post("/v1/completions", completion(prompt));
+  ASSERT_TRUE(sent.ok());
+  const std::string holder(sent->header("x-kvgate-worker"));
+  ASSERT_TRUE(wait_indexed());
+  const auto fleet = gateway_->registry().snapshot();
+  const uint64_t dispatched = fleet->workers[0]->dispatched() + fleet->workers[1]->dispatched();
+
+  auto r = c.post("/debug/route", completion(prompt));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200u) << r->body;
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(r->body).get(doc), simdjson::SUCCESS) << r->body;
+  EXPECT_EQ(doc["api"].get_string().value(), "completions");
+  EXPECT_GT(doc["prompt_tokens"].get_uint64().value(), 300u);
+  EXPECT_GT(doc["predicted_cached_tokens"].get_uint64().value(), 300u);
+  const auto d = doc["decision"];
+  EXPECT_EQ(d["branch"].get_string().value(), "affinity");
+  EXPECT_EQ(d["worker"].get_string().value(), holder);
+  EXPECT_EQ(d["candidates"].get_uint64().value(), 2u);
+  EXPECT_EQ(d["gates"]["vetoed"].get_uint64().value(), 0u);
+  simdjson::dom::array top;
+  ASSERT_EQ(d["top"].get_array().get(top), simdjson::SUCCESS);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_TRUE(top.at(0)["chosen"].get_bool().value());
+  EXPECT_EQ(top.at(0)["worker"].get_string().value(), holder);
+  EXPECT_LT(top.at(0)["expected_wait_us"].get_double().value(),
+            top.at(1)["expected_wait_us"].get_double().value());
+  EXPECT_EQ(std::string(doc["header"].get_string().value()).rfind("policy=cache_aware;", 0), 0u);
+  // Nothing went to a worker.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(fleet->workers[0]->dispatched() + fleet->workers[1]->dispatched(), dispatched);
+
+  // A chat body is routed as a chat completion; GET takes a body too.
+  http::ClientRequest chat{
+      .method = http::Verb::get,
+      .target = "/debug/route",
+      .body = R"({"model":"mock-8b","messages":[{"role":"user","content":"hi"}]})"};
+  auto rc = c.request(chat);
+  ASSERT_TRUE(rc.ok());
+  ASSERT_EQ(rc->status, 200u) << rc->body;
+  EXPECT_NE(rc->body.find(R"("api":"chat_completions")"), std::string::npos) << rc->body;
+
+  // Bad input is refused as a generation would be.
+  auto bad = c.post("/debug/route", "{not json");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400u);
+  auto unknown = c.post("/debug/route", R"({"model":"nope","prompt":"x"})");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->status, 404u);
+}
+
+TEST_F(Observe, TheAccessLogCarriesTheDecision) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  ASSERT_TRUE(start(1, [&](GatewayConfig& c) {
+    c.access_log = "text";
+    c.access_log_sink = [&](std::string_view line) {
+      std::lock_guard<std::mutex> l(mu);
+      lines.emplace_back(line);
+    };
+  }));
+  auto c = client();
+  ASSERT_TRUE(c.post("/v1/completions", completion("log why")).ok());
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return !lines.empty();
+      },
+      std::chrono::milliseconds(2000)));
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_NE(lines[0].find(" branch=fresh_prefix"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(
+                " decision=\"policy=cache_aware; branch=fresh_prefix; worker=" + url_of(0) + ";"),
+            std::string::npos)
+      << lines[0];
+}
+
+TEST_F(Observe, AStreamsUsageIsAskedForAndKeptFromAClientThatDidNotAsk) {
+  ASSERT_TRUE(start(1));
+  auto c = client();
+  const std::string prompt = words("usage", 200);
+  ASSERT_TRUE(c.post("/v1/completions", completion(prompt)).ok());
+  const auto fleet = gateway_->registry().snapshot();
+  workers::Worker& w = *fleet->workers[0];
+  ASSERT_TRUE(wait_for([&] { return w.index_blocks() > 0; }, std::chrono::milliseconds(3000)));
+  const uint64_t reported = w.cache_agreement().reported_total();
+
+  auto r = c.post("/v1/completions", completion(prompt, 4, /*stream=*/true));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200u);
+  EXPECT_EQ(r->body.find("\"usage\""), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("data: [DONE]\n\n"), std::string::npos) << r->body;
+  EXPECT_GE(r->body.find("\"finish_reason\":\"length\""), 0u);
+  // The engine's usage reached the gateway all the same.
+  EXPECT_GT(w.cache_agreement().reported_total(), reported);
+
+  // A client that asked gets its usage.
+  std::string body = completion(prompt, 4, /*stream=*/true);
+  body.insert(body.size() - 1, R"(,"stream_options":{"include_usage":true})");
+  auto asked = c.post("/v1/completions", body);
+  ASSERT_TRUE(asked.ok());
+  EXPECT_NE(asked->body.find("\"usage\""), std::string::npos) << asked->body;
+}
+
+TEST_F(Observe, TheDashboardStateShowsTheFleetAndItsRecentPast) {
+  ASSERT_TRUE(start_two());
+  auto c = client();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(
+        c.post("/v1/completions", completion(words("dash" + std::to_string(i % 4), 100))).ok());
+  }
+  // Two samples a second apart hold the traffic.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  auto r = c.get("/dashboard/state");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("content-type"), "application/json");
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(r->body).get(doc), simdjson::SUCCESS) << r->body;
+  EXPECT_EQ(doc["policy"].get_string().value(), "cache_aware");
+  EXPECT_TRUE(doc["ready"].get_bool().value());
+  const auto f = doc["fleet"];
+  EXPECT_EQ(f["workers"].get_uint64().value(), 2u);
+  EXPECT_EQ(f["routable"].get_uint64().value(), 2u);
+  EXPECT_GT(f["requests_per_second"].get_double().value(), 0.0) << r->body;
+  EXPECT_GT(f["decision_p99_us"].get_double().value(), 0.0) << r->body;
+  // 20 requests over 4 prompts: 16 found their prefix.
+  EXPECT_GT(f["hit_ratio"].get_double().value(), 0.5) << r->body;
+  EXPECT_EQ(f["events"]["gaps_total"].get_uint64().value(), 0u);
+  EXPECT_GT(f["events"]["apply_lag_p99_ms"].get_double().value(), 0.0) << r->body;
+  const auto s = doc["series"];
+  const size_t points = s["t"].get_array().size();
+  EXPECT_GE(points, 2u);
+  EXPECT_EQ(s["requests_per_second"].get_array().size(), points);
+  EXPECT_EQ(s["hit_ratio"].get_array().size(), points);
+  EXPECT_EQ(s["decision_p99_us"].get_array().size(), points);
+  simdjson::dom::array ws;
+  ASSERT_EQ(doc["workers"].get_array().get(ws), simdjson::SUCCESS);
+  ASSERT_EQ(ws.size(), 2u);
+  double share = 0;
+  uint64_t requests = 0;
+  for (auto w : ws) {
+    EXPECT_TRUE(w["routable"].get_bool().value());
+    EXPECT_EQ(w["health"].get_string().value(), "healthy");
+    EXPECT_EQ(w["liveness"].get_string().value(), "live");
+    EXPECT_EQ(w["circuit_breaker"].get_string().value(), "closed");
+    share += w["decision_share"].get_double().value();
+    requests += w["requests"].get_uint64().value();
+    EXPECT_GE(w["cached_tokens"]["agreement"].get_double().value(), 0.0);
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  EXPECT_EQ(requests, 20u);
+  EXPECT_EQ(std::string(ws.at(0)["url"].get_string().value()), url_of(0));
+
+  // The page: one self-contained document.
+  auto page = c.get("/dashboard");
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->status, 200u);
+  EXPECT_EQ(page->header("content-type").rfind("text/html", 0), 0u);
+  EXPECT_NE(page->body.find("dashboard/state"), std::string::npos);
+  for (const char* external : {"src=\"http", "href=\"http", "@import", "src='http"}) {
+    EXPECT_EQ(page->body.find(external), std::string::npos) << external;
+  }
+}
+
+TEST_F(Observe, TheDashboardStateIsBehindTheClientKeyAndThePageIsNot) {
+  ASSERT_TRUE(start(1, [](GatewayConfig& c) { c.api_key = "sekret"; }));
+  auto c = client();
+  auto state = c.get("/dashboard/state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->status, 401u);
+  http::ClientRequest keyed{.method = http::Verb::get, .target = "/dashboard/state"};
+  keyed.headers.emplace_back("authorization", "Bearer sekret");
+  auto ok = c.request(keyed);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 200u);
+  auto page = c.get("/dashboard");
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->status, 200u);
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -7,9 +7,11 @@
 # requests per second, and each proxy's ratio to the direct leg.
 #
 #   tools/bench-proxy.sh [BUILD_DIR] [--seconds S] [--rounds N] [--connections C] [--max-tokens T]
-#                        [--stream]
+#                        [--stream] [--kvgate-threads N] [--numa-topology SPEC]
 # --stream asks for an SSE answer (one event per token, then [DONE]), so the legs also compare
 # relaying a stream chunk by chunk; wrk's latency is then the whole stream's.
+# --kvgate-threads gives kvgate N executor threads (default 1). --numa-topology adds a leg: a
+# second kvgate with the same threads laid out on the described NUMA nodes (e.g. "0;1").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="build/release"
@@ -18,6 +20,8 @@ rounds=3
 conns=16
 max_tokens=1
 stream=false
+kvgate_threads=1
+numa_topology=""
 if [[ $# -gt 0 && "$1" != --* ]]; then build="$1"; shift; fi
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -26,6 +30,8 @@ while [[ $# -gt 0 ]]; do
     --connections) conns="$2"; shift 2 ;;
     --max-tokens) max_tokens="$2"; shift 2 ;;
     --stream) stream=true; shift ;;
+    --kvgate-threads) kvgate_threads="$2"; shift 2 ;;
+    --numa-topology) numa_topology="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -55,10 +61,20 @@ pids+=($!)
 wait_http "http://127.0.0.1:$worker_port/health"
 
 gw_port=$(free_port)
-"$build/bin/kvgate" --host 127.0.0.1 --port "$gw_port" --threads 1 --log-level warn \
-  --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw.log" 2>&1 &
+"$build/bin/kvgate" --host 127.0.0.1 --port "$gw_port" --threads "$kvgate_threads" --log-level warn \
+  --numa off --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:$gw_port/readiness"
+legs="direct kvgate nginx"
+if [[ -n "$numa_topology" ]]; then
+  numa_port=$(free_port)
+  "$build/bin/kvgate" --host 127.0.0.1 --port "$numa_port" --threads "$kvgate_threads" \
+    --log-level warn --numa-topology "$numa_topology" \
+    --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw-numa.log" 2>&1 &
+  pids+=($!)
+  wait_http "http://127.0.0.1:$numa_port/readiness"
+  legs="direct kvgate kvgate-numa nginx"
+fi
 
 ngx_port=$(free_port)
 mkdir -p "$work/nginx"
@@ -110,25 +126,37 @@ leg() {  # name port
 }
 
 echo "bench-proxy: $rounds rounds of ${seconds}s per leg, $conns connections, max_tokens $max_tokens," \
-  "stream $stream ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  "stream $stream, kvgate threads $kvgate_threads${numa_topology:+, NUMA nodes \"$numa_topology\"}" \
+  "($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 declare -A results
 for r in $(seq 1 "$rounds"); do
-  for name in direct kvgate nginx; do
-    case $name in direct) port=$worker_port ;; kvgate) port=$gw_port ;; nginx) port=$ngx_port ;; esac
+  for name in $legs; do
+    case $name in
+      direct) port=$worker_port ;; kvgate) port=$gw_port ;; kvgate-numa) port=$numa_port ;;
+      nginx) port=$ngx_port ;;
+    esac
     figures=$(leg "$name" "$port") || exit 1
     results[$name]+="$figures;"
   done
 done
-/usr/bin/python3 - "${results[direct]}" "${results[kvgate]}" "${results[nginx]}" <<'PY'
+/usr/bin/python3 - "${results[direct]}" "${results[kvgate]}" "${results[nginx]}" \
+  "${results[kvgate-numa]:-}" "$numa_topology" <<'PY'
 import statistics, sys
 def parse(s):
     rows = [list(map(float, x.split())) for x in s.split(";") if x.strip()]
     return [statistics.median(r[i] for r in rows) for i in range(3)]
 d, k, n = (parse(a) for a in sys.argv[1:4])
+legs = [("direct to the worker", d), ("through kvgate", k)]
+if sys.argv[4]:
+    m = parse(sys.argv[4])
+    legs.append((f"through kvgate, NUMA nodes {sys.argv[5]}", m))
+legs.append(("through nginx", n))
 print("| path | p50 (ms) | p99 (ms) | requests/s | p50 / direct | p99 / direct | rate / direct |")
 print("|---|---|---|---|---|---|---|")
-for name, v in (("direct to the worker", d), ("through kvgate", k), ("through nginx", n)):
+for name, v in legs:
     print(f"| {name} | {v[0]:.3f} | {v[1]:.3f} | {v[2]:.0f} | {v[0]/d[0]:.2f} | {v[1]/d[1]:.2f} | {v[2]/d[2]:.2f} |")
 print(f"\nadded latency p50: kvgate +{(k[0]-d[0])*1000:.0f} us, nginx +{(n[0]-d[0])*1000:.0f} us; "
       f"kvgate/nginx rate {k[2]/n[2]:.2f}")
+if sys.argv[4]:
+    print(f"NUMA layout against one pool: rate {m[2]/k[2]:.2f}, p50 {m[0]/k[0]:.2f}")
 PY

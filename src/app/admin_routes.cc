@@ -205,6 +205,8 @@ void GatewayImpl::add_admin_routes() {
           const auto load = wk->engine_load();
           w.begin_object().member("url", wk->url()).member("id", wk->id().value());
           w.member("routable", wk->routable());
+          // Its KV events apply on this node's lanes into its index shard (--numa).
+          w.member("numa_node", wk->id().value() % numa_nodes());
           w.member("health", workers::health_name(wk->health().state()));
           w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));
           w.member("liveness", workers::liveness_name(wk->liveness().state()));

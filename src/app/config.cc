@@ -123,6 +123,20 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "CPUs "
          "of one NUMA node first)")
       ->group("Listening");
+  app.add_option("--numa", c.numa,
+                 "On a machine with several NUMA nodes, give each node its own executor threads "
+                 "(on its CPUs), its own shard of the KV index (in its memory) and the event "
+                 "lanes of the workers placed on it (worker id modulo nodes); a request runs on "
+                 "the node whose thread took its connection and looks up every shard: auto "
+                 "(libnuma's nodes; one node changes nothing) or off (kvgate_numa_nodes)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->group("Listening");
+  app.add_option("--numa-topology", c.numa_topology,
+                 "Describe the nodes instead of asking libnuma: CPU lists separated by ';', "
+                 "e.g. \"0-3;4-7\" (memory is not bound to a described node); \"0;1\" runs the "
+                 "per-node layout on two CPUs of a one-node machine")
+      ->group("Listening");
   app.add_option("--max-payload-size", c.max_payload_bytes,
                  "Largest request body in bytes; larger gets 413")
       ->capture_default_str()

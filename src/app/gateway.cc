@@ -31,6 +31,17 @@ constexpr std::chrono::seconds kShutdownAnswerTime{5};
 // the next's, so with one thread per core every context owns a core and, on several nodes, the
 // contexts fill one node's cores before spilling to the next.
 void pin_threads(http::IoPool& io) {
+  if (io.nodes() > 1) {
+    // Per node: the node's k-th context on the node's k-th CPU.
+    for (size_t i = 0; i < io.size(); ++i) {
+      const std::vector<int>& cpus = io.cpus_of(i);
+      const size_t k = i / io.nodes();
+      if (io.size() / io.nodes() > cpus.size()) return;  // oversubscribed: the node's CPUs, any
+      const int cpu = cpus[k % cpus.size()];
+      net::post(io.context(i), [cpu] { pin_current_thread(std::span<const int>(&cpu, 1)); });
+    }
+    return;
+  }
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
   std::vector<int> cpus;
@@ -59,6 +70,34 @@ size_t default_threads(size_t configured) {
   return n == 0 ? 2 : n;
 }
 
+// --numa and --numa-topology: the nodes the gateway lays its pools out on (one: the plain layout).
+Result<NumaTopology> numa_layout(const GatewayConfig& c) {
+  if (!c.numa_topology.empty()) return parse_numa_topology(c.numa_topology);
+  if (c.numa == "off") {
+    NumaTopology one = detect_numa_topology();
+    if (one.size() > 1) {
+      NumaNode all;
+      for (const NumaNode& n : one.nodes)
+        all.cpus.insert(all.cpus.end(), n.cpus.begin(), n.cpus.end());
+      std::sort(all.cpus.begin(), all.cpus.end());
+      one.nodes = {std::move(all)};
+    }
+    return one;
+  }
+  if (c.numa != "auto") {
+    return absl::InvalidArgumentError("--numa must be auto or off, not '" + c.numa + "'");
+  }
+  return detect_numa_topology();
+}
+
+// Each node's CPUs, for pools split per node (none on one node).
+std::vector<std::vector<int>> node_cpus(const Result<NumaTopology>& t) {
+  std::vector<std::vector<int>> out;
+  if (!t.ok() || t->size() < 2) return out;
+  for (const NumaNode& n : t->nodes) out.push_back(n.cpus);
+  return out;
+}
+
 std::string random_instance_id() {
   std::random_device rd;
   const uint64_t v = (uint64_t{rd()} << 32) ^ rd();
@@ -75,7 +114,9 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
       instance_id_(random_instance_id()),
       access_(config_.api_key, config_.admin_api_key),
       cors_(config_.cors_allowed_origins),
-      io_(default_threads(config_.threads)),
+      numa_(numa_layout(config_)),
+      io_(default_threads(config_.threads), node_cpus(numa_)),
+      holders_(static_cast<uint32_t>(numa_nodes())),
       workers_({.health = config_.health,
                 .breaker = config_.breaker,
                 .liveness = config_.liveness,
@@ -124,7 +165,27 @@ Status GatewayImpl::init() {
   } else if (!config_.chat_templates.empty()) {
     return absl::InvalidArgumentError("--chat-template needs the model's --tokenizer");
   }
-  auto idx = index::make_indexer(config_.kv_index, {.hash_seed = config_.hash_seed});
+  if (!numa_.ok()) return numa_.status();
+  metrics::gauge_family(registry_, "kvgate_numa_nodes",
+                        "NUMA nodes the gateway runs one executor pool, index shard and set of "
+                        "event lanes on (--numa; 1: the plain layout).")
+      .Add({})
+      .Set(static_cast<double>(numa_nodes()));
+  index::IndexerOptions index_options{.hash_seed = config_.hash_seed};
+  if (numa_nodes() > 1) {
+    if (config_.kv_index != index::IndexKind::kChain) {
+      return absl::InvalidArgumentError(
+          "several NUMA nodes shard the index, which only the chain index does: use "
+          "--kv-index chain, or --numa off");
+    }
+    for (const NumaNode& n : numa_->nodes)
+      index_options.shard_memory_nodes.push_back(n.memory_node);
+    log::get("gateway")->info(
+        "NUMA: {} nodes, one executor pool, index shard and set of event "
+        "lanes each ({})",
+        numa_->size(), numa_->describe());
+  }
+  auto idx = index::make_indexer(config_.kv_index, index_options);
   if (!idx.ok()) return idx.status();
   raw_index_ = index::make_synchronized(std::move(*idx));
   index_ = std::make_unique<InstrumentedIndex>(*raw_index_, *metrics_, clock_);
@@ -136,6 +197,7 @@ Status GatewayImpl::init() {
     events::IngestOptions io;
     io.event_threads = config_.event_threads;
     io.lanes = config_.event_lanes;
+    io.lane_cpus = node_cpus(numa_);
     io.subscription.hash_seed = config_.hash_seed;
     ingest_ = std::make_unique<events::EventIngest>(*raw_index_, registry_, clock_, io);
   }

@@ -26,6 +26,7 @@
 #include "app/worker_control.h"
 #include "kvgate/app/config.h"
 #include "kvgate/core/holder_ids.h"
+#include "kvgate/core/numa.h"
 #include "kvgate/events/ingest.h"
 #include "kvgate/http/io_pool.h"
 #include "kvgate/http/server.h"
@@ -117,6 +118,9 @@ class GatewayImpl {
   std::unique_ptr<AccessLog> access_log_;
   DecisionHeaders decision_headers_ = DecisionHeaders::kRequest;
   std::unique_ptr<AdmissionGate> admission_;  // --max-concurrent-requests
+  // --numa / --numa-topology (an error here fails init()); nodes() is 1 on the plain layout.
+  const Result<NumaTopology> numa_;
+  size_t numa_nodes() const { return numa_.ok() ? numa_->size() : 1; }
   http::IoPool io_;
   // One thread for parsing large request bodies (parse_thread_ runs it).
   boost::asio::io_context parse_context_;

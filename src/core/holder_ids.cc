@@ -5,9 +5,11 @@ namespace kvgate {
 HolderId HolderIdAllocator::acquire(const HolderKey& key) {
   MutexLock lock(&mu_);
   if (auto it = ids_.find(key); it != ids_.end()) return it->second;
-  uint32_t id = 0;
-  while (id < keys_.size() && keys_[id].has_value()) ++id;
-  if (id == keys_.size()) keys_.emplace_back();
+  // The lowest free id of the worker's class (ids of one class are classes_ apart).
+  const uint32_t cls = key.worker.value() % classes_;
+  uint32_t id = cls;
+  while (id < keys_.size() && keys_[id].has_value()) id += classes_;
+  if (id >= keys_.size()) keys_.resize(id + 1);
   keys_[id] = key;
   ids_.emplace(key, HolderId(id));
   return HolderId(id);

@@ -395,7 +395,8 @@ class EventIngest::Impl {
         ctx_(1),
         lanes_({.lanes = static_cast<uint32_t>(std::max<size_t>(1, o.lanes)),
                 .max_queued_per_key = o.lane_queue_batches,
-                .burst = 64}) {
+                .burst = 64,
+                .group_cpus = o.lane_cpus}) {
     for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
       threads_.push_back(std::make_unique<EventThread>(families_, o.poll_interval, clock_));
     }

@@ -76,6 +76,10 @@ Result<std::unique_ptr<Indexer>> make_indexer(IndexKind kind, const IndexerOptio
     case IndexKind::kPositional:
       return std::unique_ptr<Indexer>(std::make_unique<PositionalIndexer>(options));
     case IndexKind::kChain:
+      if (options.shard_memory_nodes.size() > 1) {
+        return std::unique_ptr<Indexer>(
+            chain::ShardedIndex::on_nodes(options.shard_memory_nodes, options));
+      }
       if (options.shards > 1) {
         return std::unique_ptr<Indexer>(chain::ShardedIndex::chain_shards(options.shards, options));
       }

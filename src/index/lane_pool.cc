@@ -1,10 +1,21 @@
 #include "kvgate/index/lane_pool.h"
 
+#include <algorithm>
+
+#include "kvgate/core/numa.h"
+
 namespace kvgate::index {
 
-LanePool::LanePool(LanePoolOptions options) : options_(options) {
-  const uint32_t n = options_.lanes == 0 ? 1 : options_.lanes;
-  for (uint32_t i = 0; i < n; ++i) threads_.emplace_back([this] { run_lane(); });
+LanePool::LanePool(LanePoolOptions options) : options_(std::move(options)) {
+  const size_t groups = options_.group_cpus.size() > 1 ? options_.group_cpus.size() : 1;
+  for (size_t g = 0; g < groups; ++g) groups_.push_back(std::make_unique<Group>());
+  const size_t n = std::max<size_t>(options_.lanes == 0 ? 1 : options_.lanes, groups);
+  for (size_t i = 0; i < n; ++i) {
+    threads_.emplace_back([this, g = i % groups] {
+      if (groups_.size() > 1) pin_current_thread(options_.group_cpus[g]);
+      run_lane(g);
+    });
+  }
 }
 
 LanePool::~LanePool() {
@@ -13,7 +24,7 @@ LanePool::~LanePool() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  ready_cv_.notify_all();
+  for (auto& g : groups_) g->ready_cv.notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -47,19 +58,20 @@ bool LanePool::enqueue(uint64_t key, Task task, bool bounded) {
     ++queued_;
     if (k->scheduled) return true;
     k->scheduled = true;
-    ready_.push_back(key);
+    group_of(key).ready.push_back(key);
   }
-  ready_cv_.notify_one();
+  group_of(key).ready_cv.notify_one();
   return true;
 }
 
-void LanePool::run_lane() {
+void LanePool::run_lane(size_t group) {
+  Group& mine = *groups_[group];
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    ready_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
-    if (ready_.empty()) return;  // stopping and nothing left
-    const uint64_t id = ready_.front();
-    ready_.pop_front();
+    mine.ready_cv.wait(lock, [&] { return stopping_ || !mine.ready.empty(); });
+    if (mine.ready.empty()) return;  // stopping and nothing left
+    const uint64_t id = mine.ready.front();
+    mine.ready.pop_front();
     Key* k = keys_.at(id).get();
     ++running_;
     for (uint32_t n = 0; n < options_.burst && !k->tasks.empty(); ++n) {
@@ -78,8 +90,8 @@ void LanePool::run_lane() {
     } else if (k->tasks.empty()) {
       k->scheduled = false;
     } else {
-      ready_.push_back(id);  // more to do: behind the keys that waited
-      ready_cv_.notify_one();
+      mine.ready.push_back(id);  // more to do: behind the keys that waited
+      mine.ready_cv.notify_one();
     }
     done_cv_.notify_all();
   }

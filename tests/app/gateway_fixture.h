@@ -6,6 +6,7 @@
 #include <simdjson.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "kvgate/app/gateway.h"
 #include "kvgate/core/json_writer.h"
+#include "kvgate/core/numa.h"
 #include "kvgate/http/client.h"
 #include "kvgate/mock/fleet.h"
 
@@ -69,7 +71,19 @@ class GatewayTest : public ::testing::Test {
     c.discovery_retry = std::chrono::milliseconds(100);
     c.retry_initial_backoff = std::chrono::milliseconds(5);
     c.retry_max_backoff = std::chrono::milliseconds(50);
+    // KVGATE_TEST_NUMA=two runs every gateway on two described NUMA nodes (the first and the
+    // last CPU this process may use): the per-node pools, shards and lanes under the same tests.
+    if (const char* numa = std::getenv("KVGATE_TEST_NUMA"); numa && std::string(numa) == "two") {
+      c.numa_topology = two_node_topology();
+    }
     return c;
+  }
+
+  // "FIRST;LAST": two described nodes of one CPU each (one node on a one-CPU machine).
+  static std::string two_node_topology() {
+    const std::vector<int> cpus = current_thread_cpus();
+    if (cpus.size() < 2) return std::to_string(cpus.front());
+    return std::to_string(cpus.front()) + ";" + std::to_string(cpus.back());
   }
 
   void start_gateway(GatewayConfig c) {

@@ -26,5 +26,22 @@ TEST(HolderIdAllocator, DenseStableAndReused) {
   EXPECT_EQ(a.bound(), 3u);
 }
 
+TEST(HolderIdAllocator, WithClassesAWorkersIdsShareItsClass) {
+  HolderIdAllocator a(2);  // two NUMA nodes: worker w's holders in shard w % 2
+  const HolderKey w0r0{WorkerId(0), 0}, w0r1{WorkerId(0), 1}, w1r0{WorkerId(1), 0},
+      w2r0{WorkerId(2), 0}, w3r0{WorkerId(3), 0};
+  EXPECT_EQ(a.acquire(w0r0), HolderId(0));
+  EXPECT_EQ(a.acquire(w0r1), HolderId(2));
+  EXPECT_EQ(a.acquire(w1r0), HolderId(1));
+  EXPECT_EQ(a.acquire(w2r0), HolderId(4));
+  EXPECT_EQ(a.acquire(w3r0), HolderId(3));
+  EXPECT_EQ(a.bound(), 5u);
+  EXPECT_FALSE(a.key_of(HolderId(5)).has_value());
+  // A freed id goes back to its class only.
+  EXPECT_EQ(a.release(w0r1), HolderId(2));
+  EXPECT_EQ(a.acquire(HolderKey{WorkerId(5), 0}), HolderId(5));
+  EXPECT_EQ(a.acquire(HolderKey{WorkerId(6), 0}), HolderId(2));
+}
+
 }  // namespace
 }  // namespace kvgate

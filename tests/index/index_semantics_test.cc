@@ -66,6 +66,9 @@ class IndexSemanticsTest : public ::testing::TestWithParam<std::string> {
     if (kind == "two-shard-chain") {  // holders split between two chain indexes
       kind = "chain";
       options.shards = 2;
+    } else if (kind == "node-shard-chain") {  // one shard per (described) NUMA node
+      kind = "chain";
+      options.shard_memory_nodes = {-1, -1};
     }
     const bool synchronized = kind.starts_with("synchronized-");
     auto parsed = parse_index_kind(synchronized ? kind.substr(13) : kind);
@@ -304,7 +307,8 @@ TEST_P(IndexSemanticsTest, StatsCountHoldersBlocksAndMemberships) {
 
 INSTANTIATE_TEST_SUITE_P(Kinds, IndexSemanticsTest,
                          ::testing::Values("reference", "positional", "chain", "two-shard-chain",
-                                           "synchronized-reference", "synchronized-positional"),
+                                           "node-shard-chain", "synchronized-reference",
+                                           "synchronized-positional"),
                          [](const auto& p) {
                            std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');

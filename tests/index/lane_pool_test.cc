@@ -1,5 +1,7 @@
 #include "kvgate/index/lane_pool.h"
 
+#include "kvgate/core/numa.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -81,6 +83,37 @@ TEST(LanePool, RefusesBeyondTheQueueBoundAndForgetDrops) {
   ASSERT_TRUE(pool.submit(7, [&] { ran += 100; }));
   pool.flush(7);
   EXPECT_GE(ran.load(), 100);
+}
+
+// Per-node groups (NUMA): key k runs only on the lanes of group k % groups, pinned to that group's
+// CPUs, and each key keeps its order while both groups run at once.
+TEST(LanePool, GroupsRunTheirKeysOnTheirOwnCpus) {
+  const std::vector<int> cpus = current_thread_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const std::vector<std::vector<int>> groups = {{cpus.front()}, {cpus.back()}};
+  constexpr int kKeys = 8, kPerKey = 500;
+  std::array<std::vector<int>, kKeys> ran_on;  // touched only by the key's running task
+  std::array<int, kKeys> next{};
+  std::atomic<int> violations{0};
+  {
+    LanePool pool({.lanes = 3, .max_queued_per_key = kPerKey, .burst = 4, .group_cpus = groups});
+    EXPECT_EQ(pool.lanes(), 3u);
+    for (int i = 0; i < kPerKey; ++i) {
+      for (int k = 0; k < kKeys; ++k) {
+        ASSERT_TRUE(pool.submit(k, [&, k, i] {
+          if (next[k] != i) ++violations;
+          next[k] = i + 1;
+          if (i % 100 == 0) ran_on[k] = current_thread_cpus();
+        }));
+      }
+    }
+    pool.flush_all();
+  }
+  EXPECT_EQ(violations.load(), 0);
+  for (int k = 0; k < kKeys; ++k) {
+    EXPECT_EQ(next[k], kPerKey);
+    EXPECT_EQ(ran_on[k], groups[k % 2]) << "key " << k;
+  }
 }
 
 TEST(LanePool, DestructorRunsWhatIsQueued) {

@@ -36,6 +36,11 @@ struct GatewayConfig {
   uint16_t port = 30000;
   size_t threads = 0;       // executor threads; 0: one per core
   bool pin_threads = true;  // pin executor thread i to CPU i (grouped by NUMA node)
+  // One executor pool, index shard and set of event lanes per NUMA node: "auto" (the machine's
+  // nodes, from libnuma; one node is the plain layout) or "off". numa_topology, when set, names
+  // the nodes instead ("0-3;4-7": CPU lists, ';' between nodes), memory left unbound.
+  std::string numa = "auto";
+  std::string numa_topology;
   size_t max_payload_bytes = 64 << 20;
   // Client connections at once (0: from the process's file-descriptor limit, which main raises to
   // its hard limit: half of it, each request also holds an upstream connection). At the limit the

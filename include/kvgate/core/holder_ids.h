@@ -15,6 +15,11 @@ namespace kvgate {
 
 class HolderIdAllocator {
  public:
+  // With `classes` > 1, every id of a worker is congruent to the worker's id modulo `classes`:
+  // a sharded index that places holder h in shard h % classes keeps each worker in one shard
+  // (one per NUMA node, as the gateway shards its index). Ids stay as low as the classes allow.
+  explicit HolderIdAllocator(uint32_t classes = 1) : classes_(classes < 1 ? 1 : classes) {}
+
   // Returns the key's id, allocating the lowest free id when the key is new.
   HolderId acquire(const HolderKey& key);
   // The key's id if it has one.
@@ -29,6 +34,7 @@ class HolderIdAllocator {
   uint32_t bound() const;
 
  private:
+  const uint32_t classes_;
   mutable Mutex mu_;
   absl::flat_hash_map<HolderKey, HolderId> ids_ KVGATE_GUARDED_BY(mu_);
   std::vector<std::optional<HolderKey>> keys_ KVGATE_GUARDED_BY(mu_);  // indexed by id

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kvgate/core/clock.h"
 #include "kvgate/core/ids.h"
@@ -41,6 +42,9 @@ struct IngestOptions {
   size_t event_threads = 1;
   size_t lanes = 2;
   size_t lane_queue_batches = 1024;  // per worker
+  // NUMA: one CPU list per node (two or more): the lanes split per node and worker w's batches
+  // apply on node w % nodes (index::LanePoolOptions::group_cpus), where its index shard is.
+  std::vector<std::vector<int>> lane_cpus;
   // How soon an event thread looks again at batches waiting for a busy lane, and the finest
   // grain of replay timeouts. An idle event thread sleeps until a socket is readable.
   std::chrono::milliseconds poll_interval{20};

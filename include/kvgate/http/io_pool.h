@@ -24,7 +24,10 @@ namespace kvgate::http {
 
 class IoPool {
  public:
-  explicit IoPool(size_t threads);
+  // `threads` contexts. With `node_cpus` (one CPU list per NUMA node, two or more), context i
+  // belongs to node i % nodes and its thread runs on that node's CPUs only; there are at least as
+  // many contexts as nodes, so next() alternates between the nodes.
+  explicit IoPool(size_t threads, std::vector<std::vector<int>> node_cpus = {});
   ~IoPool();
   IoPool(const IoPool&) = delete;
   IoPool& operator=(const IoPool&) = delete;
@@ -40,9 +43,15 @@ class IoPool {
   boost::asio::io_context& next();
   // Whether the calling thread is one of the pool's threads.
   bool in_pool_thread() const;
+  // The NUMA nodes the pool spans (1 without node_cpus), and context i's node.
+  size_t nodes() const { return node_cpus_.empty() ? 1 : node_cpus_.size(); }
+  size_t node_of(size_t context) const { return context % nodes(); }
+  // The CPUs context i's thread may run on (empty: wherever the OS puts it).
+  const std::vector<int>& cpus_of(size_t context) const;
 
  private:
   using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+  std::vector<std::vector<int>> node_cpus_;  // empty, or two or more nodes
   std::vector<std::unique_ptr<boost::asio::io_context>> contexts_;
   std::vector<std::optional<Guard>> guards_;
   std::vector<std::thread> threads_;

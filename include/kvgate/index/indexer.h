@@ -169,9 +169,12 @@ struct IndexerOptions {
   // Seed of the BlockHasher whose chain step derives stored blocks' sequence hashes; must be the
   // router's (the step is unsalted, so LoRA and namespace salts need no index option).
   uint64_t hash_seed = kDefaultHashSeed;
-  // kChain: independent shards, holders split between them (one per NUMA node where libnuma
+  // kChain: independent shards, holder h in shard h % shards (one per NUMA node where libnuma
   // reports several). 1: a single chain index.
   uint32_t shards = 1;
+  // kChain: when not empty, one shard per entry (overriding `shards`), shard i's memory on
+  // libnuma node shard_memory_nodes[i] (-1: not bound): the gateway's per-node shards.
+  std::vector<int> shard_memory_nodes;
 };
 
 // A new, empty indexer of the given kind.

@@ -30,6 +30,10 @@ struct LanePoolOptions {
   size_t max_queued_per_key = 4096;
   // Tasks a lane runs for one key before letting the next key go first.
   uint32_t burst = 64;
+  // NUMA: with two or more CPU lists, the lanes split into that many groups (lane i in group
+  // i % groups, at least one each), group g's lanes run on group_cpus[g] only, and key k's tasks
+  // run in group k % groups: a worker's events apply on the node whose index shard holds it.
+  std::vector<std::vector<int>> group_cpus;
 };
 
 struct LanePoolStats {
@@ -74,15 +78,20 @@ class LanePool {
     uint64_t submitted = 0;  // tasks ever submitted
     uint64_t done = 0;       // tasks ever finished (or dropped)
   };
-  void run_lane();
+  // One group's ready keys and the lanes that wait for them.
+  struct Group {
+    std::condition_variable ready_cv;
+    std::deque<uint64_t> ready;
+  };
+  void run_lane(size_t group);
+  Group& group_of(uint64_t key) { return *groups_[key % groups_.size()]; }
   bool enqueue(uint64_t key, Task task, bool bounded);
 
   const LanePoolOptions options_;
   mutable std::mutex mu_;
-  std::condition_variable ready_cv_;  // lanes wait for ready keys
-  std::condition_variable done_cv_;   // flushers wait for progress
+  std::condition_variable done_cv_;  // flushers wait for progress
   absl::flat_hash_map<uint64_t, std::unique_ptr<Key>> keys_;
-  std::deque<uint64_t> ready_;
+  std::vector<std::unique_ptr<Group>> groups_;  // one without group_cpus
   bool stopping_ = false;
   uint64_t submitted_ = 0;
   uint64_t executed_ = 0;

@@ -35,6 +35,14 @@ std::unique_ptr<ShardedIndex> ShardedIndex::chain_shards(uint32_t count,
   return std::make_unique<ShardedIndex>(std::move(shards));
 }
 
+std::unique_ptr<ShardedIndex> ShardedIndex::on_nodes(const std::vector<int>& memory_nodes,
+                                                     const IndexerOptions& options) {
+  std::vector<std::unique_ptr<ChainIndex>> shards;
+  for (int node : memory_nodes) shards.push_back(std::make_unique<ChainIndex>(options, node));
+  if (shards.empty()) shards.push_back(std::make_unique<ChainIndex>(options, -1));
+  return std::make_unique<ShardedIndex>(std::move(shards));
+}
+
 ApplyResult ShardedIndex::apply(HolderId holder, std::span<const Event> events) {
   return shards_[shard_of(holder)]->apply(holder, events);
 }

@@ -24,6 +24,9 @@ class ShardedIndex final : public Indexer {
   explicit ShardedIndex(std::vector<std::unique_ptr<ChainIndex>> shards);
   // `count` chain indexes, one per NUMA node in turn.
   static std::unique_ptr<ShardedIndex> chain_shards(uint32_t count, const IndexerOptions& options);
+  // One chain index per entry of `memory_nodes`, allocating on that libnuma node (-1: anywhere).
+  static std::unique_ptr<ShardedIndex> on_nodes(const std::vector<int>& memory_nodes,
+                                                const IndexerOptions& options);
 
   size_t shard_count() const { return shards_.size(); }
   size_t shard_of(HolderId h) const { return h.value() % shards_.size(); }

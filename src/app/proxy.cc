@@ -453,8 +453,6 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   }
   std::optional<http::Response> last_answer;
   Status last_failure;
-  std::mt19937_64 jitter(std::hash<const void*>{}(&req) ^
-                         static_cast<uint64_t>(t0.time_since_epoch().count()));
 
   bool prompt_counted = false;
   const policy::CacheAwareConfig* cost_model =
@@ -764,6 +762,8 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     const double base = static_cast<double>(config_.retry_initial_backoff.count()) *
                         double(1u << std::min(attempt - 1, 16u));
     const double capped = std::min(base, static_cast<double>(config_.retry_max_backoff.count()));
+    // Seeded once per thread, used only here: a generator per request costs a microsecond.
+    thread_local std::mt19937_64 jitter(std::random_device{}());
     const double ms = capped * std::uniform_real_distribution<double>(0.5, 1.0)(jitter);
     net::steady_timer timer(co_await net::this_coro::executor);
     timer.expires_after(std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));

@@ -13,6 +13,12 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 namespace {
 
+// A connection back in the pool for less than this is taken without peeking at its socket (a
+// syscall on every request under load): engines close idle connections after seconds, and a
+// close that races a request anyway is sent again at once on a fresh connection (the proxy's
+// stale retry), never held against the worker.
+constexpr auto kPeekAfter = std::chrono::milliseconds(50);
+
 struct Idle {
   std::unique_ptr<http::Connection> conn;
   SteadyTime since;  // when it was released
@@ -96,13 +102,14 @@ net::awaitable<Result<Lease>> UpstreamPool::acquire(const workers::Worker& worke
     auto it = lists.find(worker.id().value());
     if (it != lists.end()) {
       IdleList& list = it->second;
-      shared_->expired.fetch_add(
-          drop_expired(list, std::chrono::steady_clock::now(), options_.idle_timeout),
-          std::memory_order_relaxed);
+      const SteadyTime now = std::chrono::steady_clock::now();
+      shared_->expired.fetch_add(drop_expired(list, now, options_.idle_timeout),
+                                 std::memory_order_relaxed);
       while (!list.empty()) {
+        const bool rested = now - list.back().since >= kPeekAfter;
         std::unique_ptr<http::Connection> conn = std::move(list.back().conn);
         list.pop_back();
-        if (!conn->idle_and_open()) {
+        if (!conn->idle_and_open(/*peek=*/rested)) {
           shared_->closed_by_peer.fetch_add(1, std::memory_order_relaxed);
           continue;
         }

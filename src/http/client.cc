@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <limits>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/asio/use_future.hpp"
+#include "boost/asio/write.hpp"
 #include "boost/beast/http/buffer_body.hpp"
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
@@ -21,6 +23,7 @@
 #include "boost/beast/http/span_body.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
+#include "http/detail/head_writer.h"
 
 namespace kvgate::http {
 namespace net = boost::asio;
@@ -101,8 +104,9 @@ bool is_peer_close(const boost::system::error_code& ec) {
 }
 }  // namespace
 
-bool Connection::idle_and_open() {
+bool Connection::idle_and_open(bool peek) {
   if (!reusable_ || !stream_.socket().is_open() || buffer_.size() > 0) return false;
+  if (!peek) return true;
   char byte;
   const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;  // quiet: still usable
@@ -133,24 +137,21 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request,
   failed_before_response_ = false;
   closed_by_peer_ = false;
   if (!reusable_) co_return absl::FailedPreconditionError("connection is not reusable");
-  // A span over the caller's bytes: a large body is not copied into the message.
-  beast_http::request<beast_http::span_body<const char>> req{request.method, request.target, 11};
-  req.set(beast_http::field::host, host_header_);
-  req.set(beast_http::field::user_agent, "kvgate");
   const std::string_view body =
       request.body_view.empty() ? std::string_view(request.body) : request.body_view;
-  if (!body.empty() || request.method == Verb::post || request.method == Verb::put) {
-    req.set(beast_http::field::content_type, request.content_type);
-  }
-  req.keep_alive(true);
-  for (const auto& [k, v] : request.headers) {
-    if (!v.empty()) req.set(k, v);  // may ask for Connection: close
-  }
-  req.body() = boost::beast::span<const char>(body.data(), body.size());
-  req.prepare_payload();
+  const bool has_body =
+      !body.empty() || request.method == Verb::post || request.method == Verb::put;
+  // The head in one buffer and the caller's body bytes after it (a large body is not copied).
+  std::string head;
+  head.reserve(256);
+  detail::append_request_head(head, request.method, request.target, host_header_, "kvgate",
+                              has_body ? std::string_view(request.content_type) : "",
+                              request.headers, body.size(), has_body);
+  const std::array<net::const_buffer, 2> buffers = {net::buffer(head),
+                                                    net::buffer(body.data(), body.size())};
   stream_.expires_after(timeout.count() > 0 ? timeout : options_.request_timeout);
-  boost::system::error_code ec;
-  co_await beast_http::async_write(stream_, req, net::redirect_error(net::use_awaitable, ec));
+  std::string scratch;  // for TLS only
+  const boost::system::error_code ec = co_await detail::write_parts(stream_, buffers, scratch);
   if (ec) {
     failed_before_response_ = true;
     co_return failure("write request", ec);

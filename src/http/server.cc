@@ -1,5 +1,7 @@
 #include "kvgate/http/server.h"
 
+#include <array>
+#include <cstdio>
 #include <exception>
 #include <utility>
 
@@ -11,11 +13,13 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "boost/asio/write.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/write.hpp"
+#include "http/detail/head_writer.h"
 #include "http/detail/session.h"
 #include "kvgate/core/log.h"
 
@@ -455,19 +459,17 @@ net::awaitable<Status> Responder::send(Response response) {
     co_return failed_sink(co_await sink_->send(std::move(response)));
   }
   keep_alive_ = keep_alive_ && !response.close;
-  beast_http::response<beast_http::string_body> res{
-      static_cast<beast_http::status>(response.status), 11};
-  res.set(beast_http::field::server, session_->options.server_name);
-  res.set(beast_http::field::content_type, response.content_type);
-  for (auto& [k, v] : response.headers) res.set(k, v);
-  for (const auto& [k, v] : added_headers_) res.set(k, v);
-  res.keep_alive(keep_alive_);
-  res.body() = std::move(response.body);
-  res.prepare_payload();
+  if (detail::status_has_no_body(response.status)) response.body.clear();
+  std::string head;
+  head.reserve(256);
+  detail::append_response_head(head, response.status, session_->options.server_name,
+                               response.content_type, response.headers, added_headers_, keep_alive_,
+                               response.body.size());
+  // Head and body in one gathered write.
+  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(response.body)};
   session_->stream.expires_after(session_->options.write_timeout);
-  boost::system::error_code ec;
-  co_await beast_http::async_write(session_->stream, res,
-                                   net::redirect_error(net::use_awaitable, ec));
+  const boost::system::error_code ec =
+      co_await detail::write_parts(session_->stream, buffers, write_scratch_);
   if (ec) co_return fail("write", ec);
   co_return Status();
 }
@@ -483,18 +485,14 @@ net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view
     const std::vector<Header> all = with_added(headers);
     co_return failed_sink(co_await sink_->start(status, content_type, all));
   }
-  beast_http::response<beast_http::empty_body> res{static_cast<beast_http::status>(status), 11};
-  res.set(beast_http::field::server, session_->options.server_name);
-  res.set(beast_http::field::content_type, content_type);
-  for (const auto& [k, v] : headers) res.set(k, v);
-  for (const auto& [k, v] : added_headers_) res.set(k, v);
-  res.keep_alive(keep_alive_);
-  res.chunked(true);
-  beast_http::response_serializer<beast_http::empty_body> sr{res};
+  std::string head;
+  head.reserve(256);
+  detail::append_response_head(head, status, session_->options.server_name, content_type, headers,
+                               added_headers_, keep_alive_, /*content_length=*/std::nullopt);
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
-  co_await beast_http::async_write_header(session_->stream, sr,
-                                          net::redirect_error(net::use_awaitable, ec));
+  co_await net::async_write(session_->stream, net::buffer(head),
+                            net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return fail("write header", ec);
   co_return Status();
 }
@@ -518,10 +516,13 @@ net::awaitable<Status> Responder::write(std::string_view data) {
   if (sink_ != nullptr) co_return failed_sink(co_await sink_->write(data));
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
-  // A named chunk: g++ 12 may destroy a temporary inside a co_await expression twice, and the
-  // chunk holds a shared_ptr.
-  const auto chunk = beast_http::make_chunk(net::const_buffer(data.data(), data.size()));
-  co_await net::async_write(session_->stream, chunk, net::redirect_error(net::use_awaitable, ec));
+  // One chunk: its size in hex, the data, CRLF, in one gathered write.
+  char size_line[24];
+  const int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+  const std::array<net::const_buffer, 3> chunk = {net::buffer(size_line, static_cast<size_t>(n)),
+                                                  net::buffer(data.data(), data.size()),
+                                                  net::buffer("\r\n", 2)};
+  ec = co_await detail::write_parts(session_->stream, chunk, write_scratch_);
   if (ec) co_return fail("write chunk", ec);
   co_return Status();
 }
@@ -541,8 +542,8 @@ net::awaitable<Status> Responder::finish() {
   if (sink_ != nullptr) co_return failed_sink(co_await sink_->finish());
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
-  const auto last = beast_http::make_chunk_last();
-  co_await net::async_write(session_->stream, last, net::redirect_error(net::use_awaitable, ec));
+  co_await net::async_write(session_->stream, net::buffer("0\r\n\r\n", 5),
+                            net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return fail("write last chunk", ec);
   co_return Status();
 }

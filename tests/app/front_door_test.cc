@@ -282,6 +282,11 @@ TEST_F(TlsGatewayTest, TheFrontEndServesHttpsWithStreamsAndProbes) {
   auto health = c.get("/health");
   ASSERT_TRUE(health.ok());
   EXPECT_EQ(health->status, 200u);
+  // An answer larger than one TLS record (16 KiB) arrives whole.
+  auto metrics = c.get("/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_GT(metrics->body.size(), 16u << 10);
+  EXPECT_NE(metrics->body.find("kvgate_requests_total"), std::string::npos);
   // Plain HTTP to the TLS port gets no answer.
   http::SyncClient plain("127.0.0.1", gateway_->port());
   auto p = plain.get("/health");
@@ -308,6 +313,13 @@ TEST_F(TlsGatewayTest, AnHttpsWorkerIsVerifiedAndServes) {
   auto c = client();
   http::ClientResponse head;
   expect_served(c, "hello to an https worker", &head);
+  // A request body and an answer each larger than one TLS record (16 KiB) cross both TLS legs
+  // whole: the client's and, through the gateway, the worker's.
+  std::string words;
+  for (int i = 0; i < 6000; ++i) words += "w" + std::to_string(i) + " ";
+  auto big = c.post("/v1/completions", completion(words, 4));
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(big->status, 200u) << big->body.substr(0, 300);
 }
 
 TEST_F(TlsGatewayTest, AnHttpsWorkerWithAnUntrustedCertificateIsNeverRouted) {

@@ -122,7 +122,8 @@ class Connection {
   // For a connection at rest between exchanges: true if it can carry another request, checked
   // without blocking. False once the server has closed or reset it, or sent bytes nobody asked
   // for (a connection in that state would answer the next request with stale bytes or an EOF).
-  bool idle_and_open();
+  // Without `peek`, only what is known without asking the socket (a syscall) is checked.
+  bool idle_and_open(bool peek = true);
   uint64_t exchanges() const { return exchanges_; }
   void close();
 

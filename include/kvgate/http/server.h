@@ -174,6 +174,7 @@ class Responder {
   unsigned status_ = 0;
   std::vector<Header> added_headers_;
   std::string sse_scratch_;
+  std::string write_scratch_;  // a TLS write's bytes (detail::write_parts)
 };
 
 using Handler = std::function<boost::asio::awaitable<void>(const Request&, Responder&)>;

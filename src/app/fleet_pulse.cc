@@ -40,6 +40,21 @@ std::optional<double> scaled(std::optional<double> v, double factor) {
   return *v * factor;
 }
 
+// The rates between two samples, `b` the later: what a point and the window both show.
+PulsePoint between(const PulseTotals& a, const PulseTotals& b) {
+  PulsePoint p{.unix_ms = b.unix_ms};
+  const double dt = b.seconds - a.seconds;
+  if (dt > 0 && b.requests >= a.requests) {
+    p.requests_per_second = static_cast<double>(b.requests - a.requests) / dt;
+  }
+  if (b.prompt_tokens >= a.prompt_tokens && b.matched_tokens >= a.matched_tokens) {
+    p.hit_ratio = ratio(b.matched_tokens - a.matched_tokens, b.prompt_tokens - a.prompt_tokens);
+  }
+  p.decision_p50_us = scaled(quantile_between(a.decision_seconds, b.decision_seconds, 0.5), 1e6);
+  p.decision_p99_us = scaled(quantile_between(a.decision_seconds, b.decision_seconds, 0.99), 1e6);
+  return p;
+}
+
 }  // namespace
 
 PulseTotals read_registry_totals(const metrics::Registry& registry) {
@@ -94,22 +109,7 @@ FleetPulse::FleetPulse(size_t points, size_t window_samples)
 void FleetPulse::sample(PulseTotals totals) {
   MutexLock lock(&mu_);
   if (!recent_.empty()) {
-    const PulseTotals& prev = recent_.back();
-    const double dt = totals.seconds - prev.seconds;
-    PulsePoint p{.unix_ms = totals.unix_ms};
-    if (dt > 0 && totals.requests >= prev.requests) {
-      p.requests_per_second = static_cast<double>(totals.requests - prev.requests) / dt;
-    }
-    if (totals.prompt_tokens >= prev.prompt_tokens &&
-        totals.matched_tokens >= prev.matched_tokens) {
-      p.hit_ratio = ratio(totals.matched_tokens - prev.matched_tokens,
-                          totals.prompt_tokens - prev.prompt_tokens);
-    }
-    p.decision_p50_us =
-        scaled(quantile_between(prev.decision_seconds, totals.decision_seconds, 0.5), 1e6);
-    p.decision_p99_us =
-        scaled(quantile_between(prev.decision_seconds, totals.decision_seconds, 0.99), 1e6);
-    series_.push_back(p);
+    series_.push_back(between(recent_.back(), totals));
     while (series_.size() > points_) series_.pop_front();
   }
   recent_.push_back(std::move(totals));
@@ -130,17 +130,11 @@ PulseWindow FleetPulse::window() const {
   if (recent_.size() < 2) return w;
   const PulseTotals& first = recent_.front();
   w.seconds = last.seconds - first.seconds;
-  if (w.seconds > 0 && last.requests >= first.requests) {
-    w.requests_per_second = static_cast<double>(last.requests - first.requests) / w.seconds;
-  }
-  if (last.prompt_tokens >= first.prompt_tokens && last.matched_tokens >= first.matched_tokens) {
-    w.hit_ratio =
-        ratio(last.matched_tokens - first.matched_tokens, last.prompt_tokens - first.prompt_tokens);
-  }
-  w.decision_p50_us =
-      scaled(quantile_between(first.decision_seconds, last.decision_seconds, 0.5), 1e6);
-  w.decision_p99_us =
-      scaled(quantile_between(first.decision_seconds, last.decision_seconds, 0.99), 1e6);
+  const PulsePoint rates = between(first, last);
+  w.requests_per_second = rates.requests_per_second;
+  w.hit_ratio = rates.hit_ratio;
+  w.decision_p50_us = rates.decision_p50_us;
+  w.decision_p99_us = rates.decision_p99_us;
   w.apply_lag_p50_ms =
       scaled(quantile_between(first.apply_lag_seconds, last.apply_lag_seconds, 0.5), 1e3);
   w.apply_lag_p99_ms =

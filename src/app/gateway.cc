@@ -73,17 +73,7 @@ size_t default_threads(size_t configured) {
 // --numa and --numa-topology: the nodes the gateway lays its pools out on (one: the plain layout).
 Result<NumaTopology> numa_layout(const GatewayConfig& c) {
   if (!c.numa_topology.empty()) return parse_numa_topology(c.numa_topology);
-  if (c.numa == "off") {
-    NumaTopology one = detect_numa_topology();
-    if (one.size() > 1) {
-      NumaNode all;
-      for (const NumaNode& n : one.nodes)
-        all.cpus.insert(all.cpus.end(), n.cpus.begin(), n.cpus.end());
-      std::sort(all.cpus.begin(), all.cpus.end());
-      one.nodes = {std::move(all)};
-    }
-    return one;
-  }
+  if (c.numa == "off") return single_numa_node();
   if (c.numa != "auto") {
     return absl::InvalidArgumentError("--numa must be auto or off, not '" + c.numa + "'");
   }

@@ -71,6 +71,13 @@ class GatewayImpl {
                                                 http::Responder& res);
   // The longest prompt any worker takes (the longest context served), or kNoTokenLimit.
   size_t max_prompt_tokens(const workers::FleetSnapshot& fleet) const;
+  // The routing request for `p` (its `chain` kept alive by the caller), as both the generation
+  // path and /debug/route decide it.
+  policy::RouteRequest route_request(const http::Request& req, const ParsedRequest& p,
+                                     std::span<const SeqHash> chain,
+                                     const workers::FleetSnapshot& fleet) const;
+  // cache_aware's cost model (expected waits in explanations), or null for other policies.
+  const policy::CacheAwareConfig* cost_model() const;
   // The block size requests are hashed at, and `p`'s block chain at it (a view of a per-thread
   // buffer, valid until this thread's next call).
   uint32_t routing_block_size(const workers::FleetSnapshot& fleet) const;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 
+#include "absl/container/flat_hash_map.h"
 #include "app/cache_report.h"
 #include "app/dashboard_page.h"
 #include "app/gateway_impl.h"
@@ -34,10 +35,6 @@ ApiRoute api_of(std::string_view body) {
   return ApiRoute::kGenerate;
 }
 
-void member_or_null(JsonWriter& w, std::string_view key, const std::optional<double>& v) {
-  w.key(key).value(v);
-}
-
 }  // namespace
 
 http::Response GatewayImpl::debug_route(const http::Request& req) {
@@ -53,20 +50,12 @@ http::Response GatewayImpl::debug_route(const http::Request& req) {
                                  "not_found_error");
   }
   const uint32_t block_size = routing_block_size(*fleet);
-  const std::span<const SeqHash> chain = prompt_chain(p, *fleet);
-  const policy::RouteRequest rr{.chain = chain,
-                                .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
-                                .block_size = block_size,
-                                .routing_key = req.header(config_.routing_key_header),
-                                .model = p.model,
-                                .dp_aware = config_.dp_aware};
+  const policy::RouteRequest rr = route_request(req, p, prompt_chain(p, *fleet), *fleet);
   thread_local policy::Scratch scratch;
   const MonoTime t0 = clock_.now();
   const policy::Decision d = policy_->select(rr, *fleet, scratch);
   const double decision_us = to_seconds(clock_.now() - t0) * 1e6;
-  const policy::CacheAwareConfig* cost =
-      config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
-  const policy::Explanation e = policy::explain(rr, d, *fleet, scratch, cost, kDebugTop);
+  const policy::Explanation e = policy::explain(rr, d, *fleet, scratch, cost_model(), kDebugTop);
   std::string body;
   JsonWriter w(&body);
   w.begin_object().member("api", api_route_name(api)).member("model", p.model);
@@ -128,12 +117,12 @@ std::string GatewayImpl::dashboard_state() {
   w.member("routable", static_cast<uint64_t>(routable_workers(*fleet)));
   w.member("window_seconds", win.seconds);
   w.member("requests_per_second", win.requests_per_second);
-  member_or_null(w, "decision_p50_us", win.decision_p50_us);
-  member_or_null(w, "decision_p99_us", win.decision_p99_us);
-  member_or_null(w, "hit_ratio", win.hit_ratio);
+  w.member("decision_p50_us", win.decision_p50_us);
+  w.member("decision_p99_us", win.decision_p99_us);
+  w.member("hit_ratio", win.hit_ratio);
   w.key("events").begin_object();
-  member_or_null(w, "apply_lag_p50_ms", win.apply_lag_p50_ms);
-  member_or_null(w, "apply_lag_p99_ms", win.apply_lag_p99_ms);
+  w.member("apply_lag_p50_ms", win.apply_lag_p50_ms);
+  w.member("apply_lag_p99_ms", win.apply_lag_p99_ms);
   w.member("gaps_total", win.event_gaps);
   uint64_t degraded = 0;
   for (const auto& wk : fleet->workers) {
@@ -154,6 +143,9 @@ std::string GatewayImpl::dashboard_state() {
   for (const auto& p : series) w.value(p.decision_p99_us);
   w.end_array().end_object();
 
+  // Each worker's share of the window's decisions (none sent anywhere: null for all).
+  const absl::flat_hash_map<std::string_view, double> shares(win.decision_share.begin(),
+                                                             win.decision_share.end());
   w.key("workers").begin_array();
   for (const auto& wk : fleet->workers) {
     const auto info = wk->info();
@@ -170,11 +162,11 @@ std::string GatewayImpl::dashboard_state() {
     w.end_array();
     write_cached_tokens(w, wk->cache_agreement());
     std::optional<double> share;
-    for (const auto& [url, s] : win.decision_share) {
-      if (url == wk->url()) share = s;
+    if (!shares.empty()) {
+      const auto it = shares.find(wk->url());
+      share = it == shares.end() ? 0.0 : it->second;
     }
-    if (!win.decision_share.empty() && !share) share = 0.0;
-    member_or_null(w, "decision_share", share);
+    w.member("decision_share", share);
     w.end_object();
   }
   w.end_array().end_object();

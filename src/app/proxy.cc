@@ -290,6 +290,21 @@ size_t GatewayImpl::max_prompt_tokens(const workers::FleetSnapshot& fleet) const
                                      : kNoTokenLimit;
 }
 
+policy::RouteRequest GatewayImpl::route_request(const http::Request& req, const ParsedRequest& p,
+                                                std::span<const SeqHash> chain,
+                                                const workers::FleetSnapshot& fleet) const {
+  return {.chain = chain,
+          .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
+          .block_size = routing_block_size(fleet),
+          .routing_key = req.header(config_.routing_key_header),
+          .model = p.model,
+          .dp_aware = config_.dp_aware};
+}
+
+const policy::CacheAwareConfig* GatewayImpl::cost_model() const {
+  return config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
+}
+
 uint32_t GatewayImpl::routing_block_size(const workers::FleetSnapshot& fleet) const {
   return fleet.block_size ? fleet.block_size : config_.default_block_size;
 }
@@ -433,12 +448,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   const std::span<const SeqHash> chain = prompt_chain(p, *fleet);
   const std::vector<SeqHash> my_chain(chain.begin(), chain.end());
   std::vector<WorkerId> tried;
-  policy::RouteRequest rr{.chain = my_chain,
-                          .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
-                          .block_size = block_size,
-                          .routing_key = req.header(config_.routing_key_header),
-                          .model = p.model,
-                          .dp_aware = config_.dp_aware};
+  policy::RouteRequest rr = route_request(req, p, my_chain, *fleet);
   http::ClientRequest upstream_req = upstream_request(req, instance_id_, request_id);
   // A stream whose client did not ask for usage: the engine is asked (its usage says what it
   // found cached) and the usage event is kept from the client.
@@ -455,8 +465,6 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   Status last_failure;
 
   bool prompt_counted = false;
-  const policy::CacheAwareConfig* cost_model =
-      config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
 
   for (uint32_t attempt = 0; attempt <= config_.max_retries;) {
     if (shutting_down_.load(std::memory_order_relaxed)) {
@@ -478,9 +486,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     // Why it went there, told before anything suspends: the explanation reads this thread's
     // scratch, which the next decision on this thread overwrites.
     if (explain || access_log_->enabled()) {
-      decision =
-          decision_text(policy_->name(),
-                        policy::explain(rr, d, *fleet, tl_scratch, cost_model, kHeaderTop), *fleet);
+      decision = decision_text(policy_->name(),
+                               policy::explain(rr, d, *fleet, tl_scratch, cost_model(), kHeaderTop),
+                               *fleet);
       rec.decision = decision;
     }
     if (d.worker < 0) {

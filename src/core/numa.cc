@@ -72,8 +72,11 @@ NumaTopology detect_numa_topology() {
       if (!n.cpus.empty()) t.nodes.push_back(std::move(n));
     }
   }
-  if (t.nodes.size() <= 1) t.nodes = {NumaNode{.memory_node = -1, .cpus = allowed}};
-  return t;
+  return t.nodes.size() > 1 ? t : single_numa_node();
+}
+
+NumaTopology single_numa_node() {
+  return {.nodes = {NumaNode{.memory_node = -1, .cpus = allowed_cpus()}}};
 }
 
 Result<NumaTopology> parse_numa_topology(std::string_view spec) {

@@ -33,6 +33,9 @@ struct NumaTopology {
 // holding every allowed CPU (memory_node -1) when libnuma reports one node or is unavailable.
 NumaTopology detect_numa_topology();
 
+// One node holding every CPU this process may run on, memory not bound: the plain layout.
+NumaTopology single_numa_node();
+
 // A described topology: nodes separated by ';', each a CPU list of numbers and ranges ("0-3,8").
 // Every CPU must be one this process may run on, and in one node only; the error names the part
 // at fault.

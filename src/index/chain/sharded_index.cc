@@ -27,12 +27,11 @@ ShardedIndex::ShardedIndex(std::vector<std::unique_ptr<ChainIndex>> shards)
 std::unique_ptr<ShardedIndex> ShardedIndex::chain_shards(uint32_t count,
                                                          const IndexerOptions& options) {
   const int nodes = numa_available() >= 0 ? numa_num_configured_nodes() : 1;
-  std::vector<std::unique_ptr<ChainIndex>> shards;
+  std::vector<int> memory_nodes;
   for (uint32_t i = 0; i < std::max<uint32_t>(count, 1); ++i) {
-    const int node = nodes > 1 ? static_cast<int>(i % static_cast<uint32_t>(nodes)) : -1;
-    shards.push_back(std::make_unique<ChainIndex>(options, node));
+    memory_nodes.push_back(nodes > 1 ? static_cast<int>(i % static_cast<uint32_t>(nodes)) : -1);
   }
-  return std::make_unique<ShardedIndex>(std::move(shards));
+  return on_nodes(memory_nodes, options);
 }
 
 std::unique_ptr<ShardedIndex> ShardedIndex::on_nodes(const std::vector<int>& memory_nodes,

@@ -69,6 +69,7 @@ class GatewayImpl {
   // proxy.cc
   boost::asio::awaitable<void> serve_generation(ApiRoute route, const http::Request& req,
                                                 http::Responder& res);
+  // routing_input.cc: what a decision is asked from a parsed request.
   // The longest prompt any worker takes (the longest context served), or kNoTokenLimit.
   size_t max_prompt_tokens(const workers::FleetSnapshot& fleet) const;
   // The routing request for `p` (its `chain` kept alive by the caller), as both the generation

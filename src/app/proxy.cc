@@ -13,7 +13,6 @@
 #include "boost/asio/use_awaitable.hpp"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
-#include "kvgate/events/normalize.h"
 #include "kvgate/policy/explain.h"
 
 namespace kvgate::app {
@@ -48,7 +47,6 @@ bool is_loop(std::string_view hops, std::string_view self) {
 }
 
 thread_local policy::Scratch tl_scratch;
-thread_local std::vector<SeqHash> tl_chain;
 
 std::shared_ptr<spdlog::logger> proxy_log() {
   static auto l = log::get("proxy");
@@ -282,45 +280,6 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   r.headers.emplace_back(std::string(kWorkerHeader), worker);
   if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
   return r;
-}
-
-size_t GatewayImpl::max_prompt_tokens(const workers::FleetSnapshot& fleet) const {
-  return fleet.max_model_len > 0     ? fleet.max_model_len
-         : config_.max_model_len > 0 ? config_.max_model_len
-                                     : kNoTokenLimit;
-}
-
-policy::RouteRequest GatewayImpl::route_request(const http::Request& req, const ParsedRequest& p,
-                                                std::span<const SeqHash> chain,
-                                                const workers::FleetSnapshot& fleet) const {
-  return {.chain = chain,
-          .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
-          .block_size = routing_block_size(fleet),
-          .routing_key = req.header(config_.routing_key_header),
-          .model = p.model,
-          .dp_aware = config_.dp_aware};
-}
-
-const policy::CacheAwareConfig* GatewayImpl::cost_model() const {
-  return config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
-}
-
-uint32_t GatewayImpl::routing_block_size(const workers::FleetSnapshot& fleet) const {
-  return fleet.block_size ? fleet.block_size : config_.default_block_size;
-}
-
-std::span<const SeqHash> GatewayImpl::prompt_chain(const ParsedRequest& p,
-                                                   const workers::FleetSnapshot& fleet) const {
-  // Salted as the engines salt LoRA and cache-salted blocks.
-  const bool lora =
-      std::binary_search(fleet.lora_adapters.begin(), fleet.lora_adapters.end(), p.model);
-  const BlockHasher hasher = hasher_.salted(events::routing_salt(
-      lora ? std::optional<std::string_view>(p.model) : std::nullopt,
-      p.cache_salt.empty() ? std::nullopt : std::optional<std::string_view>(p.cache_salt)));
-  std::vector<SeqHash>& chain = tl_chain;
-  chain.clear();
-  hasher.hash_blocks(p.tokens, routing_block_size(fleet), nullptr, &chain);
-  return chain;
 }
 
 net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::Request& req,

@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -55,7 +56,10 @@ class TestPublisher {
   const std::string& endpoint() const { return endpoint_; }
   const std::string& replay_endpoint() const { return replay_endpoint_; }
 
-  // Waits (with a deadline) until a subscriber has subscribed.
+  // Waits (with a deadline) until a subscriber has subscribed to a topic that takes this
+  // publisher's batches. Other subscriptions (a gateway also asks for pushed load records, whose
+  // topic is its own) are skipped: left queued, one would answer a later wait for a subscriber
+  // that has not joined yet.
   bool wait_subscriber(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     zmq::pollitem_t item{pub_.handle(), 0, ZMQ_POLLIN, 0};
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -63,13 +67,17 @@ class TestPublisher {
       zmq::poll(&item, 1, std::chrono::milliseconds(50));
       if (item.revents & ZMQ_POLLIN) {
         zmq::message_t m;
-        if (pub_.recv(m, zmq::recv_flags::dontwait) && m.size() > 0 &&
-            static_cast<const uint8_t*>(m.data())[0] == 1) {
-          return true;
-        }
+        if (pub_.recv(m, zmq::recv_flags::dontwait) && takes_batches(m)) return true;
       }
     }
     return false;
+  }
+
+  // A subscribe message ("\x01" + topic) whose topic prefixes the batches' topic, as ZMQ matches.
+  bool takes_batches(const zmq::message_t& m) const {
+    const std::string_view bytes(static_cast<const char*>(m.data()), m.size());
+    return !bytes.empty() && bytes[0] == 1 &&
+           std::string_view(o_.topic).starts_with(bytes.substr(1));
   }
 
   // Publishes the next batch; `deliver` false loses it on the wire (it still enters the replay

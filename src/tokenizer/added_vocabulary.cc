@@ -1,6 +1,10 @@
 #include "tokenizer/added_vocabulary.h"
 
+#include <bit>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "tokenizer/json_util.h"
 #include "tokenizer/unicode.h"
@@ -43,9 +47,16 @@ void AddedVocabulary::Matcher::add(std::string_view pattern, uint32_t token_inde
   const auto first = static_cast<uint8_t>(pattern[0]);
   if (!first_byte_[first]) {
     first_byte_[first] = true;
+    if (first_bytes_ < kMaxScanBytes) scan_bytes_[first_bytes_] = first;
     ++first_bytes_;
   }
   only_first_byte_ = first_bytes_ == 1 ? first : -1;
+  if (pattern.size() == 1) {
+    one_byte_pattern_[first] = true;
+  } else {
+    const auto second = static_cast<uint8_t>(pattern[1]);
+    pair_bits_[first][second >> 6] |= uint64_t{1} << (second & 63);
+  }
 }
 
 void AddedVocabulary::Matcher::insert_edge(uint64_t key, uint32_t child) {
@@ -74,13 +85,35 @@ size_t AddedVocabulary::Matcher::next_candidate(std::string_view text, size_t at
     return p == nullptr ? text.size()
                         : static_cast<size_t>(static_cast<const char*>(p) - text.data());
   }
+#if defined(__SSE2__)
+  if (first_bytes_ > 0 && first_bytes_ <= kMaxScanBytes) {
+    // Sixteen bytes a step against each first byte: a chat is long stretches of prose between
+    // the few places a token may start.
+    __m128i wanted[kMaxScanBytes];
+    for (int i = 0; i < first_bytes_; ++i)
+      wanted[i] = _mm_set1_epi8(static_cast<char>(scan_bytes_[i]));
+    for (; at + 16 <= text.size(); at += 16) {
+      const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(text.data() + at));
+      __m128i hit = _mm_cmpeq_epi8(chunk, wanted[0]);
+      for (int i = 1; i < first_bytes_; ++i)
+        hit = _mm_or_si128(hit, _mm_cmpeq_epi8(chunk, wanted[i]));
+      if (const int mask = _mm_movemask_epi8(hit); mask != 0)
+        return at + std::countr_zero(static_cast<unsigned>(mask));
+    }
+  }
+#endif
   while (at < text.size() && !first_byte_[static_cast<uint8_t>(text[at])]) ++at;
   return at;
 }
 
 std::optional<std::pair<size_t, uint32_t>> AddedVocabulary::Matcher::longest_at(
     std::string_view text, size_t at) const {
-  if (!first_byte_[static_cast<uint8_t>(text[at])]) return std::nullopt;
+  const auto first = static_cast<uint8_t>(text[at]);
+  if (!first_byte_[first]) return std::nullopt;
+  if (!one_byte_pattern_[first] &&
+      (at + 1 >= text.size() || !pair_possible(first, static_cast<uint8_t>(text[at + 1])))) {
+    return std::nullopt;
+  }
   std::optional<std::pair<size_t, uint32_t>> best;
   uint32_t node = 0;
   for (size_t i = at; i < text.size(); ++i) {
@@ -198,15 +231,19 @@ void AddedVocabulary::split_raw(std::string_view text, std::vector<Cut>* out) co
 }
 
 void AddedVocabulary::split_stretch(Piece stretch, const Normalizer* normalizer,
-                                    std::vector<Segment>* out) const {
-  if (normalizer != nullptr) normalizer->normalize(&stretch.text);
+                                    std::string* normalized, std::vector<Segment>* out) const {
+  if (normalizer != nullptr) {
+    normalized->assign(stretch.text);
+    normalizer->normalize(normalized);
+    stretch.text = *normalized;
+  }
   if (normalized_.empty()) {
-    out->push_back({std::nullopt, std::move(stretch)});
+    out->push_back({std::nullopt, stretch});
   } else {
     thread_local std::vector<Cut> cuts;
     cuts.clear();
     split_with(normalized_, stretch.text, stretch.first, &cuts);
-    for (const Cut& c : cuts) out->push_back({c.token, Piece{std::string(c.text), c.first}});
+    for (const Cut& c : cuts) out->push_back({c.token, Piece{c.text, c.first}});
   }
 }
 

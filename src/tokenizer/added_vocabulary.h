@@ -36,7 +36,8 @@ struct AddedToken {
   bool special = false;
 };
 
-// A stretch of the input: an added token's id, or text for the pre-tokenizer and the model.
+// A stretch of the input: an added token's id, or text for the pre-tokenizer and the model (a
+// view into the raw stretch, or into its normalized copy).
 struct Segment {
   std::optional<TokenId> token;
   Piece text;
@@ -62,8 +63,11 @@ class AddedVocabulary {
   // them stay raw. What a stretch becomes (split_stretch(), then the pre-tokenizer and the model)
   // depends only on its bytes and on whether it begins the input: the encode cache keys on that.
   void split_raw(std::string_view text, std::vector<Cut>* out) const;
-  // A raw stretch normalized and cut at the tokens found in normalized text.
-  void split_stretch(Piece stretch, const Normalizer* normalizer, std::vector<Segment>* out) const;
+  // A raw stretch normalized and cut at the tokens found in normalized text. The segments view
+  // `stretch.text`, or `*normalized` (the normalized copy) when there is a normalizer: both must
+  // outlive them.
+  void split_stretch(Piece stretch, const Normalizer* normalizer, std::string* normalized,
+                     std::vector<Segment>* out) const;
 
   const AddedToken* find(TokenId id) const;
   std::optional<TokenId> find(std::string_view content) const;
@@ -104,9 +108,21 @@ class AddedVocabulary {
     int edge_shift_ = 60;  // 64 - log2(slots)
     size_t edges_ = 0;
     std::vector<uint32_t> terminal_ = {kNone};  // node -> token index, kNone if none ends there
+    // Whether a pattern can start with `a` then `b`: most candidates a scan stops at (a '<' in
+    // code, the lead byte of a punctuation mark that a token's lead byte shares) are turned
+    // away here without a walk down the trie.
+    bool pair_possible(uint8_t a, uint8_t b) const {
+      return (pair_bits_[a][b >> 6] >> (b & 63)) & 1;
+    }
+
     bool first_byte_[256] = {};
-    int first_bytes_ = 0;       // distinct first bytes
-    int only_first_byte_ = -1;  // the one first byte all patterns share; -1: none or several
+    bool one_byte_pattern_[256] = {};  // the byte alone is a pattern
+    uint64_t pair_bits_[256][4] = {};  // the first two bytes of a longer pattern
+    int first_bytes_ = 0;              // distinct first bytes
+    int only_first_byte_ = -1;         // the one first byte all patterns share; -1: none or several
+    // The distinct first bytes when there are few (a vector compare each): kMaxScanBytes at most.
+    static constexpr int kMaxScanBytes = 6;
+    uint8_t scan_bytes_[kMaxScanBytes] = {};
   };
   // Appends the segments of `text` (`first`: it begins the input) found with `matcher`.
   void split_with(const Matcher& matcher, std::string_view text, bool first,

@@ -150,19 +150,23 @@ class HfTokenizer final : public Tokenizer {
   // One raw stretch between added tokens: normalized, cut at the added tokens found in
   // normalized text, pre-tokenized, and each piece through the model.
   void encode_stretch(const Cut& stretch, std::vector<TokenId>* out) const {
+    // Not re-entrant (nothing encode_stretch calls calls it): the pieces view these.
     thread_local std::vector<Segment> segments;
     thread_local std::vector<Piece> pieces;
+    thread_local std::string normalized;
+    thread_local PieceStore store;
     segments.clear();
-    added_.split_stretch(Piece{std::string(stretch.text), stretch.first}, normalizer_.get(),
+    store.clear();
+    added_.split_stretch(Piece{stretch.text, stretch.first}, normalizer_.get(), &normalized,
                          &segments);
-    for (Segment& s : segments) {
+    for (const Segment& s : segments) {
       if (s.token) {
         out->push_back(*s.token);
         continue;
       }
       pieces.clear();
-      pieces.push_back(std::move(s.text));
-      if (pre_) pre_->pre_tokenize(&pieces);
+      pieces.push_back(s.text);
+      if (pre_) pre_->pre_tokenize(&pieces, &store);
       for (const Piece& p : pieces) model_.encode(p.text, out);
     }
   }

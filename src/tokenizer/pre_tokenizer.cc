@@ -99,7 +99,7 @@ class Split final : public PreTokenizer {
  public:
   Split(Pattern pattern, Behavior behavior, bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
-  void pre_tokenize(std::vector<Piece>* pieces) const override {
+  void pre_tokenize(std::vector<Piece>* pieces, PieceStore*) const override {
     split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
       split_piece(p, pattern_, behavior_, invert_, out);
     });
@@ -119,17 +119,20 @@ class ByteLevel final : public PreTokenizer {
  public:
   ByteLevel(bool add_prefix_space, std::optional<Pattern> words)
       : add_prefix_space_(add_prefix_space), words_(std::move(words)) {}
-  void pre_tokenize(std::vector<Piece>* pieces) const override {
+  void pre_tokenize(std::vector<Piece>* pieces, PieceStore* store) const override {
     if (add_prefix_space_ || words_) {
-      split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
+      split_all(pieces, [this, store](const Piece& p, std::vector<Piece>* out) {
         Piece prefixed = p;
         if (add_prefix_space_ && (p.text.empty() || p.text[0] != ' ')) {
-          prefixed.text.insert(0, " ");
+          thread_local std::string spaced;
+          spaced.assign(1, ' ');
+          spaced.append(p.text);
+          prefixed.text = store->keep(spaced);
         }
         if (words_) {
           split_piece(prefixed, *words_, Behavior::kIsolated, false, out);
         } else if (!prefixed.text.empty()) {
-          out->push_back(std::move(prefixed));
+          out->push_back(prefixed);
         }
       });
     }
@@ -137,7 +140,7 @@ class ByteLevel final : public PreTokenizer {
     for (Piece& p : *pieces) {
       mapped.clear();
       append_byte_chars(p.text, &mapped);
-      p.text.assign(mapped);
+      p.text = store->keep(mapped);
     }
   }
 
@@ -155,18 +158,20 @@ class Metaspace final : public PreTokenizer {
         split_(split),
         on_replacement_(Pattern::of_string(replacement_)),
         spaces_(Pattern::of_string(" ")) {}
-  void pre_tokenize(std::vector<Piece>* pieces) const override {
-    split_all(pieces, [this](const Piece& p, std::vector<Piece>* out) {
-      Piece r = p;
-      spaces_.replace_all(&r.text, replacement_);
-      const bool starts = r.text.compare(0, replacement_.size(), replacement_) == 0;
+  void pre_tokenize(std::vector<Piece>* pieces, PieceStore* store) const override {
+    split_all(pieces, [this, store](const Piece& p, std::vector<Piece>* out) {
+      thread_local std::string text;
+      text.assign(p.text);
+      spaces_.replace_all(&text, replacement_);
+      const bool starts = text.compare(0, replacement_.size(), replacement_) == 0;
       if (!starts && (prepend_ == Prepend::kAlways || (prepend_ == Prepend::kFirst && p.first))) {
-        r.text.insert(0, replacement_);
+        text.insert(0, replacement_);
       }
+      const Piece r{store->keep(text), p.first};
       if (split_) {
         split_piece(r, on_replacement_, Behavior::kMergedWithNext, false, out);
       } else if (!r.text.empty()) {
-        out->push_back(std::move(r));
+        out->push_back(r);
       }
     });
   }
@@ -183,8 +188,8 @@ class PreTokenizerSequence final : public PreTokenizer {
  public:
   explicit PreTokenizerSequence(std::vector<std::unique_ptr<PreTokenizer>> parts)
       : parts_(std::move(parts)) {}
-  void pre_tokenize(std::vector<Piece>* pieces) const override {
-    for (const auto& p : parts_) p->pre_tokenize(pieces);
+  void pre_tokenize(std::vector<Piece>* pieces, PieceStore* store) const override {
+    for (const auto& p : parts_) p->pre_tokenize(pieces, store);
   }
 
  private:
@@ -192,6 +197,32 @@ class PreTokenizerSequence final : public PreTokenizer {
 };
 
 }  // namespace
+
+std::string_view PieceStore::keep(std::string_view text) {
+  while (current_ < blocks_.size() &&
+         blocks_[current_].capacity() - blocks_[current_].size() < text.size()) {
+    ++current_;
+  }
+  if (current_ == blocks_.size()) {
+    blocks_.emplace_back();
+    blocks_.back().reserve(std::max(kBlockBytes, text.size()));
+  }
+  std::string& block = blocks_[current_];
+  const size_t at = block.size();
+  block.append(text);  // within the reserved capacity: earlier views stay valid
+  return std::string_view(block).substr(at, text.size());
+}
+
+void PieceStore::clear() {
+  size_t kept = 0;
+  size_t n = 0;
+  for (; n < blocks_.size() && kept + blocks_[n].capacity() <= kReserveBytes; ++n) {
+    kept += blocks_[n].capacity();
+    blocks_[n].clear();
+  }
+  blocks_.resize(n);
+  current_ = 0;
+}
 
 Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(JsonField field) {
   simdjson::dom::element json;

@@ -128,6 +128,38 @@ TEST(AddedTokens, TheLongestTokenAtAPositionWins) {
   EXPECT_EQ(ids(*t, "<a>>>"), (std::vector<TokenId>{6, 0}));
 }
 
+// The scan for where a token may start steps sixteen bytes at a time when the tokens begin with
+// few distinct bytes, and turns away a start whose second byte no token has: a token is found at
+// every offset around those steps, beside near misses ("<a", a lone '\n' of a longer token) and
+// a one-byte token followed by anything.
+TEST(AddedTokens, FoundAtEveryOffsetAmongNearMisses) {
+  const std::string few = R"([{"id":10,"content":"<b>","special":true,"normalized":false},
+                              {"id":11,"content":"\n\n","special":false,"normalized":false},
+                              {"id":12,"content":"\t","special":false,"normalized":false}])";
+  // Seven more first bytes: past what one vector step compares, the byte-table scan runs.
+  std::string many = few.substr(0, few.size() - 1);
+  for (const char c : std::string("cdefghi")) {
+    many += R"(,{"id":)" + std::to_string(20 + (c - 'c')) + R"(,"content":")" + c + c + c +
+            R"(","special":true,"normalized":false})";
+  }
+  many += "]";
+  const std::string vocab = R"("a":0,"<":1,"b":2,">":3,"\n":4,"c":5)";
+  for (const std::string& added : {few, many}) {
+    auto t = make(spec(vocab, "", "", added));
+    ASSERT_NE(t, nullptr);
+    for (size_t k = 0; k < 40; ++k) {
+      const std::string text = std::string(k, 'a') + "<b>\n\n<a\ncc\ta" + std::string(20, 'a') +
+                               "<b>" + std::string(k % 5, 'a');
+      std::vector<TokenId> want(k, 0);
+      for (const TokenId id : {10u, 11u, 1u, 0u, 4u, 5u, 5u, 12u, 0u}) want.push_back(id);
+      want.insert(want.end(), 20, 0);
+      want.push_back(10);
+      want.insert(want.end(), k % 5, 0);
+      EXPECT_EQ(ids(*t, text), want) << "offset " << k << (added == few ? ", few" : ", many");
+    }
+  }
+}
+
 TEST(PostProcessor, TheTemplateAddsItsTokensOnlyWhenAsked) {
   const std::string post =
       R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<bos>","type_id":0}},

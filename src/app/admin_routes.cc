@@ -188,6 +188,7 @@ std::string GatewayImpl::metrics_text() {
   metrics_->sync_upstream(upstream_->stats());
   metrics_->sync_admission(admission_->stats());
   metrics_->sync_front_end(server_->stats());
+  if (answers_) metrics_->sync_answers(answers_->stats());
   if (follow_metrics_) follow_metrics_->sync(follower_->stats());
   if (sync_metrics_) sync_metrics_->sync(state_sync_->stats(), fleet_sync_->stats());
   return metrics::text_exposition(registry_);

@@ -189,6 +189,13 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
         return std::filesystem::exists(file) ? std::string() : "no such file: " + file;
       })
       ->group("Routing");
+  app.add_flag_function(
+         "--no-answer-prewarm", [&c](int64_t) { c.answer_prewarm = false; },
+         "Do not encode chat answers ahead of the next turn. By default, with a --tokenizer that "
+         "has a chat template, each answer is rendered and encoded on a low-priority thread after "
+         "it is sent, so the client's next turn (which resends it) encodes only its new question "
+         "(kvgate_tokenizer_answers_total)")
+      ->group("Routing");
   app.add_option("--tls-cert-path", c.tls_cert_path,
                  "PEM certificate chain: with --tls-key-path the gateway serves HTTPS (TLS 1.2 and "
                  "later) on --port and --prometheus-port")

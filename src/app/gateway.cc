@@ -152,6 +152,10 @@ Status GatewayImpl::init() {
           "share; give one with --chat-template",
           spec);
     }
+    if (config_.answer_prewarm &&
+        tokenizers_.without_chat_template().size() < config_.tokenizers.size()) {
+      answers_ = std::make_unique<AnswerMemory>(tokenizers_);
+    }
   } else if (!config_.chat_templates.empty()) {
     return absl::InvalidArgumentError("--chat-template needs the model's --tokenizer");
   }

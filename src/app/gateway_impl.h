@@ -14,6 +14,7 @@
 #include "app/access.h"
 #include "app/access_log.h"
 #include "app/admission_gate.h"
+#include "app/answer_memory.h"
 #include "app/cors.h"
 #include "app/decision_report.h"
 #include "app/fleet_pulse.h"
@@ -154,7 +155,8 @@ class GatewayImpl {
   std::unique_ptr<http::Server> metrics_server_;  // --prometheus-port
   std::unique_ptr<GrpcFront> grpc_front_;         // --grpc-port
   std::unique_ptr<metrics::ProcessMetrics> process_metrics_;
-  PromptTokenizers tokenizers_;  // --tokenizer (the test tokenizer without)
+  PromptTokenizers tokenizers_;            // --tokenizer (the test tokenizer without)
+  std::unique_ptr<AnswerMemory> answers_;  // --no-answer-prewarm, or no chat template: none
   BlockHasher hasher_;
   bool started_ = false;
   // Graceful shutdown (drain()): draining_ refuses new generations and fails readiness;

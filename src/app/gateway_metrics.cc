@@ -1,6 +1,20 @@
 #include "app/gateway_metrics.h"
 
 namespace kvgate::app {
+namespace {
+
+// A counter family with one series per value of `label`, in the values' order.
+template <size_t N>
+std::array<metrics::Counter*, N> labelled_counters(metrics::Registry& reg, const std::string& name,
+                                                   const std::string& help, const char* label,
+                                                   const std::array<const char*, N>& values) {
+  auto& family = metrics::counter_family(reg, name, help);
+  std::array<metrics::Counter*, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = &family.Add({{label, values[i]}});
+  return out;
+}
+
+}  // namespace
 
 StatusClass status_class(unsigned status) {
   if (status >= 500) return StatusClass::k5xx;
@@ -112,14 +126,23 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
            "Requests taken off a worker the liveness tracker vetoed before anything reached their "
            "client, and sent to another worker at once.")
            .Add({});
-  auto& upstream = metrics::counter_family(
+  upstream_ = labelled_counters<4>(
       reg, "kvgate_upstream_connections_total",
       "Upstream connections by event: connect (opened), reuse (taken from the pool), expired "
       "(idle past --upstream-idle-timeout-secs, closed), closed_by_peer (found closed by the "
-      "worker before reuse).");
-  static constexpr const char* kEvents[] = {"connect", "reuse", "expired", "closed_by_peer"};
-  for (size_t i = 0; i < upstream_.size(); ++i)
-    upstream_[i] = &upstream.Add({{"event", kEvents[i]}});
+      "worker before reuse).",
+      "event", {"connect", "reuse", "expired", "closed_by_peer"});
+  answers_ = labelled_counters<4>(
+      reg, "kvgate_tokenizer_answers_total",
+      "Chat answers encoded ahead of the client's next turn, by outcome: encoded (in the encode "
+      "cache now), no_answer (no one text to keep: tool calls, several choices), failed (the next "
+      "turn did not render), dropped (the backlog was full).",
+      "outcome", {"encoded", "no_answer", "failed", "dropped"});
+  answer_seconds_ = &metrics::counter_family(
+                         reg, "kvgate_tokenizer_answer_seconds_total",
+                         "Time the answer thread spent rendering and encoding answers ahead of "
+                         "the next turn (off the request path).")
+                         .Add({});
   front_connections_ = &metrics::gauge_family(reg, "kvgate_http_open_connections",
                                               "Client connections open now (--max-connections).")
                             .Add({});
@@ -304,6 +327,17 @@ void GatewayMetrics::sync_upstream(const UpstreamPoolStats& s) {
   };
   add_growth(upstream_, totals(s), totals(upstream_seen_));
   upstream_seen_ = s;
+}
+
+void GatewayMetrics::sync_answers(const AnswerMemoryStats& s) {
+  MutexLock lock(&mu_);
+  const auto totals = [](const AnswerMemoryStats& t) {
+    return std::array<uint64_t, 4>{t.encoded, t.no_answer, t.failed, t.dropped};
+  };
+  add_growth(answers_, totals(s), totals(answers_seen_));
+  if (s.seconds > answers_seen_.seconds)
+    answer_seconds_->Increment(s.seconds - answers_seen_.seconds);
+  answers_seen_ = s;
 }
 
 void GatewayMetrics::sync_front_end(const http::ServerStats& s) {

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "app/admission_gate.h"
+#include "app/answer_memory.h"
 #include "app/request_model.h"
 #include "app/upstream_pool.h"
 #include "kvgate/core/thread_annotations.h"
@@ -89,6 +90,8 @@ class GatewayMetrics {
   void sync_admission(const AdmissionStats& s);
   // At scrape time: the client-facing listener's connections and refusals.
   void sync_front_end(const http::ServerStats& s);
+  // From AnswerMemory's totals (kvgate_tokenizer_answers_total, ..._answer_seconds_total).
+  void sync_answers(const AnswerMemoryStats& s);
 
   void add_worker(const std::string& url);
   void remove_worker(const std::string& url);
@@ -144,6 +147,9 @@ class GatewayMetrics {
   // body_budget (kvgate_http_connections_total, kvgate_http_refusals_total).
   std::array<metrics::Counter*, 7> front_{};
   http::ServerStats front_seen_ KVGATE_GUARDED_BY(mu_);
+  std::array<metrics::Counter*, 4> answers_{};  // encoded, no_answer, failed, dropped
+  metrics::Counter* answer_seconds_ = nullptr;
+  AnswerMemoryStats answers_seen_ KVGATE_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::app

@@ -420,6 +420,10 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       upstream_req.body_view = {};
     }
   }
+  // A chat answer is encoded after it is sent, ready for the client's next turn, which resends
+  // it (answer_memory.h).
+  const bool remember_answer = answers_ != nullptr && route == ApiRoute::kChatCompletions &&
+                               tokenizers_.for_model(p.model).has_chat_template();
   std::optional<http::Response> last_answer;
   Status last_failure;
 
@@ -580,6 +584,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           if (!p.stream && head->status == 200) liveness.note_progress();
           dispatch.set(outcome_of_status(head->status));
           if (head->status == 200) note_cache_report(body);
+          if (remember_answer && !p.stream && head->status == 200) {
+            answers_->submit(std::string(req.body()), body, /*stream=*/false);
+          }
           http::Response answer =
               forwarded(head->status, *head, std::move(body), worker->url(), rank);
           veto.watch(nullptr);
@@ -638,8 +645,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         const double ttft = to_seconds(clock_.now() - t0);
         metrics_->ttft(ttft);
         rec.ttft_ms = ttft * 1e3;
-        StreamTail tail;   // the stream's usage is its last event
-        UsageStrip strip;  // with strip_usage
+        StreamTail tail;     // the stream's usage is its last event
+        UsageStrip strip;    // with strip_usage
+        AnswerCapture said;  // with remember_answer
         for (;;) {
           if (!piece.ok()) {
             // The worker failed mid-stream, or a veto cut it: end the client's stream with an
@@ -663,6 +671,11 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           }
           if (piece->empty()) {
             note_cache_report(tail.view());
+            if (remember_answer) {
+              if (std::optional<std::string> bytes = said.take()) {
+                answers_->submit(std::string(req.body()), std::move(*bytes), /*stream=*/true);
+              }
+            }
             const std::string_view rest = strip_usage ? strip.rest() : std::string_view();
             if (!rest.empty()) (void)co_await res.write(rest);
             dispatch.set(Outcome::kSuccess);
@@ -672,6 +685,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             break;
           }
           tail.add(*piece);
+          if (remember_answer) said.add(*piece);
           const std::string_view out = strip_usage ? strip.feed(*piece) : std::string_view(*piece);
           if (!out.empty() && !(co_await res.write(out)).ok()) {
             // The client went away: drop the upstream connection so the engine aborts the request.

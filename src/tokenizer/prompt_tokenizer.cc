@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "kvgate/core/json_writer.h"
 #include "simdjson.h"
 #include "tokenizer/chat_template.h"
 
@@ -109,6 +110,30 @@ Result<std::shared_ptr<const PromptTokenizer>> load_prompt_tokenizer(
   if (!chat.ok()) return chat.status();
   return std::shared_ptr<const PromptTokenizer>(
       std::make_shared<ModelPromptTokenizer>(std::move(*tok), std::move(*chat)));
+}
+
+std::optional<std::string> next_turn_messages(std::string_view messages_json,
+                                              std::string_view answer) {
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t open = 0;
+  while (open < messages_json.size() && space(messages_json[open])) ++open;
+  size_t close = messages_json.size();
+  while (close > open && space(messages_json[close - 1])) --close;
+  if (close - open < 2 || messages_json[open] != '[' || messages_json[close - 1] != ']') {
+    return std::nullopt;
+  }
+  --close;  // at the ']'
+  size_t last = close;
+  while (last > open + 1 && space(messages_json[last - 1])) --last;
+  const bool empty = last == open + 1;
+  std::string out;
+  out.reserve(close + answer.size() + 80);
+  out.append(messages_json.substr(0, close));
+  if (!empty) out.push_back(',');
+  out.append(R"({"role":"assistant","content":)");
+  append_json_string(&out, answer);
+  out.append(R"(},{"role":"user","content":""}])");
+  return out;
 }
 
 PromptTokenizers::PromptTokenizers()

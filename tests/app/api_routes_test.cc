@@ -308,5 +308,43 @@ TEST_F(ApiRoutesTest, WithTheEnginesTokenizerContinuedPromptsFindTheirCache) {
   EXPECT_EQ(blind.affinity, 0u) << "the test tokenizer's ids match no published block";
 }
 
+// A chat answer is encoded after it went to the client, ready for the next turn that resends it:
+// whole and streamed answers alike, none with --no-answer-prewarm.
+TEST_F(ApiRoutesTest, ChatAnswersAreEncodedAheadOfTheNextTurn) {
+  const std::string folder = testing::tokenizer_dir() + "/qwen3";
+  ASSERT_TRUE(std::filesystem::exists(folder)) << folder << ": run tools/setup.sh";
+  start_worker_with([&](mock::FleetOptions& o) { o.tokenizer = folder + "/tokenizer.json"; });
+  const auto encoded_after_two_chats = [&](bool prewarm) {
+    if (gateway_) gateway_->stop(std::chrono::milliseconds(2000));
+    auto cfg = base_config();
+    cfg.worker_urls.push_back(url_of(0));
+    cfg.tokenizers = {folder};
+    cfg.answer_prewarm = prewarm;
+    start_gateway(cfg);
+    EXPECT_TRUE(wait_routable(1));
+    auto c = client();
+    const std::string messages =
+        R"("messages":[{"role":"user","content":"Name three rivers of Europe."}],"max_tokens":8)";
+    auto whole = c.post("/v1/chat/completions", R"({"model":"mock-8b",)" + messages + "}");
+    EXPECT_TRUE(whole.ok() && whole->status == 200u);
+    auto streamed =
+        c.post("/v1/chat/completions", R"({"model":"mock-8b","stream":true,)" + messages + "}");
+    EXPECT_TRUE(streamed.ok() && streamed->status == 200u);
+    double encoded = -1;
+    wait_for(
+        [&] {
+          auto m = client().get("/metrics");
+          encoded =
+              m.ok() ? metric_value(m->body, "kvgate_tokenizer_answers_total{outcome=\"encoded\"")
+                     : -1;
+          return encoded >= 2;
+        },
+        std::chrono::seconds(prewarm ? 10 : 1));
+    return encoded;
+  };
+  EXPECT_EQ(encoded_after_two_chats(true), 2);
+  EXPECT_EQ(encoded_after_two_chats(false), 0);
+}
+
 }  // namespace
 }  // namespace kvgate::app

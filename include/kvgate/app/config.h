@@ -68,6 +68,9 @@ struct GatewayConfig {
   std::vector<std::string> tokenizers;
   // Chat templates replacing the ones the tokenizers' models ship: "FILE" or "MODEL=FILE".
   std::vector<std::string> chat_templates;
+  // Encode each chat answer into the tokenizer's cache after it is sent, where the client's next
+  // turn will look for it (only with a model tokenizer that has a chat template).
+  bool answer_prewarm = true;
   // Generation requests running at once (0: no limit; each worker's overload gate still sheds);
   // beyond it up to queue_size wait, each up to queue_timeout, and the rest get 429.
   size_t max_concurrent_requests = 0;

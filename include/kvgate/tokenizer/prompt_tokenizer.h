@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -68,6 +69,15 @@ std::shared_ptr<const PromptTokenizer> test_prompt_tokenizer(
 // `chat_template_path` when given).
 Result<std::shared_ptr<const PromptTokenizer>> load_prompt_tokenizer(
     const std::string& path, const std::string& chat_template_path = "");
+
+// The "messages" JSON of a conversation's next request as far as it is known: `messages_json` (a
+// JSON list, as a request sent it), then `answer` as the assistant's message and an empty user
+// message. Rendered and encoded, it puts the answer into the encode cache where the next turn
+// will look for it: a template renders a message by its place (Qwen 3 drops the reasoning of
+// answers before the last question), so the answer goes before a question, as it will be.
+// Nullopt when `messages_json` is not a list.
+std::optional<std::string> next_turn_messages(std::string_view messages_json,
+                                              std::string_view answer);
 
 // The tokenizers of a fleet: per model name, and a default for every other model.
 class PromptTokenizers {

@@ -161,6 +161,9 @@ Result<AddedVocabulary> AddedVocabulary::from_json(JsonField field, const Normal
     }
     v.tokens_.push_back(std::move(t));
   }
+  for (size_t i = 0; i < v.tokens_.size(); ++i) {
+    if (v.cut_alike_everywhere(i)) v.boundary_.add(v.tokens_[i].content, static_cast<uint32_t>(i));
+  }
   return v;
 }
 
@@ -176,15 +179,15 @@ std::optional<TokenId> AddedVocabulary::find(std::string_view content) const {
 }
 
 void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, bool first,
-                                 std::vector<Cut>* out) const {
-  size_t emitted = 0;  // text before this is in `out`
+                                 std::vector<Cut>* out, size_t from) const {
+  size_t emitted = from;  // text before this is in `out`
   const auto emit_text = [&](size_t end) {
     if (end > emitted) {
       out->push_back({std::nullopt, text.substr(emitted, end - emitted), first && emitted == 0});
     }
   };
   if (!matcher.empty()) {
-    for (size_t at = matcher.next_candidate(text, 0); at < text.size();
+    for (size_t at = matcher.next_candidate(text, from); at < text.size();
          at = matcher.next_candidate(text, at)) {
       auto m = matcher.longest_at(text, at);
       if (!m) {
@@ -226,8 +229,44 @@ void AddedVocabulary::split_with(const Matcher& matcher, std::string_view text, 
   if (text.empty()) out->push_back({std::nullopt, std::string_view(), first});
 }
 
-void AddedVocabulary::split_raw(std::string_view text, std::vector<Cut>* out) const {
-  split_with(raw_, text, true, out);
+void AddedVocabulary::split_raw(std::string_view text, std::vector<Cut>* out, size_t from) const {
+  split_with(raw_, text, true, out, from);
+}
+
+void AddedVocabulary::boundaries(std::string_view text, std::vector<size_t>* ends) const {
+  if (boundary_.empty()) return;
+  for (size_t at = boundary_.next_candidate(text, 0); at < text.size();
+       at = boundary_.next_candidate(text, at)) {
+    const auto m = boundary_.longest_at(text, at);
+    if (!m) {
+      ++at;
+      continue;
+    }
+    ends->push_back(m->first);
+    at = m->first;
+  }
+}
+
+bool AddedVocabulary::cut_alike_everywhere(size_t index) const {
+  const AddedToken& s = tokens_[index];
+  const std::string& c = s.content;
+  // Found in the raw text, taking no whitespace or word test with it, and not starting with
+  // whitespace (a token before it with rstrip would take that).
+  if (!s.special || s.normalized || s.lstrip || s.rstrip || s.single_word || c.empty())
+    return false;
+  size_t len = 0;
+  if (is_whitespace(next_char(c, 0, &len))) return false;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const std::string& t = tokens_[i].content;
+    if (i == index || tokens_[i].normalized || t == c) continue;
+    // A token holding it (a longer match at its start, or one starting before it), or one
+    // whose end overlaps its start (a match starting before it would take part of it).
+    if (t.find(c) != std::string::npos) return false;
+    for (size_t k = 1; k < t.size() && k < c.size(); ++k) {
+      if (t.compare(t.size() - k, k, c, 0, k) == 0) return false;
+    }
+  }
+  return true;
 }
 
 void AddedVocabulary::split_stretch(Piece stretch, const Normalizer* normalizer,

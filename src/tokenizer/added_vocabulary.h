@@ -62,7 +62,15 @@ class AddedVocabulary {
   // `text` cut at the tokens found in the raw text (normalized=false); the stretches between
   // them stay raw. What a stretch becomes (split_stretch(), then the pre-tokenizer and the model)
   // depends only on its bytes and on whether it begins the input: the encode cache keys on that.
-  void split_raw(std::string_view text, std::vector<Cut>* out) const;
+  // From byte `from` on (0, or one of boundaries()), as the whole text would be cut there.
+  void split_raw(std::string_view text, std::vector<Cut>* out, size_t from = 0) const;
+  // The ends of the tokens in `text` that any text beginning with the same bytes is cut at as
+  // well, so that the cuts (and ids) before such an end depend on the bytes before it alone: the
+  // occurrences of special tokens found in the raw text that no added token can overlap or
+  // extend, nor a neighbour's lstrip / rstrip / single_word reach across (a chat template's
+  // markers between messages). Empty when the vocabulary has no such token.
+  void boundaries(std::string_view text, std::vector<size_t>* ends) const;
+  bool has_boundaries() const { return !boundary_.empty(); }
   // A raw stretch normalized and cut at the tokens found in normalized text. The segments view
   // `stretch.text`, or `*normalized` (the normalized copy) when there is a normalizer: both must
   // outlive them.
@@ -124,15 +132,20 @@ class AddedVocabulary {
     static constexpr int kMaxScanBytes = 6;
     uint8_t scan_bytes_[kMaxScanBytes] = {};
   };
-  // Appends the segments of `text` (`first`: it begins the input) found with `matcher`.
-  void split_with(const Matcher& matcher, std::string_view text, bool first,
-                  std::vector<Cut>* out) const;
+  // Appends the segments of `text` from byte `from` on (`first`: it begins the input) found with
+  // `matcher`.
+  void split_with(const Matcher& matcher, std::string_view text, bool first, std::vector<Cut>* out,
+                  size_t from = 0) const;
+  // Whether every occurrence of tokens_[index] in any raw text is cut as that token, whatever
+  // surrounds it (boundaries()).
+  bool cut_alike_everywhere(size_t index) const;
 
   std::vector<AddedToken> tokens_;
   absl::flat_hash_map<TokenId, uint32_t> by_id_;
   absl::flat_hash_map<std::string, TokenId> by_content_;
   Matcher raw_;
   Matcher normalized_;
+  Matcher boundary_;  // the special tokens boundaries() looks for
   uint32_t max_id_plus_one_ = 0;
 };
 

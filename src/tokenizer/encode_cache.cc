@@ -21,7 +21,20 @@ EncodeCache::Key EncodeCache::key_of_span(std::string_view bytes, std::span<cons
   return {h.low64, h.high64};
 }
 
-bool EncodeCache::find(const Key& key, std::vector<TokenId>* out) {
+void EncodeCache::keys_of_prefixes(std::string_view text, std::span<const size_t> ends,
+                                   std::vector<Key>* out) {
+  XXH3_state_t state;
+  XXH3_128bits_reset_withSeed(&state, 3);  // stretches use seeds 0 and 1, spans 2
+  size_t hashed = 0;
+  for (const size_t end : ends) {
+    XXH3_128bits_update(&state, text.data() + hashed, end - hashed);
+    hashed = end;
+    const XXH128_hash_t h = XXH3_128bits_digest(&state);  // the state goes on
+    out->push_back({h.low64, h.high64});
+  }
+}
+
+bool EncodeCache::find(const Key& key, std::vector<TokenId>* out, bool count_miss) {
   Shard& s = shard_of(key);
   {
     MutexLock lock(&s.mu);
@@ -34,7 +47,7 @@ bool EncodeCache::find(const Key& key, std::vector<TokenId>* out) {
       return true;
     }
   }
-  misses_.fetch_add(1, std::memory_order_relaxed);
+  if (count_miss) misses_.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
@@ -63,6 +76,7 @@ EncodeCacheStats EncodeCache::stats() const {
   out.hits = hits_.load(std::memory_order_relaxed);
   out.misses = misses_.load(std::memory_order_relaxed);
   out.evictions = evictions_.load(std::memory_order_relaxed);
+  out.prefix_hits = prefix_hits_.load(std::memory_order_relaxed);
   for (const Shard& s : shards_) {
     MutexLock lock(&s.mu);
     out.entries += s.by_key.size();

@@ -8,6 +8,12 @@
 // only the new ones are encoded. Keys are 128-bit hashes of (bytes, first); no stretch is ever cut
 // at a seam the tokenizer would not cut at itself.
 //
+// A whole text's prefix is kept too, up to its last boundary (AddedVocabulary::boundaries(): a
+// special token no other token can reach across, such as a template's marker between messages):
+// the cuts before a boundary depend on the bytes before it alone, so a text that begins with
+// those bytes takes their ids at once and only the rest is cut and encoded. A conversation's
+// next turn begins with its previous turn's prompt up to the generation marker.
+//
 // Bounded by `budget_bytes` (ids and bookkeeping), least recently used first out, in shards so
 // that executor threads rarely meet on one lock.
 //
@@ -47,8 +53,16 @@ class EncodeCache {
   // encoding of each token or stretch end). Never equal to a stretch's key.
   static Key key_of_span(std::string_view bytes, std::span<const uint64_t> cuts);
 
-  // Appends the ids cached under `key` to `out`; false (nothing appended) if none are.
-  bool find(const Key& key, std::vector<TokenId>* out);
+  // The keys of `text`'s prefixes ending at each of `ends` (ascending), in one pass over the
+  // bytes. Never equal to a stretch's or a span's key.
+  static void keys_of_prefixes(std::string_view text, std::span<const size_t> ends,
+                               std::vector<Key>* out);
+
+  // Appends the ids cached under `key` to `out`; false (nothing appended) if none are. A probe
+  // (`count_miss` false) that finds nothing is not counted as a miss.
+  bool find(const Key& key, std::vector<TokenId>* out, bool count_miss = true);
+  // A text resumed from a cached prefix (EncodeCacheStats::prefix_hits).
+  void note_prefix_hit() { prefix_hits_.fetch_add(1, std::memory_order_relaxed); }
   void insert(const Key& key, std::span<const TokenId> ids);
 
   EncodeCacheStats stats() const;
@@ -70,7 +84,7 @@ class EncodeCache {
 
   const size_t shard_budget_;
   std::array<Shard, kShards> shards_;
-  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, prefix_hits_{0};
 };
 
 }  // namespace kvgate::tokenizer

@@ -23,6 +23,10 @@ namespace {
 
 struct ShortStretchTag {};
 
+// Texts shorter than this are not looked up or kept whole by their prefixes: a chat's prompt is
+// tens of kilobytes, and a short text costs little to cut.
+constexpr size_t kMinPrefixBytes = 1024;
+
 class HfTokenizer final : public Tokenizer {
  public:
   HfTokenizer(std::unique_ptr<Normalizer> normalizer, std::unique_ptr<PreTokenizer> pre,
@@ -43,22 +47,55 @@ class HfTokenizer final : public Tokenizer {
                 std::vector<TokenId>* out) const override {
     if (!valid_utf8(text)) return absl::InvalidArgumentError("the text is not valid UTF-8");
     if (add_special_tokens) out->insert(out->end(), post_.prefix.begin(), post_.prefix.end());
-    thread_local std::vector<Cut> raw;
-    raw.clear();
-    added_.split_raw(text, &raw);
-    const auto is_special = [](const Cut& c) { return c.token && c.special; };
-    for (size_t i = 0; i < raw.size();) {
-      size_t end = i + 1;
-      if (!is_special(raw[i])) {
-        while (end < raw.size() && !is_special(raw[end])) ++end;
+    const size_t base = out->size();
+    // The longest prefix seen before, up to a boundary: its ids at once, the rest cut from there.
+    thread_local std::vector<size_t> ends;
+    thread_local std::vector<EncodeCache::Key> keys;
+    ends.clear();
+    keys.clear();
+    size_t resume = 0;
+    if (cache_ != nullptr && text.size() >= kMinPrefixBytes && added_.has_boundaries()) {
+      added_.boundaries(text, &ends);
+      EncodeCache::keys_of_prefixes(text, ends, &keys);
+      for (size_t k = keys.size(); k-- > 0;) {
+        if (cache_->find(keys[k], out, /*count_miss=*/false)) {
+          cache_->note_prefix_hit();
+          resume = ends[k];
+          break;
+        }
       }
-      const std::span<const Cut> span(raw.data() + i, end - i);
-      if (span.size() > 1 && cache_ != nullptr) {
-        encode_span(span, out);
-      } else {
-        for (const Cut& c : span) encode_cut(c, out);
+    }
+    const size_t last_end = ends.empty() ? 0 : ends.back();
+    size_t ids_at_last_end = resume == last_end ? 0 : std::string_view::npos;
+    if (resume < text.size() || text.empty()) {
+      thread_local std::vector<Cut> raw;
+      raw.clear();
+      added_.split_raw(text, &raw, resume);
+      const auto is_special = [](const Cut& c) { return c.token && c.special; };
+      for (size_t i = 0; i < raw.size();) {
+        size_t end = i + 1;
+        if (!is_special(raw[i])) {
+          while (end < raw.size() && !is_special(raw[end])) ++end;
+        }
+        const std::span<const Cut> span(raw.data() + i, end - i);
+        if (span.size() > 1 && cache_ != nullptr) {
+          encode_span(span, out);
+        } else {
+          for (const Cut& c : span) encode_cut(c, out);
+        }
+        const Cut& last = raw[end - 1];
+        if (last.token && last.text.data() + last.text.size() == text.data() + last_end) {
+          ids_at_last_end = out->size();
+        }
+        i = end;
       }
-      i = end;
+    }
+    // This text's prefix up to its last boundary, for the next request that extends it (a
+    // conversation's next turn, a retry).
+    if (last_end >= kMinPrefixBytes && resume < last_end &&
+        ids_at_last_end != std::string_view::npos) {
+      cache_->insert(keys.back(),
+                     std::span<const TokenId>(out->data() + base, ids_at_last_end - base));
     }
     if (add_special_tokens) out->insert(out->end(), post_.suffix.begin(), post_.suffix.end());
     return absl::OkStatus();

@@ -93,8 +93,9 @@ TEST(AnswerMemory, AStreamPastTheBoundIsNotKept) {
   EXPECT_FALSE(big.take());
 }
 
-// Per family with a chat template: after the memory encoded turn 1's answer, turn 2 (which
-// resends it) misses the encode cache less often than without, and gets the very same ids.
+// After the memory encoded turn 1's answer, turn 2 (which resends it) misses the encode cache
+// less often than without, and gets the very same ids: Qwen 3 (whose template renders an answer
+// by its place), Llama 3.1 and DeepSeek V3 (kvgate-bench-chat measures Gemma 3 too).
 TEST(AnswerMemory, TheNextTurnFindsTheAnswerEncodedWithTheSameIds) {
   std::string answer = "Certainly. ";
   for (int i = 0; i < 60; ++i)
@@ -111,7 +112,7 @@ TEST(AnswerMemory, TheNextTurnFindsTheAnswerEncodedWithTheSameIds) {
     }
     return out + "]}";
   };
-  for (const char* family : {"qwen3", "llama3_1", "deepseek_v3", "gemma3"}) {
+  for (const char* family : {"qwen3", "llama3_1", "deepseek_v3"}) {
     SCOPED_TRACE(family);
     const std::string folder = testing::tokenizer_dir() + "/" + family;
     ASSERT_TRUE(std::filesystem::exists(folder)) << folder << ": run tools/setup.sh";

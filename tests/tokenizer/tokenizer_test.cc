@@ -160,6 +160,29 @@ TEST(AddedTokens, FoundAtEveryOffsetAmongNearMisses) {
   }
 }
 
+// A text that begins with a whole text encoded before (up to a special token) takes that text's
+// ids and cuts only the rest; a special token that a longer token holds is no such place, since
+// what follows it decides how it is cut.
+TEST(EncodeCache, ATextResumesAfterAWholePrefixOnlyWhereNothingCanReachAcross) {
+  const std::string vocab = R"("a":0,"b":1,"!":2,"<":3,">":4,"e":5,"o":6,"t":7)";
+  const std::string eot = R"({"id":50,"content":"<eot>","special":true,"normalized":false})";
+  const std::string longer = R"({"id":51,"content":"<eot>!","special":false,"normalized":false})";
+  const std::string first = std::string(1100, 'a') + "<eot>";
+  const auto a_then = [](std::vector<TokenId> tail) {
+    std::vector<TokenId> out(1100, 0);
+    out.insert(out.end(), tail.begin(), tail.end());
+    return out;
+  };
+  auto safe = make(spec(vocab, "", "", "[" + eot + "]"));
+  EXPECT_EQ(ids(*safe, first), a_then({50}));
+  EXPECT_EQ(ids(*safe, first + "bb"), a_then({50, 1, 1}));
+  EXPECT_EQ(safe->encode_cache_stats().prefix_hits, 1u) << "resumed after <eot>";
+  auto held = make(spec(vocab, "", "", "[" + eot + "," + longer + "]"));
+  EXPECT_EQ(ids(*held, first), a_then({50}));
+  EXPECT_EQ(ids(*held, first + "!b"), a_then({51, 1})) << "<eot>! is the longer token there";
+  EXPECT_EQ(held->encode_cache_stats().prefix_hits, 0u);
+}
+
 TEST(PostProcessor, TheTemplateAddsItsTokensOnlyWhenAsked) {
   const std::string post =
       R"({"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<bos>","type_id":0}},
@@ -269,15 +292,26 @@ TEST(EncodeCache, ARepeatedStretchIsServedFromTheCacheWithTheSameIds) {
   for (int turn = 0; turn < 6; ++turn) {
     turns += "<s>";
     for (int i = 0; i < 100 + turn; ++i) turns += turn % 2 ? "abc" : "bca";
+    const EncodeCacheStats before = cached->encode_cache_stats();
     EXPECT_EQ(ids(*cached, turns), ids(**plain, turns)) << "turn " << turn;
     const EncodeCacheStats st = cached->encode_cache_stats();
     EXPECT_EQ(st.misses, static_cast<uint64_t>(turn + 1)) << "only the new stretch is encoded";
-    EXPECT_EQ(st.hits, static_cast<uint64_t>(turn * (turn + 1) / 2));
+    // The earlier stretches one by one, or, once the previous turn kept its text up to its last
+    // <s> (past kMinPrefixBytes), that prefix at once and the previous turn's stretch.
+    const uint64_t hits = st.hits - before.hits;
+    const uint64_t prefix_hits = st.prefix_hits - before.prefix_hits;
+    EXPECT_TRUE((prefix_hits == 0 && hits == static_cast<uint64_t>(turn)) ||
+                (prefix_hits == 1 && hits == 2))
+        << "turn " << turn << ": " << hits << " hits, " << prefix_hits << " of a prefix";
+    if (turn == 5) {
+      EXPECT_EQ(prefix_hits, 1u);
+    }
   }
   EXPECT_EQ((*plain)->encode_cache_stats().entries, 0u);
   // A short stretch is never cached: hashing it would cost more than encoding it.
+  const uint64_t entries = cached->encode_cache_stats().entries;
   ids(*cached, "<s>abc<s>abc");
-  EXPECT_EQ(cached->encode_cache_stats().entries, 6u);
+  EXPECT_EQ(cached->encode_cache_stats().entries, entries);
 }
 
 // Stretches too short for the shared cache go through a memo of the thread's own: keyed by the

@@ -34,6 +34,9 @@ namespace kvgate::tokenizer {
 struct EncodeCacheStats {
   uint64_t hits = 0, misses = 0, evictions = 0;
   uint64_t entries = 0, bytes = 0;
+  // Texts that began with a whole prefix seen before (up to a special token between messages):
+  // only the rest was cut and encoded. Counted among the hits too.
+  uint64_t prefix_hits = 0;
 };
 
 class Tokenizer {

@@ -63,6 +63,19 @@ fi
 # the gateway's index through the relay; the repeats go where they are (affinity decisions).
 kvg_start_gateway cache_aware --kv-events-relay "grpc://$addr" || exit 1
 kvg_wait_routable 2 30 || exit 1
+follow_state() {
+  grep '^kvgate_relay_follow_' "$work/gateway.metrics" | grep -v apply_lag | tr '\n' ' '
+  tail -5 "$work/gateway.err" | tr '\n' ' '
+}
+# Both streams are up: a stream counts once it delivered something, which for an engine with
+# nothing new is the relay's first heartbeat (0.3 s). Waited for before the first request, so
+# its blocks come down a stream as a batch (a stream started later would get them in a snapshot,
+# which measures no apply lag).
+streams_up() {
+  curl -sf "$KVG_GATEWAY_URL/metrics" >"$work/gateway.metrics" &&
+    [[ "$(grep -c '^kvgate_relay_follow_connected{.*} 1$' "$work/gateway.metrics")" -eq 2 ]]
+}
+kvg_poll 5 streams_up || fail "the gateway's /metrics shows no stream from the relay up: $(follow_state)"
 body='{"model":"mock-8b","prompt":"'"$(printf 'shared prefix %d ' $(seq 1 150))"'","max_tokens":1}'
 curl -sf --max-time 10 -H 'content-type: application/json' -d "$body" \
   "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "the gateway did not answer"
@@ -80,19 +93,10 @@ done
 hits="$(affinity)"
 [[ "${hits%.*}" -ge 5 ]] || fail "$hits of 5 repeats were routed to the engine holding the prompt"
 echo "relay_e2e_test: the gateway routed $hits of 5 repeats by the relay's events"
-follow_state() {
-  grep '^kvgate_relay_follow_' "$work/gateway.metrics" | grep -v apply_lag | tr '\n' ' '
-  tail -5 "$work/gateway.err" | tr '\n' ' '
-}
-# Both streams are up: a stream counts once it delivered something, which for an engine with
-# nothing new is the relay's first heartbeat (0.3 s).
-streams_up() {
-  curl -sf "$KVG_GATEWAY_URL/metrics" >"$work/gateway.metrics" &&
-    [[ "$(grep -c '^kvgate_relay_follow_connected{.*} 1$' "$work/gateway.metrics")" -eq 2 ]]
-}
-kvg_poll 5 streams_up || fail "the gateway's /metrics shows no stream from the relay up: $(follow_state)"
+curl -sf "$KVG_GATEWAY_URL/metrics" >"$work/gateway.metrics" || fail "no /metrics"
 grep -q '^kvgate_relay_follow_restarts_total{.*} [1-9]' "$work/gateway.metrics" &&
   fail "a stream from the relay started over: $(follow_state)"
-curl -sf "$KVG_GATEWAY_URL/metrics" | grep -q '^kvgate_relay_follow_apply_lag_seconds_count [1-9]' ||
-  fail "the gateway's /metrics measured no apply lag through the relay"
+kvg_poll 5 bash -c "curl -sf '$KVG_GATEWAY_URL/metrics' |
+  grep -q '^kvgate_relay_follow_apply_lag_seconds_count [1-9]'" ||
+  fail "the gateway's /metrics measured no apply lag through the relay: $(follow_state)"
 echo "relay_e2e_test: PASS"

@@ -117,8 +117,7 @@ bool Connection::idle_and_open(bool peek) {
 Status Connection::failure(const char* what, const boost::system::error_code& ec) {
   closed_by_peer_ = failed_before_response_ && is_peer_close(ec);
   reusable_ = false;
-  boost::system::error_code ignored;
-  stream_.socket().close(ignored);
+  stream_.close();
   if (ec == beast::error::timeout)
     return absl::DeadlineExceededError(std::string(what) + ": timeout");
   return absl::UnavailableError(std::string(what) + ": " + ec.message());
@@ -178,6 +177,7 @@ net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& req
   out.body = std::move(msg.body());
   out.headers = std::move(msg.base());
   if (!reusable_) close();
+  stream_.expires_never();  // idle until the next exchange: no deadline, no timer
   co_return out;
 }
 
@@ -230,6 +230,7 @@ net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::mil
   reusable_ = parser.get().keep_alive() && !parser.need_eof();
   stream_parser_.reset();
   if (!reusable_) close();
+  stream_.expires_never();
   co_return std::string_view();
 }
 
@@ -257,6 +258,14 @@ SyncClient::SyncClient(std::string host, uint16_t port, ClientOptions options)
 
 SyncClient::~SyncClient() { close(); }
 
+template <class Future>
+void SyncClient::run_until_ready(Future& fut) {
+  // Until the result, not until the context has no work left: a connection whose exchange ended
+  // early (an error) may still hold its deadline's timer.
+  ctx_.restart();
+  while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready) ctx_.run_one();
+}
+
 void SyncClient::close() {
   if (conn_) conn_->close();
   conn_.reset();
@@ -268,8 +277,7 @@ Result<ClientResponse> SyncClient::run(const ClientRequest& request, const BodyC
     if (!reused) {
       conn_.reset();
       auto fut = net::co_spawn(ctx_, Connection::connect(host_, port_, options_), net::use_future);
-      ctx_.restart();
-      ctx_.run();
+      run_until_ready(fut);
       auto c = fut.get();
       if (!c.ok()) return c.status();
       conn_ = std::move(*c);
@@ -281,8 +289,7 @@ Result<ClientResponse> SyncClient::run(const ClientRequest& request, const BodyC
       co_return co_await conn->send(request);
     };
     auto fut = net::co_spawn(ctx_, op(), net::use_future);
-    ctx_.restart();
-    ctx_.run();
+    run_until_ready(fut);
     auto res = fut.get();
     if (!res.ok() && reused && attempt == 0 && conn_->closed_by_peer()) continue;
     return res;

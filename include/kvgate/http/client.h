@@ -165,6 +165,8 @@ class SyncClient {
 
  private:
   Result<ClientResponse> run(const ClientRequest& request, const BodyCallback* on_body);
+  template <class Future>
+  void run_until_ready(Future& fut);
 
   boost::asio::io_context ctx_;
   std::string host_;

@@ -1,7 +1,8 @@
 // Stream: a connection's byte stream, plain TCP or TLS over it, for the server and the client.
 // Beast's algorithms see one stream type whose reads and writes go to whichever it is, so every
 // exchange is written once for HTTP and HTTPS. Timeouts (expires_after) and the socket belong to
-// the TCP layer in both cases.
+// the TCP layer in both cases: a TimedSocket for plain TCP (one timer per connection, see
+// timed_socket.h), beast::tcp_stream under TLS.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include "boost/asio/ssl/context.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
 #include "boost/beast/ssl/ssl_stream.hpp"
+#include "kvgate/http/timed_socket.h"
 
 namespace kvgate::http {
 
@@ -21,21 +23,42 @@ class Stream {
   using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
   // With `tls`, the stream speaks TLS once tls()->async_handshake() has completed.
-  Stream(boost::asio::ip::tcp::socket socket, boost::asio::ssl::context* tls)
-      : Stream(boost::beast::tcp_stream(std::move(socket)), tls) {}
-  Stream(boost::beast::tcp_stream tcp, boost::asio::ssl::context* tls) {
+  Stream(boost::asio::ip::tcp::socket socket, boost::asio::ssl::context* tls) {
     if (tls != nullptr) {
-      tls_.emplace(std::move(tcp), *tls);
+      tls_.emplace(boost::beast::tcp_stream(std::move(socket)), *tls);
     } else {
-      tcp_.emplace(std::move(tcp));
+      tcp_.emplace(std::move(socket));
     }
   }
+  Stream(boost::beast::tcp_stream tcp, boost::asio::ssl::context* tls)
+      : Stream(tcp.release_socket(), tls) {}
 
-  executor_type get_executor() { return tcp().get_executor(); }
-  boost::beast::tcp_stream& tcp() { return tls_ ? tls_->next_layer() : *tcp_; }
-  boost::asio::ip::tcp::socket& socket() { return tcp().socket(); }
-  void expires_after(std::chrono::steady_clock::duration d) { tcp().expires_after(d); }
-  void close() { tcp().close(); }
+  executor_type get_executor() { return tls_ ? tls_->get_executor() : tcp_->get_executor(); }
+  boost::asio::ip::tcp::socket& socket() {
+    return tls_ ? tls_->next_layer().socket() : tcp_->socket();
+  }
+  void expires_after(std::chrono::steady_clock::duration d) {
+    if (tls_) {
+      tls_->next_layer().expires_after(d);
+    } else {
+      tcp_->expires_after(d);
+    }
+  }
+  // No deadline until the next expires_after() (an idle connection holds no timer).
+  void expires_never() {
+    if (tls_) {
+      tls_->next_layer().expires_never();
+    } else {
+      tcp_->expires_never();
+    }
+  }
+  void close() {
+    if (tls_) {
+      tls_->next_layer().close();
+    } else {
+      tcp_->close();
+    }
+  }
   TlsStream* tls() { return tls_ ? &*tls_ : nullptr; }
 
   template <class MutableBufferSequence, class ReadToken>
@@ -50,7 +73,7 @@ class Stream {
   }
 
  private:
-  std::optional<boost::beast::tcp_stream> tcp_;
+  std::optional<TimedSocket> tcp_;
   std::optional<TlsStream> tls_;
 };
 

@@ -1,0 +1,58 @@
+#include "kvgate/http/timed_socket.h"
+
+namespace kvgate::http {
+
+void TimedSocket::expires_after(clock::duration d) {
+  State& s = *state_;
+  s.deadline = clock::now() + d;
+  s.expired = false;
+  // A later deadline waits for the timer to fire at the earlier one, which then waits again.
+  if (s.deadline < s.armed) arm(state_);
+}
+
+void TimedSocket::expires_never() {
+  State& s = *state_;
+  s.deadline = clock::time_point::max();
+  s.expired = false;
+  if (s.armed != clock::time_point::max()) {
+    s.armed = clock::time_point::max();
+    s.timer.cancel();
+  }
+}
+
+void TimedSocket::close() {
+  State& s = *state_;
+  boost::system::error_code ignored;
+  s.socket.close(ignored);
+  s.armed = clock::time_point::max();
+  s.timer.cancel();
+}
+
+void TimedSocket::arm(const std::shared_ptr<State>& s) {
+  s->armed = s->deadline;
+  s->timer.expires_at(s->deadline);  // cancels the wait for the later deadline, if any
+  s->timer.async_wait([weak = std::weak_ptr<State>(s)](const boost::system::error_code& ec) {
+    on_timer(weak, ec);
+  });
+}
+
+void TimedSocket::on_timer(const std::weak_ptr<State>& weak, const boost::system::error_code& ec) {
+  if (ec == boost::asio::error::operation_aborted) return;  // re-armed, ended or closed
+  const std::shared_ptr<State> s = weak.lock();
+  if (!s) return;
+  s->armed = clock::time_point::max();
+  if (s->deadline == clock::time_point::max()) return;
+  if (clock::now() < s->deadline) {
+    arm(s);  // the deadline moved later while the timer waited
+    return;
+  }
+  if (s->pending == 0) {
+    s->expired = true;
+    return;
+  }
+  s->timed_out = true;
+  boost::system::error_code ignored;
+  s->socket.close(ignored);
+}
+
+}  // namespace kvgate::http

@@ -1,0 +1,165 @@
+// TimedSocket keeps beast::tcp_stream's deadline rules with one timer per connection: an
+// operation pending at its deadline fails with timeout and closes the socket, one started after
+// the deadline fails at once, a deadline moved later never fires at the earlier time, one moved
+// earlier does, and a connection whose deadline ended holds no work on its io_context.
+#include <array>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core/error.hpp"
+#include "gtest/gtest.h"
+#include "kvgate/http/timed_socket.h"
+
+namespace kvgate::http {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A connected pair on loopback: `ours` wrapped in a TimedSocket, `peer` a plain socket.
+struct Pair {
+  explicit Pair(net::io_context& ctx) : peer(ctx) {
+    tcp::acceptor acceptor(ctx, {net::ip::make_address("127.0.0.1"), 0});
+    tcp::socket client(ctx);
+    client.connect(acceptor.local_endpoint());
+    acceptor.accept(peer);
+    ours.emplace(std::move(client));
+  }
+  tcp::socket peer;
+  std::optional<TimedSocket> ours;
+};
+
+struct Outcome {
+  bool done = false;
+  boost::system::error_code ec;
+  size_t n = 0;
+  Clock::time_point at;
+};
+
+class TimedSocketTest : public ::testing::Test {
+ protected:
+  TimedSocket& ours() { return *pair_.ours; }
+  // Starts a read whose end lands in `out` (which must outlive it, as the fixture's do).
+  void read(Outcome& out) {
+    ours().async_read_some(net::buffer(buf_), [&out](boost::system::error_code ec, size_t n) {
+      out = {true, ec, n, Clock::now()};
+    });
+  }
+  // Runs the context for up to `limit` and expects `out` to have ended in a timeout.
+  void expect_timeout(const Outcome& out, Clock::duration limit) {
+    ctx_.restart();
+    ctx_.run_for(limit);
+    ASSERT_TRUE(out.done);
+    EXPECT_EQ(out.ec, boost::beast::error::timeout) << out.ec.message();
+  }
+
+  net::io_context ctx_;
+  Pair pair_{ctx_};
+  std::array<char, 16> buf_{};
+  Outcome out_;
+  Outcome second_;
+  const Clock::time_point start_ = Clock::now();
+};
+
+TEST_F(TimedSocketTest, APendingReadFailsWithTimeoutAtItsDeadlineAndTheSocketCloses) {
+  ours().expires_after(50ms);
+  read(out_);
+  expect_timeout(out_, 2s);
+  EXPECT_GE(out_.at - start_, 50ms);
+  EXPECT_LT(out_.at - start_, 1s);
+  EXPECT_FALSE(ours().socket().is_open());
+}
+
+TEST_F(TimedSocketTest, DataBeforeTheDeadlineIsReadAndTheDeadlineStillHoldsForTheNextRead) {
+  ours().expires_after(150ms);
+  read(out_);
+  net::write(pair_.peer, net::buffer("hi", 2));
+  while (!out_.done) ctx_.run_one();
+  EXPECT_FALSE(out_.ec) << out_.ec.message();
+  EXPECT_EQ(out_.n, 2u);
+  // No new expires_after: the same deadline ends the next read.
+  read(second_);
+  expect_timeout(second_, 2s);
+}
+
+TEST_F(TimedSocketTest, ADeadlineMovedLaterDoesNotFireAtTheEarlierOne) {
+  ours().expires_after(40ms);
+  ours().expires_after(300ms);  // later: the timer fires at 40 ms and waits again
+  read(out_);
+  expect_timeout(out_, 2s);
+  EXPECT_GE(out_.at - start_, 300ms);
+}
+
+TEST_F(TimedSocketTest, ADeadlineMovedEarlierFiresAtTheEarlierOne) {
+  ours().expires_after(10s);
+  read(out_);
+  ours().expires_after(60ms);
+  expect_timeout(out_, 3s);
+  EXPECT_GE(out_.at - start_, 60ms);
+  EXPECT_LT(out_.at - start_, 2s);
+}
+
+TEST_F(TimedSocketTest, AReadStartedAfterTheDeadlinePassedFailsAtOnce) {
+  ours().expires_after(20ms);
+  ctx_.run_for(100ms);                             // the deadline passes with nothing pending
+  net::write(pair_.peer, net::buffer("late", 4));  // even with bytes there to read
+  read(out_);
+  expect_timeout(out_, 1s);
+  EXPECT_FALSE(ours().socket().is_open());
+}
+
+TEST_F(TimedSocketTest, ANewDeadlineAfterAQuietExpiryLetsTheNextReadRun) {
+  ours().expires_after(20ms);
+  ctx_.run_for(100ms);  // expires with nothing pending (and the context runs out of work)
+  ctx_.restart();
+  ours().expires_after(1s);
+  net::write(pair_.peer, net::buffer("ok", 2));
+  read(out_);
+  while (!out_.done) ctx_.run_one();
+  EXPECT_FALSE(out_.ec) << out_.ec.message();
+  EXPECT_EQ(out_.n, 2u);
+}
+
+TEST_F(TimedSocketTest, AnEndedDeadlineHoldsNoWorkSoRunReturns) {
+  ours().expires_after(30s);
+  ours().expires_never();
+  ctx_.run();  // returns once the cancelled wait has run
+  EXPECT_LT(Clock::now() - start_, 1s);
+  // Destroying a socket with a deadline set also ends the wait.
+  Pair q(ctx_);
+  q.ours->expires_after(30s);
+  q.ours.reset();
+  ctx_.restart();
+  const auto again = Clock::now();
+  ctx_.run();
+  EXPECT_LT(Clock::now() - again, 1s);
+}
+
+TEST_F(TimedSocketTest, WritesShareTheDeadline) {
+  // The peer never reads: writes succeed until the windows fill, then one waits and times out.
+  std::vector<char> big(1 << 20, 'x');
+  std::function<void()> write_more = [&] {
+    ours().async_write_some(net::buffer(big), [&](boost::system::error_code ec, size_t n) {
+      if (!ec) {
+        write_more();
+        return;
+      }
+      out_ = {true, ec, n, Clock::now()};
+    });
+  };
+  const auto start = Clock::now();
+  ours().expires_after(200ms);
+  write_more();
+  expect_timeout(out_, 5s);
+  EXPECT_GE(out_.at - start, 200ms);
+}
+
+}  // namespace
+}  // namespace kvgate::http

@@ -634,8 +634,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         if (rank)
           stream_headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
         if (explain) stream_headers.emplace_back(std::string(kDecisionHeader), decision);
-        const Status started =
-            co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct, stream_headers);
+        // The head is held and leaves with the first piece, in one write.
+        const Status started = co_await res.start_stream(200, ct.empty() ? "text/event-stream" : ct,
+                                                         stream_headers, /*hold=*/true);
         if (!started.ok()) {
           conn.close();
           client_abort();

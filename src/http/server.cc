@@ -475,7 +475,7 @@ net::awaitable<Status> Responder::send(Response response) {
 }
 
 net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view content_type,
-                                               std::span<const Header> headers) {
+                                               std::span<const Header> headers, bool hold) {
   if (state_ != State::kIdle || failed_) {
     co_return absl::FailedPreconditionError("response already started");
   }
@@ -489,6 +489,10 @@ net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view
   head.reserve(256);
   detail::append_response_head(head, status, session_->options.server_name, content_type, headers,
                                added_headers_, keep_alive_, /*content_length=*/std::nullopt);
+  if (hold) {
+    held_head_ = std::move(head);
+    co_return Status();
+  }
   session_->stream.expires_after(session_->options.write_timeout);
   boost::system::error_code ec;
   co_await net::async_write(session_->stream, net::buffer(head),
@@ -519,10 +523,11 @@ net::awaitable<Status> Responder::write(std::string_view data) {
   // One chunk: its size in hex, the data, CRLF, in one gathered write.
   char size_line[24];
   const int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
-  const std::array<net::const_buffer, 3> chunk = {net::buffer(size_line, static_cast<size_t>(n)),
-                                                  net::buffer(data.data(), data.size()),
-                                                  net::buffer("\r\n", 2)};
+  const std::array<net::const_buffer, 4> chunk = {
+      net::buffer(held_head_), net::buffer(size_line, static_cast<size_t>(n)),
+      net::buffer(data.data(), data.size()), net::buffer("\r\n", 2)};
   ec = co_await detail::write_parts(session_->stream, chunk, write_scratch_);
+  held_head_.clear();
   if (ec) co_return fail("write chunk", ec);
   co_return Status();
 }
@@ -541,9 +546,11 @@ net::awaitable<Status> Responder::finish() {
   state_ = State::kDone;
   if (sink_ != nullptr) co_return failed_sink(co_await sink_->finish());
   session_->stream.expires_after(session_->options.write_timeout);
-  boost::system::error_code ec;
-  co_await net::async_write(session_->stream, net::buffer("0\r\n\r\n", 5),
-                            net::redirect_error(net::use_awaitable, ec));
+  const std::array<net::const_buffer, 2> last = {net::buffer(held_head_),
+                                                 net::buffer("0\r\n\r\n", 5)};
+  const boost::system::error_code ec =
+      co_await detail::write_parts(session_->stream, last, write_scratch_);
+  held_head_.clear();
   if (ec) co_return fail("write last chunk", ec);
   co_return Status();
 }

@@ -238,6 +238,25 @@ class StreamingTest : public ServerTest {
                        flood_written_ += chunk.size();
                      }
                    });
+    // A held head leaves with the first chunk; with no chunk at all, with the terminating one.
+    server_->route(
+        Verb::get, "/held", [](const Request& req, Responder& r) -> net::awaitable<void> {
+          const std::vector<Header> headers = {{"x-held", "yes"}};
+          if (!(co_await r.start_stream(200, "text/event-stream", headers, /*hold=*/true)).ok())
+            co_return;
+          if (req.target() == "/held") {
+            (void)co_await r.write("");  // empty: skipped, the head stays held
+            (void)co_await r.write("data: one\n\n");
+            (void)co_await r.write("data: two\n\n");
+          }
+          (void)co_await r.finish();
+        });
+    server_->route(Verb::get, "/held-empty",
+                   [](const Request&, Responder& r) -> net::awaitable<void> {
+                     if (!(co_await r.start_stream(200, "text/plain", {}, /*hold=*/true)).ok())
+                       co_return;
+                     (void)co_await r.finish();
+                   });
     // Streams until its writes fail.
     server_->route(Verb::get, "/forever",
                    [this](const Request&, Responder& r) -> net::awaitable<void> {
@@ -282,6 +301,35 @@ TEST_F(StreamingTest, ChunksArriveAsWritten) {
   EXPECT_EQ(events[4], "{\"i\":4}");
   EXPECT_TRUE(parser.done());
   // The connection is reusable after a finished chunked stream.
+  EXPECT_TRUE(c.get("/hello").ok());
+  EXPECT_EQ(c.connects(), 1u);
+}
+
+TEST_F(StreamingTest, AHeldHeadLeavesWithTheFirstChunkOrTheLast) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  std::string body;
+  ClientRequest req;
+  req.target = "/held";
+  auto r = c.stream(req, [&](std::string_view piece) {
+    body.append(piece);
+    return Status();
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("x-held"), "yes");
+  EXPECT_EQ(body, "data: one\n\ndata: two\n\n");
+  req.target = "/held-empty";
+  body.clear();
+  r = c.stream(req, [&](std::string_view piece) {
+    body.append(piece);
+    return Status();
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->header("Content-Type"), "text/plain");
+  EXPECT_EQ(body, "");
+  // Both ended as chunked bodies should: the connection serves on.
   EXPECT_TRUE(c.get("/hello").ok());
   EXPECT_EQ(c.connects(), 1u);
 }

@@ -128,8 +128,12 @@ class Responder {
   // Sends the status line and headers with Transfer-Encoding: chunked.
   // (A span, not a vector: a defaulted vector would be a temporary inside the caller's co_await,
   // which g++ 12 may destroy twice.)
+  // With `hold`, the head is kept and goes out with the first chunk (or the terminating one) in
+  // one write: for a caller that already holds its first chunk (the proxy, once a worker's first
+  // token is in), one write and one wake-up of the client fewer per stream.
   boost::asio::awaitable<Status> start_stream(unsigned status, std::string_view content_type,
-                                              std::span<const Header> headers = {});
+                                              std::span<const Header> headers = {},
+                                              bool hold = false);
   // start_stream for Server-Sent Events (text/event-stream, no caching, no proxy buffering).
   boost::asio::awaitable<Status> start_sse(unsigned status = 200);
   // One chunk (empty data is skipped: an empty chunk would end the body).
@@ -175,6 +179,7 @@ class Responder {
   std::vector<Header> added_headers_;
   std::string sse_scratch_;
   std::string write_scratch_;  // a TLS write's bytes (detail::write_parts)
+  std::string held_head_;      // start_stream(hold): written with the next chunk
 };
 
 using Handler = std::function<boost::asio::awaitable<void>(const Request&, Responder&)>;

@@ -39,7 +39,8 @@ if non2xx and int(non2xx.group(1)) > 0:
 errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
 if errors and sum(map(int, errors.groups())) > 0:
     fail("socket errors")
-p50 = ms(find(r"\b50%\s+(\S+)", "p50 latency"))
-p99 = ms(find(r"\b99%\s+(\S+)", "p99 latency"))
+# Anchored at a line's start: the "+/- Stdev" column ("78.99%") must not pass for a percentile.
+p50 = ms(find(r"(?m)^\s*50%\s+(\S+)", "p50 latency"))
+p99 = ms(find(r"(?m)^\s*99%\s+(\S+)", "p99 latency"))
 rps = float(find(r"Requests/sec:\s+([\d.]+)", "request rate"))
 print(f"{p50:.4f} {p99:.4f} {rps:.1f}")

@@ -142,6 +142,16 @@ TEST_F(TimedSocketTest, AnEndedDeadlineHoldsNoWorkSoRunReturns) {
   EXPECT_LT(Clock::now() - again, 1s);
 }
 
+TEST_F(TimedSocketTest, DestroyingTheSocketEndsAPendingRead) {
+  ours().expires_after(30s);
+  read(out_);
+  pair_.ours.reset();
+  ctx_.run_for(2s);
+  ASSERT_TRUE(out_.done) << "the read outlived its socket";
+  EXPECT_TRUE(out_.ec);
+  EXPECT_LT(out_.at - start_, 1s);
+}
+
 TEST_F(TimedSocketTest, WritesShareTheDeadline) {
   // The peer never reads: writes succeed until the windows fill, then one waits and times out.
   std::vector<char> big(1 << 20, 'x');

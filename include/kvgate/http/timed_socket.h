@@ -44,8 +44,10 @@ class TimedSocket {
       : state_(std::make_shared<State>(std::move(socket))) {}
   TimedSocket(TimedSocket&&) noexcept = default;
   TimedSocket& operator=(TimedSocket&&) noexcept = default;
+  // Closes the socket too, as beast::tcp_stream does: an operation still pending (its handler
+  // holds the state) ends now instead of waiting without a deadline.
   ~TimedSocket() {
-    if (state_) state_->timer.cancel();
+    if (state_) close();
   }
 
   executor_type get_executor() { return state_->socket.get_executor(); }

@@ -670,7 +670,17 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             final_status = shutdown ? 503 : 502;
             break;
           }
-          if (piece->empty()) {
+          std::string_view out;
+          if (!piece->empty()) {
+            tail.add(*piece);
+            if (remember_answer) said.add(*piece);
+            out = strip_usage ? strip.feed(*piece) : std::string_view(*piece);
+          }
+          if (piece->empty() || conn.body_complete()) {
+            // The end, here with the stream's last bytes when they arrived with it (an engine
+            // writes its last events and the end together): they and the terminator leave in one
+            // write.
+            if (!piece->empty()) (void)co_await conn.next_piece();  // the end, without a read
             note_cache_report(tail.view());
             if (remember_answer) {
               if (std::optional<std::string> bytes = said.take()) {
@@ -678,16 +688,15 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
               }
             }
             const std::string_view rest = strip_usage ? strip.rest() : std::string_view();
-            if (!rest.empty()) (void)co_await res.write(rest);
+            std::string joined;  // only for an unterminated last event (rare)
+            if (!rest.empty()) joined.append(out).append(rest);
+            const std::string_view last = rest.empty() ? out : std::string_view(joined);
             dispatch.set(Outcome::kSuccess);
-            (void)co_await res.finish();
+            (void)co_await res.finish(last);
             veto.watch(nullptr);
             upstream_->release(worker->id(), std::move(lease->conn));
             break;
           }
-          tail.add(*piece);
-          if (remember_answer) said.add(*piece);
-          const std::string_view out = strip_usage ? strip.feed(*piece) : std::string_view(*piece);
           if (!out.empty() && !(co_await res.write(out)).ok()) {
             // The client went away: drop the upstream connection so the engine aborts the request.
             conn.close();

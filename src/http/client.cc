@@ -189,6 +189,7 @@ net::awaitable<Result<ClientResponse>> Connection::start_streaming(
     const ClientRequest& request, std::chrono::milliseconds timeout) {
   if (Status s = co_await write_request(request, timeout); !s.ok()) co_return s;
   stream_parser_.emplace();
+  buffered_error_ = {};
   // No limit, said as the largest one: Beast 1.74 compares a Content-Length against an empty
   // optional limit as "greater", so body_limit(boost::none) fails every answer with a length (an
   // engine's 400 to a streamed request) with "body limit exceeded".
@@ -211,7 +212,11 @@ net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::mil
   if (!stream_parser_) co_return absl::FailedPreconditionError("no streaming exchange in progress");
   if (!piece_) piece_ = std::make_unique<char[]>(kPieceBytes);
   auto& parser = *stream_parser_;
-  boost::system::error_code ec;
+  boost::system::error_code ec = std::exchange(buffered_error_, {});
+  if (ec) {
+    stream_parser_.reset();
+    co_return failure("read response body", ec);
+  }
   while (!parser.is_done()) {
     parser.get().body().data = piece_.get();
     parser.get().body().size = kPieceBytes;
@@ -224,14 +229,31 @@ net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::mil
       stream_parser_.reset();
       co_return failure("read response body", ec);
     }
-    const size_t n = kPieceBytes - parser.get().body().size;
-    if (n > 0) co_return std::string_view(piece_.get(), n);
+    if (parser.get().body().size < kPieceBytes) {
+      take_buffered();
+      co_return std::string_view(piece_.get(), kPieceBytes - parser.get().body().size);
+    }
   }
   reusable_ = parser.get().keep_alive() && !parser.need_eof();
   stream_parser_.reset();
   if (!reusable_) close();
   stream_.expires_never();
   co_return std::string_view();
+}
+
+void Connection::take_buffered() {
+  auto& parser = *stream_parser_;
+  while (buffer_.size() > 0 && !parser.is_done() && parser.get().body().size > 0) {
+    boost::system::error_code ec;
+    const size_t used = parser.put(buffer_.data(), ec);
+    buffer_.consume(used);
+    // need_more: the rest has not arrived; need_buffer: the piece is full. Another error is the
+    // body's: this piece goes out, and the next call reports it.
+    if (ec && ec != beast_http::error::need_more && ec != beast_http::error::need_buffer) {
+      buffered_error_ = ec;
+    }
+    if (ec || used == 0) break;
+  }
 }
 
 net::awaitable<Result<ClientResponse>> Connection::send_streaming(const ClientRequest& request,

@@ -538,18 +538,29 @@ net::awaitable<Status> Responder::write_sse(std::string_view payload) {
   co_return co_await write(sse_scratch_);
 }
 
-net::awaitable<Status> Responder::finish() {
+net::awaitable<Status> Responder::finish(std::string_view last) {
   if (state_ != State::kStreaming) {
     co_return failed_ ? absl::UnavailableError("connection failed")
                       : absl::FailedPreconditionError("no stream started");
   }
+  if (sink_ != nullptr) {
+    if (!last.empty()) {
+      if (Status s = co_await write(last); !s.ok()) co_return s;
+    }
+    state_ = State::kDone;
+    co_return failed_sink(co_await sink_->finish());
+  }
   state_ = State::kDone;
-  if (sink_ != nullptr) co_return failed_sink(co_await sink_->finish());
   session_->stream.expires_after(session_->options.write_timeout);
-  const std::array<net::const_buffer, 2> last = {net::buffer(held_head_),
-                                                 net::buffer("0\r\n\r\n", 5)};
+  char size_line[24];
+  const int n =
+      last.empty() ? 0 : std::snprintf(size_line, sizeof size_line, "%zx\r\n", last.size());
+  const std::array<net::const_buffer, 5> parts = {
+      net::buffer(held_head_), net::buffer(size_line, static_cast<size_t>(n)),
+      net::buffer(last.data(), last.size()), net::buffer("\r\n", last.empty() ? 0 : 2),
+      net::buffer("0\r\n\r\n", 5)};
   const boost::system::error_code ec =
-      co_await detail::write_parts(session_->stream, last, write_scratch_);
+      co_await detail::write_parts(session_->stream, parts, write_scratch_);
   held_head_.clear();
   if (ec) co_return fail("write last chunk", ec);
   co_return Status();

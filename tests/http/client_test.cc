@@ -38,14 +38,39 @@ T run(net::io_context& ctx, net::awaitable<T> op) {
 constexpr std::string_view kOk =
     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok";
 
-// A raw server on loopback: per connection, answers the first `answered` requests and then, on
-// the next request, does `then` (close at once, or hold the connection silent).
-class RawServer {
+// A scripted peer on loopback: a derived class runs its script on thread_, and the destructor
+// stops it (a blocking accept is woken with a connection of our own). Everything the script
+// touches lives here, so the join in this destructor never races a destroyed member.
+class LoopbackPeer {
+ public:
+  ~LoopbackPeer() {
+    stop_ = true;
+    boost::system::error_code ec;
+    tcp::socket s(ctx_);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
+    if (thread_.joinable()) thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  void release() { released_ = true; }  // the script's cue, where it waits for one
+
+ protected:
+  LoopbackPeer() : acceptor_(ctx_, tcp::endpoint(tcp::v4(), 0)) {
+    port_ = acceptor_.local_endpoint().port();
+  }
+  net::io_context ctx_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::atomic<bool> released_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Per connection, answers the first `answered` requests and then, on the next request, does
+// `then` (close at once, or hold the connection silent).
+class RawServer : public LoopbackPeer {
  public:
   enum class Then { kClose, kHold };
-  RawServer(int answered, Then then) : acceptor_(ctx_, tcp::endpoint(tcp::v4(), 0)) {
-    acceptor_.set_option(net::socket_base::reuse_address(true));
-    port_ = acceptor_.local_endpoint().port();
+  RawServer(int answered, Then then) {
     thread_ = std::thread([this, answered, then] {
       boost::system::error_code ec;
       while (!stop_) {
@@ -70,22 +95,6 @@ class RawServer {
       }
     });
   }
-  ~RawServer() {
-    stop_ = true;
-    boost::system::error_code ec;
-    // Wake a blocking accept with a connection of our own.
-    tcp::socket s(ctx_);
-    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);
-    thread_.join();
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  net::io_context ctx_;
-  tcp::acceptor acceptor_;
-  uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 ClientRequest post_request() {
@@ -180,6 +189,97 @@ TEST(ConnectionTest, StreamedRequestAnsweredWithALengthIsReadWhole) {
   EXPECT_TRUE((*conn)->reusable());
   server.stop();
   pool.stop();
+}
+
+// A raw server for one streamed answer: on the first request it writes `first`, then, once
+// release() is called (or after 5 s), `second`, and holds the connection open.
+class ScriptedStream : public LoopbackPeer {
+ public:
+  ScriptedStream(std::string first, std::string second) {
+    thread_ = std::thread([this, first = std::move(first), second = std::move(second)] {
+      boost::system::error_code ec;
+      tcp::socket sock(ctx_);
+      acceptor_.accept(sock, ec);
+      if (ec) return;
+      net::streambuf buf;
+      net::read_until(sock, buf, "\r\n\r\n", ec);
+      net::write(sock, net::buffer(first), ec);
+      for (int i = 0; i < 1000 && !released_ && !stop_; ++i) std::this_thread::sleep_for(5ms);
+      if (!second.empty()) net::write(sock, net::buffer(second), ec);
+      while (!stop_) std::this_thread::sleep_for(5ms);
+    });
+  }
+};
+
+constexpr std::string_view kChunkedHead =
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+// A connection to `raw` whose streamed exchange has read its head (null on failure, reported).
+std::unique_ptr<Connection> streaming_from(net::io_context& ctx, const ScriptedStream& raw) {
+  auto conn = run(ctx, Connection::connect("127.0.0.1", raw.port()));
+  EXPECT_TRUE(conn.ok()) << conn.status();
+  if (!conn.ok()) return nullptr;
+  const ClientRequest req = post_request();
+  const auto head = run(ctx, (*conn)->start_streaming(req));
+  EXPECT_TRUE(head.ok()) << head.status();
+  return head.ok() ? std::move(*conn) : nullptr;
+}
+
+TEST(StreamedPiecesTest, ChunksThatArriveTogetherAreOnePieceAndTheEndIsKnownWithThem) {
+  ScriptedStream raw(std::string(kChunkedHead) + "5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n", "");
+  net::io_context ctx;
+  const std::unique_ptr<Connection> conn = streaming_from(ctx, raw);
+  ASSERT_NE(conn, nullptr);
+  // The head's read may or may not have brought the chunks; either way they are one piece.
+  std::string got;
+  while (!conn->body_complete()) {
+    auto piece = run(ctx, conn->next_piece());
+    ASSERT_TRUE(piece.ok()) << piece.status();
+    ASSERT_FALSE(piece->empty());
+    got.append(*piece);
+    if (!conn->body_complete()) {
+      EXPECT_EQ(got, "first") << "a read split the two chunks";
+    }
+  }
+  EXPECT_EQ(got, "firstsecond");
+  auto end = run(ctx, conn->next_piece());
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_TRUE(end->empty());
+  EXPECT_TRUE(conn->reusable());
+}
+
+TEST(StreamedPiecesTest, APieceNeverWaitsForTheNext) {
+  ScriptedStream raw(std::string(kChunkedHead) + "5\r\nfirst\r\n", "6\r\nsecond\r\n0\r\n\r\n");
+  net::io_context ctx;
+  const std::unique_ptr<Connection> conn = streaming_from(ctx, raw);
+  ASSERT_NE(conn, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  auto first = run(ctx, conn->next_piece());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, "first");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << "the piece waited for the next one";
+  EXPECT_FALSE(conn->body_complete());
+  raw.release();
+  auto second = run(ctx, conn->next_piece());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, "second");
+  EXPECT_TRUE(conn->body_complete());
+  auto end = run(ctx, conn->next_piece());
+  ASSERT_TRUE(end.ok());
+  EXPECT_TRUE(end->empty());
+}
+
+TEST(StreamedPiecesTest, ABadChunkAfterAGoodOneFailsTheNextPieceNotThisOne) {
+  ScriptedStream raw(std::string(kChunkedHead) + "5\r\nfirst\r\nzz\r\nbad", "");
+  net::io_context ctx;
+  const std::unique_ptr<Connection> conn = streaming_from(ctx, raw);
+  ASSERT_NE(conn, nullptr);
+  auto first = run(ctx, conn->next_piece());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, "first");
+  auto next = run(ctx, conn->next_piece());
+  EXPECT_FALSE(next.ok()) << "a chunk size of 'zz' was read as data";
+  EXPECT_FALSE(conn->reusable());
 }
 
 TEST(ServerTimeoutsTest, KeepAliveTimeoutDoesNotCutASlowRequestBody) {

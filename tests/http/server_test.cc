@@ -239,18 +239,21 @@ class StreamingTest : public ServerTest {
                      }
                    });
     // A held head leaves with the first chunk; with no chunk at all, with the terminating one.
-    server_->route(
-        Verb::get, "/held", [](const Request& req, Responder& r) -> net::awaitable<void> {
-          const std::vector<Header> headers = {{"x-held", "yes"}};
-          if (!(co_await r.start_stream(200, "text/event-stream", headers, /*hold=*/true)).ok())
-            co_return;
-          if (req.target() == "/held") {
-            (void)co_await r.write("");  // empty: skipped, the head stays held
-            (void)co_await r.write("data: one\n\n");
-            (void)co_await r.write("data: two\n\n");
-          }
-          (void)co_await r.finish();
-        });
+    // /held-last: the head, the only chunk and the end in one write.
+    const auto held = [](const Request& req, Responder& r) -> net::awaitable<void> {
+      const std::vector<Header> headers = {{"x-held", "yes"}};
+      if (!(co_await r.start_stream(200, "text/event-stream", headers, /*hold=*/true)).ok())
+        co_return;
+      if (req.target() == "/held") {
+        (void)co_await r.write("");  // empty: skipped, the head stays held
+        (void)co_await r.write("data: one\n\n");
+        (void)co_await r.write("data: two\n\n");
+      }
+      const std::string_view last = req.target() == "/held-last" ? "data: last\n\n" : "";
+      (void)co_await r.finish(last);
+    };
+    server_->route(Verb::get, "/held", held);
+    server_->route(Verb::get, "/held-last", held);
     server_->route(Verb::get, "/held-empty",
                    [](const Request&, Responder& r) -> net::awaitable<void> {
                      if (!(co_await r.start_stream(200, "text/plain", {}, /*hold=*/true)).ok())
@@ -309,27 +312,30 @@ TEST_F(StreamingTest, AHeldHeadLeavesWithTheFirstChunkOrTheLast) {
   start();
   SyncClient c("127.0.0.1", server_->port());
   std::string body;
-  ClientRequest req;
-  req.target = "/held";
-  auto r = c.stream(req, [&](std::string_view piece) {
-    body.append(piece);
-    return Status();
-  });
+  const auto read = [&](const char* target) {
+    ClientRequest req;
+    req.target = target;
+    body.clear();
+    return c.stream(req, [&](std::string_view piece) {
+      body.append(piece);
+      return Status();
+    });
+  };
+  auto r = read("/held");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 200u);
   EXPECT_EQ(r->header("x-held"), "yes");
   EXPECT_EQ(body, "data: one\n\ndata: two\n\n");
-  req.target = "/held-empty";
-  body.clear();
-  r = c.stream(req, [&](std::string_view piece) {
-    body.append(piece);
-    return Status();
-  });
+  r = read("/held-last");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header("x-held"), "yes");
+  EXPECT_EQ(body, "data: last\n\n");
+  r = read("/held-empty");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 200u);
   EXPECT_EQ(r->header("Content-Type"), "text/plain");
   EXPECT_EQ(body, "");
-  // Both ended as chunked bodies should: the connection serves on.
+  // All ended as chunked bodies should: the connection serves on.
   EXPECT_TRUE(c.get("/hello").ok());
   EXPECT_EQ(c.connects(), 1u);
 }
@@ -421,6 +427,13 @@ class DisconnectWatchTest : public ServerTest {
           // The "work": ?ms=N milliseconds.
           const auto ms = std::stoi(std::string(req.query_param("ms").value_or("300")));
           net::steady_timer work(co_await net::this_coro::executor, std::chrono::milliseconds(ms));
+          // ?arm_after=N: start watching N milliseconds late (after the client may have closed).
+          if (const auto late = req.query_param("arm_after")) {
+            net::steady_timer pause(co_await net::this_coro::executor,
+                                    std::chrono::milliseconds(std::stoi(std::string(*late))));
+            boost::system::error_code ec;
+            co_await pause.async_wait(net::redirect_error(net::use_awaitable, ec));
+          }
           bool gone = false;
           {
             const DisconnectWatch watch = r.watch_disconnect([&] {
@@ -440,20 +453,29 @@ class DisconnectWatchTest : public ServerTest {
           (void)co_await r.send(std::move(out));
         });
   }
+  // A client that sends `target` and closes `after` it.
+  void send_then_close(const std::string& target, std::chrono::milliseconds after) {
+    net::io_context ctx;
+    net::ip::tcp::socket s(ctx);
+    s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+    const std::string req = "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n";
+    net::write(s, net::buffer(req));
+    std::this_thread::sleep_for(after);
+    s.close();
+  }
   std::atomic<int> aborted_{0}, completed_{0};
 };
 
 TEST_F(DisconnectWatchTest, ClientThatClosesIsNoticedWhileTheHandlerWaits) {
   start();
-  {
-    net::io_context ctx;
-    net::ip::tcp::socket s(ctx);
-    s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
-    const std::string req = "GET /slow?ms=5000 HTTP/1.1\r\nHost: x\r\n\r\n";
-    net::write(s, net::buffer(req));
-    std::this_thread::sleep_for(50ms);
-    s.close();
-  }
+  send_then_close("/slow?ms=5000", 50ms);
+  ASSERT_TRUE(wait_until([&] { return aborted_.load() == 1; }, 2s)) << "the watch did not fire";
+  EXPECT_EQ(completed_.load(), 0);
+}
+
+TEST_F(DisconnectWatchTest, ClientThatClosedBeforeTheWatchStartedIsNoticed) {
+  start();
+  send_then_close("/slow?ms=5000&arm_after=200", 0ms);  // the FIN is in before the handler watches
   ASSERT_TRUE(wait_until([&] { return aborted_.load() == 1; }, 2s)) << "the watch did not fire";
   EXPECT_EQ(completed_.load(), 0);
 }

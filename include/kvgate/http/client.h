@@ -108,8 +108,13 @@ class Connection {
   // one piece): a proxy waits longer for a stream's first token than between two tokens.
   boost::asio::awaitable<Result<ClientResponse>> start_streaming(
       const ClientRequest& request, std::chrono::milliseconds timeout = {});
+  // A piece is what one read brought plus every further piece already buffered (up to 16 KiB):
+  // what arrived together leaves together, and nothing waits for bytes to join it.
   boost::asio::awaitable<Result<std::string_view>> next_piece(
       std::chrono::milliseconds timeout = {});
+  // Whether the streamed body has been read to its end: the piece just returned was its last, and
+  // next_piece() returns the end without reading (and must still be called, to end the exchange).
+  bool body_complete() const { return stream_parser_ && stream_parser_->is_done(); }
 
   bool reusable() const { return reusable_; }
   // Whether the last exchange failed before any byte of its response arrived.
@@ -133,11 +138,14 @@ class Connection {
   boost::asio::awaitable<Status> write_request(const ClientRequest& request,
                                                std::chrono::milliseconds timeout);
   Status failure(const char* what, const boost::system::error_code& ec);
+  // Parses body bytes already in buffer_ into the current piece, without reading.
+  void take_buffered();
 
   Stream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<beast_http::response_parser<beast_http::buffer_body>> stream_parser_;
   std::unique_ptr<char[]> piece_;
+  boost::system::error_code buffered_error_;  // met by take_buffered(): the next piece's failure
   std::string host_header_;
   ClientOptions options_;
   bool reusable_ = true;

@@ -140,8 +140,9 @@ class Responder {
   boost::asio::awaitable<Status> write(std::string_view data);
   // One SSE event: "data: <payload>\n\n", as one chunk.
   boost::asio::awaitable<Status> write_sse(std::string_view payload);
-  // The terminating chunk.
-  boost::asio::awaitable<Status> finish();
+  // The terminating chunk, after `last` as one more chunk when it has bytes: a stream whose last
+  // bytes and end are known together sends them in one write.
+  boost::asio::awaitable<Status> finish(std::string_view last = {});
 
   // Starts watching for the client closing the connection (see DisconnectWatch). Watch while
   // waiting, not while a response is being written by another coroutine.

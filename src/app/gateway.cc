@@ -318,15 +318,21 @@ Status GatewayImpl::start() {
   });
   start_pulse();
   upstream_->start();
-  if (Status s = server_->start(); !s.ok()) {
+  // A listener that cannot open (a port in use) ends the start: what started stops again, so the
+  // gateway can be destroyed (a joinable thread would end the process) and the error reported.
+  const auto undo = [this](Status s) {
+    upstream_->stop();
     io_.stop();
+    parse_work_.reset();
+    parse_context_.stop();
+    if (parse_thread_.joinable()) parse_thread_.join();
     return s;
-  }
+  };
+  if (Status s = server_->start(); !s.ok()) return undo(s);
   if (metrics_server_) {
     if (Status s = metrics_server_->start(); !s.ok()) {
       server_->stop(std::chrono::milliseconds(0));
-      io_.stop();
-      return Status(s.code(), "--prometheus-port: " + std::string(message_of(s)));
+      return undo(Status(s.code(), "--prometheus-port: " + std::string(message_of(s))));
     }
   }
   if (config_.grpc_port >= 0) {
@@ -335,8 +341,7 @@ Status GatewayImpl::start() {
       grpc_front_.reset();
       if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));
       server_->stop(std::chrono::milliseconds(0));
-      io_.stop();
-      return s;
+      return undo(s);
     }
   }
   started_ = true;

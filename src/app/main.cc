@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (kvgate::Status s = (*gateway)->start(); !s.ok()) {
-    logger->critical("cannot listen on {}:{}: {}", config.host, config.port, kvgate::message_of(s));
+    logger->critical("cannot start: {}", kvgate::message_of(s));  // it names the listener
     kvgate::log::shutdown();
     return 1;
   }

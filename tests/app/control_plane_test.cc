@@ -1,6 +1,9 @@
 // The control routes cannot be turned against the gateway: a worker URL that leads back to it is
 // refused, a request that comes round again is refused, the same engine under another name is
 // one worker, the fleet has a size limit, and credentials in a worker URL are used, never shown.
+// A gateway whose listener cannot open fails its start and ends cleanly.
+#include <gmock/gmock.h>
+
 #include <atomic>
 #include <mutex>
 
@@ -71,6 +74,31 @@ TEST_F(GatewayTest, TheSameEngineUnderAnotherNameIsOneWorker) {
   EXPECT_EQ(r->status, 409u) << r->body;
   EXPECT_NE(r->body.find("same engine as " + url), std::string::npos) << r->body;
   EXPECT_EQ(gateway_->registry().snapshot()->workers.size(), 1u);
+}
+
+TEST_F(GatewayTest, AListenerThatCannotOpenFailsTheStartAndTheGatewayEndsCleanly) {
+  // Ports in use: the HTTP one, then (with a free HTTP port) the metrics one. Each start fails
+  // with the listener named, and the gateway is destroyed without ending the process.
+  net::io_context ctx;
+  net::ip::tcp::acceptor taken(ctx, {net::ip::make_address("127.0.0.1"), 0});  // listening
+  const uint16_t port = taken.local_endpoint().port();
+  for (const bool metrics : {false, true}) {
+    GatewayConfig c = base_config();
+    if (metrics) {
+      c.prometheus_port = port;
+    } else {
+      c.port = port;
+    }
+    auto gw = Gateway::create(c);
+    ASSERT_TRUE(gw.ok()) << gw.status();
+    const Status s = (*gw)->start();
+    ASSERT_FALSE(s.ok()) << "started on a port in use";
+    EXPECT_THAT(
+        std::string(message_of(s)),
+        ::testing::HasSubstr(metrics ? "--prometheus-port: cannot listen on"
+                                     : "cannot listen on 127.0.0.1:" + std::to_string(port)));
+    gw->reset();  // must not terminate: nothing of the failed start is left running
+  }
 }
 
 TEST_F(GatewayTest, TheFleetStopsAtMaxWorkers) {

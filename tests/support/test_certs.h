@@ -14,15 +14,41 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <system_error>
+#include <utility>
 
 namespace kvgate::testing {
 
+// Owns its directory: removed with it.
 struct TestCerts {
+  TestCerts() = default;
+  TestCerts(TestCerts&& o) noexcept { *this = std::move(o); }
+  TestCerts& operator=(TestCerts&& o) noexcept {
+    if (this != &o) {
+      remove();
+      dir = std::exchange(o.dir, {});
+      ca_cert = std::move(o.ca_cert);
+      other_ca_cert = std::move(o.other_ca_cert);
+      server_cert = std::move(o.server_cert);
+      server_key = std::move(o.server_key);
+    }
+    return *this;
+  }
+  ~TestCerts() { remove(); }
+
   std::string dir;
   std::string ca_cert;        // the CA that signed server_cert
   std::string other_ca_cert;  // a CA that signed nothing here
   std::string server_cert;    // CN and SANs: localhost, 127.0.0.1
   std::string server_key;
+
+ private:
+  void remove() {
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    dir.clear();
+  }
 };
 
 namespace detail {

@@ -10,7 +10,8 @@
 #                        [--stream] [--kvgate-threads N] [--numa-topology SPEC]
 # --stream asks for an SSE answer (one event per token, then [DONE]), so the legs also compare
 # relaying a stream chunk by chunk; wrk's latency is then the whole stream's.
-# --kvgate-threads gives kvgate N executor threads (default 1). --numa-topology adds a leg: a
+# --kvgate-threads gives kvgate N executor threads and nginx as many worker processes (default
+# 1), so both proxies have the same cores. --numa-topology adds a leg: a
 # second kvgate with the same threads laid out on the described NUMA nodes (e.g. "0;1").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -79,7 +80,7 @@ fi
 ngx_port=$(free_port)
 mkdir -p "$work/nginx"
 cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
+worker_processes $kvgate_threads;
 pid $work/nginx.pid;
 error_log $work/nginx/error.log warn;
 events { worker_connections 1024; }

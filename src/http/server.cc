@@ -511,6 +511,23 @@ net::awaitable<Status> Responder::start_sse(unsigned status) {
   co_return co_await start_stream(status, "text/event-stream", kSseHeaders);
 }
 
+net::awaitable<boost::system::error_code> Responder::write_chunk(std::string_view data, bool end) {
+  session_->stream.expires_after(session_->options.write_timeout);
+  // A held head, the chunk (its size in hex, the data, CRLF; none for empty data) and with `end`
+  // the terminating chunk, in one gathered write.
+  char size_line[24];
+  const int n =
+      data.empty() ? 0 : std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+  const std::array<net::const_buffer, 5> parts = {
+      net::buffer(held_head_), net::buffer(size_line, static_cast<size_t>(n)),
+      net::buffer(data.data(), data.size()), net::buffer("\r\n", data.empty() ? 0 : 2),
+      net::buffer("0\r\n\r\n", end ? 5 : 0)};
+  const boost::system::error_code ec =
+      co_await detail::write_parts(session_->stream, parts, write_scratch_);
+  held_head_.clear();
+  co_return ec;
+}
+
 net::awaitable<Status> Responder::write(std::string_view data) {
   if (state_ != State::kStreaming) {
     co_return failed_ ? absl::UnavailableError("connection failed")
@@ -518,16 +535,7 @@ net::awaitable<Status> Responder::write(std::string_view data) {
   }
   if (data.empty()) co_return Status();
   if (sink_ != nullptr) co_return failed_sink(co_await sink_->write(data));
-  session_->stream.expires_after(session_->options.write_timeout);
-  boost::system::error_code ec;
-  // One chunk: its size in hex, the data, CRLF, in one gathered write.
-  char size_line[24];
-  const int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
-  const std::array<net::const_buffer, 4> chunk = {
-      net::buffer(held_head_), net::buffer(size_line, static_cast<size_t>(n)),
-      net::buffer(data.data(), data.size()), net::buffer("\r\n", 2)};
-  ec = co_await detail::write_parts(session_->stream, chunk, write_scratch_);
-  held_head_.clear();
+  const boost::system::error_code ec = co_await write_chunk(data, /*end=*/false);
   if (ec) co_return fail("write chunk", ec);
   co_return Status();
 }
@@ -551,17 +559,7 @@ net::awaitable<Status> Responder::finish(std::string_view last) {
     co_return failed_sink(co_await sink_->finish());
   }
   state_ = State::kDone;
-  session_->stream.expires_after(session_->options.write_timeout);
-  char size_line[24];
-  const int n =
-      last.empty() ? 0 : std::snprintf(size_line, sizeof size_line, "%zx\r\n", last.size());
-  const std::array<net::const_buffer, 5> parts = {
-      net::buffer(held_head_), net::buffer(size_line, static_cast<size_t>(n)),
-      net::buffer(last.data(), last.size()), net::buffer("\r\n", last.empty() ? 0 : 2),
-      net::buffer("0\r\n\r\n", 5)};
-  const boost::system::error_code ec =
-      co_await detail::write_parts(session_->stream, parts, write_scratch_);
-  held_head_.clear();
+  const boost::system::error_code ec = co_await write_chunk(last, /*end=*/true);
   if (ec) co_return fail("write last chunk", ec);
   co_return Status();
 }

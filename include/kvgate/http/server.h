@@ -167,6 +167,9 @@ class Responder {
   Responder(detail::Session* session, bool keep_alive)
       : session_(session), keep_alive_(keep_alive) {}
   Status fail(const char* what, const boost::system::error_code& ec);
+  // write() and finish() on a connection of our own: `data` as one chunk (none when empty), after
+  // a held head, and with `end` the terminating chunk, in one write.
+  boost::asio::awaitable<boost::system::error_code> write_chunk(std::string_view data, bool end);
   Status failed_sink(Status s);
   // The handler's headers and the ones added here, for a sink.
   std::vector<Header> with_added(std::span<const Header> headers) const;

@@ -76,6 +76,13 @@ streams_up() {
     [[ "$(grep -c '^kvgate_relay_follow_connected{.*} 1$' "$work/gateway.metrics")" -eq 2 ]]
 }
 kvg_poll 5 streams_up || fail "the gateway's /metrics shows no stream from the relay up: $(follow_state)"
+# The client's checks above already left blocks on the first engine, so the index is not empty
+# now: the prompt's blocks have arrived once the count grew past this.
+memberships() {
+  curl -sf "$KVG_GATEWAY_URL/metrics" | sed -n 's/^kvgate_index_memberships \([0-9.]*\)$/\1/p'
+}
+before="$(memberships)"
+before="${before%.*}"
 body='{"model":"mock-8b","prompt":"'"$(printf 'shared prefix %d ' $(seq 1 150))"'","max_tokens":1}'
 curl -sf --max-time 10 -H 'content-type: application/json' -d "$body" \
   "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "the gateway did not answer"
@@ -84,8 +91,8 @@ affinity() {
     sed -n 's/^kvgate_router_decisions_total{branch="affinity"[^}]*} \([0-9.]*\)$/\1/p' |
     awk '{s += $1} END {print s + 0}'
 }
-kvg_poll 10 bash -c "curl -sf '$KVG_GATEWAY_URL/metrics' | grep -q 'kvgate_index_memberships [1-9]'" ||
-  fail "the gateway's index stayed empty: nothing came through the relay"
+grown() { local now; now="$(memberships)"; [[ "${now%.*}" -gt "${before:-0}" ]]; }
+kvg_poll 10 grown || fail "the prompt's blocks did not reach the gateway's index through the relay"
 for i in 1 2 3 4 5; do
   curl -sf --max-time 10 -H 'content-type: application/json' -d "$body" \
     "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "the gateway did not answer"

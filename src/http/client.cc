@@ -19,11 +19,12 @@
 #include "boost/beast/http/buffer_body.hpp"
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
-#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/parser.hpp"
 #include "boost/beast/http/span_body.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
 #include "http/detail/head_writer.h"
+#include "http/detail/read_message.h"
 
 namespace kvgate::http {
 namespace net = boost::asio;
@@ -164,8 +165,7 @@ net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& req
   parser.body_limit(options_.body_limit);
   boost::system::error_code ec;
   // The deadline set by write_request covers the whole exchange.
-  co_await beast_http::async_read(stream_, buffer_, parser,
-                                  net::redirect_error(net::use_awaitable, ec));
+  ec = co_await detail::read_message(stream_, buffer_, parser, detail::ReadUntil::kWhole);
   if (ec) {
     failed_before_response_ = !parser.got_some();
     co_return failure("read response", ec);
@@ -195,8 +195,7 @@ net::awaitable<Result<ClientResponse>> Connection::start_streaming(
   // engine's 400 to a streamed request) with "body limit exceeded".
   stream_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
   boost::system::error_code ec;
-  co_await beast_http::async_read_header(stream_, buffer_, *stream_parser_,
-                                         net::redirect_error(net::use_awaitable, ec));
+  ec = co_await detail::read_message(stream_, buffer_, *stream_parser_, detail::ReadUntil::kHeader);
   if (ec) {
     failed_before_response_ = !stream_parser_->got_some();
     co_return failure("read response head", ec);
@@ -222,8 +221,7 @@ net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::mil
     parser.get().body().size = kPieceBytes;
     stream_.expires_after(timeout.count() > 0 ? timeout : options_.idle_timeout);
     // read_some: hand each piece over as soon as it is parsed, not when the buffer is full.
-    co_await beast_http::async_read_some(stream_, buffer_, parser,
-                                         net::redirect_error(net::use_awaitable, ec));
+    ec = co_await detail::read_some(stream_, buffer_, parser);
     if (ec == beast_http::error::need_buffer) ec = {};
     if (ec) {
       stream_parser_.reset();

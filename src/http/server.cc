@@ -17,9 +17,10 @@
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
-#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/parser.hpp"
 #include "boost/beast/http/write.hpp"
 #include "http/detail/head_writer.h"
+#include "http/detail/read_message.h"
 #include "http/detail/session.h"
 #include "kvgate/core/log.h"
 
@@ -199,8 +200,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     }
     s->idle.store(false, std::memory_order_release);
     s->stream.expires_after(st->options.read_timeout);
-    co_await beast_http::async_read_header(s->stream, buffer, parser,
-                                           net::redirect_error(net::use_awaitable, ec));
+    ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kHeader);
     BodyReservation reservation(*st);
     if (!ec) {
       const std::string_view path =
@@ -229,18 +229,16 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
                                        net::redirect_error(net::use_awaitable, ec));
     }
     if (!ec && !parser.is_done()) {
-      co_await beast_http::async_read(s->stream, buffer, parser,
-                                      net::redirect_error(net::use_awaitable, ec));
+      ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kWhole);
     }
     if (ec) {
       unsigned status = 0;
       if (ec == beast_http::error::body_limit) {
         status = 413;
       } else if (ec == beast_http::error::header_limit) {
-        // The request line alone overran the limit (no line end in what was read): a URI too
-        // long, not too many headers.
-        const std::string_view read(static_cast<const char*>(buffer.data().data()), buffer.size());
-        status = read.find("\r\n") == std::string_view::npos ? 414 : 431;
+        // The request line alone overran the limit (the parser never got past it, so the
+        // request has no target yet): a URI too long, not too many headers.
+        status = parser.get().target().empty() ? 414 : 431;
       } else if (is_parse_error(ec)) {
         status = 400;
       }

@@ -1,5 +1,12 @@
 #include "kvgate/http/timed_socket.h"
 
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
 namespace kvgate::http {
 
 void TimedSocket::expires_after(clock::duration d) {
@@ -26,6 +33,30 @@ void TimedSocket::close() {
   s.socket.close(ignored);
   s.armed = clock::time_point::max();
   s.timer.cancel();
+}
+
+size_t TimedSocket::write_now(std::span<const boost::asio::const_buffer> buffers,
+                              boost::system::error_code& ec) {
+  State& s = *state_;
+  ec = {};
+  if (s.expired || s.timed_out || !s.socket.is_open()) return 0;
+  std::array<iovec, 8> iov{};
+  const size_t n = std::min(buffers.size(), iov.size());
+  for (size_t i = 0; i < n; ++i) {
+    iov[i] = {const_cast<void*>(buffers[i].data()), buffers[i].size()};
+  }
+  msghdr msg{};
+  msg.msg_iov = iov.data();
+  msg.msg_iovlen = n;
+  for (;;) {
+    const ssize_t sent = ::sendmsg(s.socket.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (sent >= 0) return static_cast<size_t>(sent);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      ec = boost::system::error_code(errno, boost::asio::error::get_system_category());
+    }
+    return 0;
+  }
 }
 
 void TimedSocket::arm(const std::shared_ptr<State>& s) {

@@ -1,15 +1,19 @@
 // TimedSocket keeps beast::tcp_stream's deadline rules with one timer per connection: an
 // operation pending at its deadline fails with timeout and closes the socket, one started after
 // the deadline fails at once, a deadline moved later never fires at the earlier time, one moved
-// earlier does, and a connection whose deadline ended holds no work on its io_context.
+// earlier does, and a connection whose deadline ended holds no work on its io_context. write_now
+// sends what fits at once, never waits, and leaves a passed deadline to the write that follows.
 #include <array>
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/read.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core/error.hpp"
 #include "gtest/gtest.h"
@@ -169,6 +173,58 @@ TEST_F(TimedSocketTest, WritesShareTheDeadline) {
   write_more();
   expect_timeout(out_, 5s);
   EXPECT_GE(out_.at - start, 200ms);
+}
+
+TEST_F(TimedSocketTest, WriteNowSendsWhatFitsWithoutAnOperation) {
+  const std::array<net::const_buffer, 2> parts = {net::buffer("he", 2), net::buffer("llo", 3)};
+  boost::system::error_code ec;
+  EXPECT_EQ(ours().write_now(parts, ec), 5u);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(ctx_.poll(), 0u);  // nothing was queued on the context
+  std::array<char, 5> got{};
+  net::read(pair_.peer, net::buffer(got));
+  EXPECT_EQ(std::string_view(got.data(), got.size()), "hello");
+}
+
+TEST_F(TimedSocketTest, WriteNowStopsAtAFullSendBufferWithoutWaiting) {
+  // The peer never reads: the first call sends part of a large buffer, later ones nothing.
+  std::vector<char> big(16 << 20, 'x');
+  const std::array<net::const_buffer, 1> parts = {net::buffer(big)};
+  boost::system::error_code ec;
+  const auto start = Clock::now();
+  const size_t first = ours().write_now(parts, ec);
+  EXPECT_GT(first, 0u);
+  EXPECT_LT(first, big.size());
+  size_t more = 0;
+  for (int i = 0; i < 4; ++i) more += ours().write_now(parts, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_LT(more, big.size() - first);
+  EXPECT_LT(Clock::now() - start, 1s);
+}
+
+TEST_F(TimedSocketTest, WriteNowAfterThePassedDeadlineLeavesTheTimeoutToTheWrite) {
+  ours().expires_after(20ms);
+  ctx_.run_for(100ms);  // the deadline passes with nothing pending
+  const std::array<net::const_buffer, 1> parts = {net::buffer("late", 4)};
+  boost::system::error_code ec;
+  EXPECT_EQ(ours().write_now(parts, ec), 0u);
+  EXPECT_FALSE(ec) << ec.message();
+  ours().async_write_some(parts, [&](boost::system::error_code e, size_t n) {
+    out_ = {true, e, n, Clock::now()};
+  });
+  expect_timeout(out_, 1s);
+}
+
+TEST_F(TimedSocketTest, WriteNowToAClosedPeerReportsTheErrorWithoutASignal) {
+  pair_.peer.close();
+  const std::array<net::const_buffer, 1> parts = {net::buffer("x", 1)};
+  boost::system::error_code ec;
+  // The first send may still be accepted (the reset comes back with it); one after it fails.
+  for (int i = 0; i < 50 && !ec; ++i) {
+    ours().write_now(parts, ec);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(ec == net::error::broken_pipe || ec == net::error::connection_reset) << ec.message();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include "boost/asio/ip/tcp.hpp"
@@ -60,6 +61,13 @@ class Stream {
     }
   }
   TlsStream* tls() { return tls_ ? &*tls_ : nullptr; }
+
+  // Plain TCP: TimedSocket::write_now. TLS: 0 (its records are written asynchronously).
+  size_t write_now(std::span<const boost::asio::const_buffer> buffers,
+                   boost::system::error_code& ec) {
+    ec = {};
+    return tcp_ ? tcp_->write_now(buffers, ec) : 0;
+  }
 
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <utility>
 
 #include "boost/asio/associated_executor.hpp"
@@ -59,6 +60,14 @@ class TimedSocket {
   void expires_never();
   // Closes the socket (pending operations complete with an error) and ends the timer's wait.
   void close();
+
+  // Sends what the kernel takes of `buffers` now, in order, without waiting: the bytes sent, 0
+  // when the send buffer is full or the deadline has passed (an asynchronous write then waits or
+  // reports the timeout). A connection error goes to `ec`. An answer that fits the send buffer,
+  // almost every one, leaves without an operation's round through the executor. Not while
+  // another write is pending.
+  size_t write_now(std::span<const boost::asio::const_buffer> buffers,
+                   boost::system::error_code& ec);
 
   template <class MutableBufferSequence, class ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {

@@ -9,6 +9,7 @@
 // Threading: pure functions.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <optional>
@@ -52,7 +53,17 @@ boost::asio::awaitable<boost::system::error_code> write_parts(
   namespace net = boost::asio;
   boost::system::error_code ec;
   if (stream.tls() == nullptr) {
-    co_await net::async_write(stream, parts, net::redirect_error(net::use_awaitable, ec));
+    // What the send buffer takes now goes at once; only the rest waits for the socket.
+    size_t sent = stream.write_now(parts, ec);
+    if (ec) co_return ec;
+    std::array<net::const_buffer, N> rest = parts;
+    for (net::const_buffer& b : rest) {
+      const size_t k = std::min(sent, b.size());
+      b += k;
+      sent -= k;
+    }
+    if (net::buffer_size(rest) == 0) co_return ec;
+    co_await net::async_write(stream, rest, net::redirect_error(net::use_awaitable, ec));
     co_return ec;
   }
   scratch.clear();

@@ -8,11 +8,20 @@
 // alert as an application-data record), so there the watch reads through TLS into the session's
 // input buffer: an error or the client's close_notify is the close, and decrypted bytes are a next
 // request, left in the buffer for the read loop.
+//
+// The wait starts at the next tick of its context's WatchArming (every kArmDelay while watches
+// are waiting for it), not when the watch is made. A wait costs a system call to start (Asio
+// re-registers the socket so that a close that came before it is seen) and a cancellation to
+// end; most proxied requests that end within a few milliseconds never needed either.
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <utility>
+#include <vector>
 
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "http/detail/session.h"
 #include "kvgate/http/server.h"
 
@@ -22,11 +31,13 @@ struct DisconnectWatchState {
   std::function<void()> on_close;
   bool active = true;
   bool fired = false;
+  bool waiting = false;  // the socket wait (or TLS read) has started: ending it cancels it
 };
 
 namespace {
 
 using tcp = boost::asio::ip::tcp;
+constexpr std::chrono::milliseconds kArmDelay{10};
 
 void fire(DisconnectWatchState& state) {
   state.active = false;
@@ -75,6 +86,58 @@ void arm(std::shared_ptr<detail::Session> session, std::shared_ptr<DisconnectWat
   });
 }
 
+// The watches of one io_context that wait for their socket wait to start. Like everything on an
+// IoPool context, it runs on that context's one thread: no lock.
+class WatchArming final : public boost::asio::execution_context::service {
+ public:
+  static inline boost::asio::execution_context::id id;  // Asio's key for the service
+  // Every session's context is an io_context (IoPool's).
+  explicit WatchArming(boost::asio::execution_context& ctx)
+      : service(ctx), timer_(static_cast<boost::asio::io_context&>(ctx)) {}
+
+  static WatchArming& of(detail::Session& session) {
+    return boost::asio::use_service<WatchArming>(
+        boost::asio::query(session.stream.get_executor(), boost::asio::execution::context));
+  }
+
+  void add(std::shared_ptr<detail::Session> session, std::shared_ptr<DisconnectWatchState> state) {
+    waiting_.push_back({std::move(session), std::move(state)});
+    if (ticking_) return;
+    ticking_ = true;
+    timer_.expires_after(kArmDelay);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) tick();
+    });
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<detail::Session> session;
+    std::shared_ptr<DisconnectWatchState> state;
+  };
+
+  void shutdown() override {
+    waiting_.clear();
+    timer_.cancel();
+  }
+
+  void tick() {
+    ticking_ = false;
+    due_.swap(waiting_);  // both keep their capacity: no allocation per tick
+    for (Entry& e : due_) {
+      if (!e.state->active) continue;  // ended before its wait began
+      e.state->waiting = true;
+      arm(std::move(e.session), std::move(e.state));
+    }
+    due_.clear();
+  }
+
+  boost::asio::steady_timer timer_;
+  bool ticking_ = false;
+  std::vector<Entry> waiting_;
+  std::vector<Entry> due_;
+};
+
 }  // namespace
 
 DisconnectWatch::DisconnectWatch(std::shared_ptr<detail::Session> session,
@@ -113,9 +176,11 @@ void DisconnectWatch::end() {
     }
     // Only the wait (or on TLS the watch's read) is outstanding on this socket now (the handler
     // writes nothing while it is suspended elsewhere and the read loop waits for the handler), so
-    // this cancels just that.
-    boost::system::error_code ec;
-    session_->stream.socket().cancel(ec);
+    // this cancels just that. A watch whose wait never began has nothing to cancel.
+    if (state_->waiting) {
+      boost::system::error_code ec;
+      session_->stream.socket().cancel(ec);
+    }
   }
   state_.reset();
   session_.reset();
@@ -133,7 +198,7 @@ DisconnectWatch Responder::watch_disconnect(std::function<void()> on_close) {
     return watch;
   }
   std::shared_ptr<detail::Session> session = session_->shared_from_this();
-  arm(session, state);
+  WatchArming::of(*session).add(session, state);
   return DisconnectWatch(std::move(session), std::move(state));
 }
 

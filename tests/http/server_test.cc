@@ -422,6 +422,11 @@ TEST_F(StreamingTest, ListenerCloseAndReopen) {
 class DisconnectWatchTest : public ServerTest {
  protected:
   void add_routes() override {
+    // Watches and answers at once: the watch ends before its socket wait begins.
+    server_->route(Verb::get, "/quick", [](const Request&, Responder& r) -> net::awaitable<void> {
+      const DisconnectWatch watch = r.watch_disconnect([] { ADD_FAILURE() << "fired"; });
+      (void)co_await r.send(Response::text(200, "quick"));
+    });
     server_->route(
         Verb::get, "/slow", [this](const Request& req, Responder& r) -> net::awaitable<void> {
           // The "work": ?ms=N milliseconds.
@@ -463,21 +468,46 @@ class DisconnectWatchTest : public ServerTest {
     std::this_thread::sleep_for(after);
     s.close();
   }
+  // The watch fired for the one request and its handler stopped working.
+  void expect_one_abort() {
+    ASSERT_TRUE(wait_until([&] { return aborted_.load() == 1; }, 2s)) << "the watch did not fire";
+    EXPECT_EQ(completed_.load(), 0);
+  }
   std::atomic<int> aborted_{0}, completed_{0};
 };
 
 TEST_F(DisconnectWatchTest, ClientThatClosesIsNoticedWhileTheHandlerWaits) {
   start();
   send_then_close("/slow?ms=5000", 50ms);
-  ASSERT_TRUE(wait_until([&] { return aborted_.load() == 1; }, 2s)) << "the watch did not fire";
-  EXPECT_EQ(completed_.load(), 0);
+  expect_one_abort();
 }
 
 TEST_F(DisconnectWatchTest, ClientThatClosedBeforeTheWatchStartedIsNoticed) {
   start();
   send_then_close("/slow?ms=5000&arm_after=200", 0ms);  // the FIN is in before the handler watches
+  expect_one_abort();
+}
+
+TEST_F(DisconnectWatchTest, ClientThatClosesRightAfterItsRequestIsNoticed) {
+  start();
+  // The FIN is in before the watch's socket wait begins (it starts at the next tick).
+  send_then_close("/slow?ms=5000", 0ms);
+  expect_one_abort();
+}
+
+TEST_F(DisconnectWatchTest, WatchesEndedBeforeTheirWaitBeganLeaveTheConnectionServing) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  for (int i = 0; i < 200; ++i) {
+    auto r = c.get("/quick");
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status();
+    ASSERT_EQ(r->body, "quick");
+  }
+  // A wait that begins after them still sees its client close.
+  send_then_close("/slow?ms=5000", 50ms);
   ASSERT_TRUE(wait_until([&] { return aborted_.load() == 1; }, 2s)) << "the watch did not fire";
-  EXPECT_EQ(completed_.load(), 0);
+  auto r = c.get("/quick");
+  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 TEST_F(DisconnectWatchTest, ClientThatWaitsGetsItsAnswerAndAPipelinedRequestToo) {

@@ -221,6 +221,7 @@ http::ClientRequest upstream_request(const http::Request& req, std::string_view 
   // The body parsed as JSON, whatever the client called it: engines refuse anything else (curl -d
   // sends application/x-www-form-urlencoded).
   c.content_type = "application/json";
+  c.headers.reserve(6);  // at most the six below: one allocation
   c.headers.emplace_back("authorization", std::string(req.header("authorization")));
   c.headers.emplace_back(std::string(kRankHeader), std::string());  // set per attempt
   c.headers.emplace_back(std::string(kRequestIdHeader), std::string(request_id));
@@ -277,6 +278,7 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   const std::string_view ct = head.header("content-type");
   r.content_type = ct.empty() ? "application/json" : std::string(ct);
   r.body = std::move(body);
+  r.headers.reserve(4);  // these two, and the request id and decision the reply adds
   r.headers.emplace_back(std::string(kWorkerHeader), worker);
   if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
   return r;

@@ -59,7 +59,8 @@ double percentile(std::vector<double>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-void run(uint32_t n_workers, size_t decisions, index::IndexKind kind, uint64_t seed) {
+void run(uint32_t n_workers, size_t decisions, index::IndexKind kind, uint64_t seed,
+         const policy::CacheAwareConfig& config) {
   std::mt19937_64 rng(seed);
   ManualClock clock;
   workers::WorkerRegistry reg({}, clock);
@@ -99,7 +100,7 @@ void run(uint32_t n_workers, size_t decisions, index::IndexKind kind, uint64_t s
   }
   const auto st = idx->stats();
 
-  auto pol = *policy::make_policy(policy::PolicyKind::kCacheAware, {},
+  auto pol = *policy::make_policy(policy::PolicyKind::kCacheAware, config,
                                   {.index = idx.get(), .clock = &clock});
   policy::Scratch scratch;
   std::vector<Chain> requests;
@@ -147,11 +148,15 @@ int main(int argc, char** argv) {
   std::vector<std::string> kinds = {"chain"};
   uint64_t seed = 1;
   int cpu = 0;
+  kvgate::policy::CacheAwareConfig config;
   app.add_option("--workers", sizes, "fleet sizes")->capture_default_str();
   app.add_option("--decisions", decisions, "timed decisions per fleet size")->capture_default_str();
   app.add_option("--kv-index", kinds, "index backends")->capture_default_str();
   app.add_option("--seed", seed, "population seed")->capture_default_str();
   app.add_option("--cpu", cpu, "pin to this CPU (-1: no pinning)")->capture_default_str();
+  app.add_option("--wait-spill-ratio", config.wait_spill_ratio,
+                 "cache_aware's wait rule (0: off), as the gateway's flag")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (cpu >= 0) {
     cpu_set_t set;
@@ -169,7 +174,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(kvgate::message_of(kind.status())).c_str());
       return 2;
     }
-    for (uint32_t n : sizes) kvgate::run(n, decisions, *kind, seed);
+    for (uint32_t n : sizes) kvgate::run(n, decisions, *kind, seed, config);
   }
   return 0;
 }

@@ -368,6 +368,13 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "... and by this factor")
       ->capture_default_str()
       ->group("Routing");
+  app.add_option("--wait-spill-ratio", c.cache_aware.wait_spill_ratio,
+                 "cache_aware sends a request elsewhere when the deepest holder's expected wait "
+                 "exceeds the least by more than this many times the prefill its deeper match "
+                 "saves (a few shared blocks never hold a request behind a long prefill; 0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group("Routing");
   app.add_option_function<std::string>(
          "--worker-overload-token-usage",
          [&c](const std::string& s) {

@@ -10,7 +10,10 @@
 //     within tie_window_us drawn uniformly. No holder at all: least expected wait (kFreshPrefix).
 //  5. Imbalance: if the winner's load exceeds the fleet mean by balance_abs_threshold and by the
 //     factor balance_rel_threshold, the least-expected-wait worker takes it (kImbalanceSpill).
-//  6. Warm-up: a share of the misses and a smaller share of the hits go to a thin worker (its
+//  6. Wait: if the winner's expected wait exceeds the least expected wait by more than
+//     wait_spill_ratio times the prefill its deeper match saves, the least-wait worker takes it
+//     (kWaitSpill): a few shared blocks do not hold a request behind a long prefill.
+//  7. Warm-up: a share of the misses and a smaller share of the hits go to a thin worker (its
 //     index well under the fleet's mean) instead, until it fills (kWarmup).
 #include <algorithm>
 
@@ -76,6 +79,20 @@ class CacheAwarePolicy final : public Policy {
       if (cands[j].load < load) {
         i = j;
         branch = Branch::kImbalanceSpill;
+      }
+    }
+    // (Only a candidate shallower than the winner can gain, by at most the winner's wait: the
+    // pass over the fleet runs only when the wait could pay for the next depth's loss.)
+    if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0 &&
+        by_wait(cands[i]) >
+            (config_.wait_spill_ratio + 1) * saved_prefill_us(deepest_ok, totals.second_ok, req)) {
+      const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+      const double gain_us = by_wait(cands[i]) - by_wait(cands[j]);
+      if (gain_us > config_.tie_window_us &&
+          gain_us > config_.wait_spill_ratio *
+                        saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, req)) {
+        i = j;
+        branch = Branch::kWaitSpill;
       }
     }
     return warm_up({.worker = cands[i].index,
@@ -161,9 +178,16 @@ class CacheAwarePolicy final : public Policy {
             .rank = cands[j].rank};
   }
 
+  // The prefill time a match of `deeper` blocks saves over one of `shallower`, by the cost model.
+  double saved_prefill_us(uint32_t deeper, uint32_t shallower, const RouteRequest& req) const {
+    const double blocks = deeper > shallower ? static_cast<double>(deeper - shallower) : 0.0;
+    return blocks * req.block_size / config_.prefill_tokens_per_second * 1e6;
+  }
+
   struct Totals {
     uint32_t deepest_any = 0;  // the deepest match of any candidate
     uint32_t deepest_ok = 0;   // of a candidate not overloaded
+    uint32_t second_ok = 0;    // the deepest match under deepest_ok of a candidate not overloaded
     int64_t load_sum = 0;  // loads are whole numbers: summed exactly, without a chain of FP adds
   };
   // Each candidate's matched depth (a rank's is its own holder's, a whole worker's the deepest of
@@ -202,7 +226,14 @@ class CacheAwarePolicy final : public Policy {
         c.matched_blocks = deepest;
       }
       t.deepest_any = std::max(t.deepest_any, c.matched_blocks);
-      if (!c.overloaded) t.deepest_ok = std::max(t.deepest_ok, c.matched_blocks);
+      if (!c.overloaded) {
+        if (c.matched_blocks > t.deepest_ok) {
+          t.second_ok = t.deepest_ok;
+          t.deepest_ok = c.matched_blocks;
+        } else if (c.matched_blocks < t.deepest_ok && c.matched_blocks > t.second_ok) {
+          t.second_ok = c.matched_blocks;
+        }
+      }
       t.load_sum += static_cast<int64_t>(c.load);
     }
     return t;

@@ -10,6 +10,8 @@ const char* branch_name(Branch b) {
       return "affinity";
     case Branch::kFreshPrefix:
       return "fresh_prefix";
+    case Branch::kWaitSpill:
+      return "wait_spill";
     case Branch::kImbalanceSpill:
       return "imbalance_spill";
     case Branch::kWarmup:

@@ -79,8 +79,10 @@ TEST_F(CacheAware, DisabledOverloadThresholdsNeverSteer) {
   make_fleet(2);
   index.set(100, HolderId(0), 2);
   fleet[0]->set_engine_load({.waiting = 50, .kv_usage = 0.99}, clock.now());
+  // (The wait rule off: 50 waiting requests outweigh one shared block.)
   auto p = make(PolicyKind::kCacheAware,
-                {.overload = {.token_usage = std::nullopt, .waiting_requests = std::nullopt}});
+                {.wait_spill_ratio = 0,
+                 .overload = {.token_usage = std::nullopt, .waiting_requests = std::nullopt}});
   EXPECT_EQ(route(*p, {100, 1}).worker, 0);
 }
 
@@ -88,12 +90,42 @@ TEST_F(CacheAware, ImbalanceSpillsOffAHotHolder) {
   make_fleet(4);
   index.set(100, HolderId(2), 3);
   for (int i = 0; i < 60; ++i) fleet[2]->begin_request();  // mean 15: 60 > 15 + 32 and > 15 * 1.5
-  auto p = make(PolicyKind::kCacheAware);
+  // (The wait rule off: 30 requests in flight outweigh three shared blocks.)
+  auto p = make(PolicyKind::kCacheAware, {.wait_spill_ratio = 0});
   const auto d = route(*p, {100, 1, 2});
   EXPECT_EQ(d.branch, Branch::kImbalanceSpill);
   EXPECT_NE(d.worker, 2);
   for (int i = 0; i < 30; ++i) fleet[2]->end_request();  // 30 vs mean 7.5: under the absolute gap
   EXPECT_EQ(route(*p, {100, 1, 2}).branch, Branch::kAffinity);
+}
+
+TEST_F(CacheAware, AFewSharedBlocksDoNotHoldARequestBehindALongPrefill) {
+  make_fleet(3);
+  // Every worker holds the shared first block; worker 0 also the next two, and it has 100,000
+  // prompt tokens queued (10 s by the default cost model).
+  index.set(100, HolderId(0), 3);
+  index.set(100, HolderId(1), 1);
+  index.set(100, HolderId(2), 1);
+  fleet[0]->set_engine_load({.running = 1, .waiting = 1, .queued_prefill_tokens = 100'000},
+                            clock.now());
+  auto p = make(PolicyKind::kCacheAware);
+  // Two blocks more save 3.2 ms of prefill; waiting there costs 10 s more: elsewhere.
+  const auto d = route(*p, {100, 1, 2, 3});
+  EXPECT_EQ(d.branch, Branch::kWaitSpill);
+  EXPECT_NE(d.worker, 0);
+  EXPECT_EQ(d.matched_blocks, 1u);
+  // A conversation of 400 blocks there saves 640 ms: 20 times that is more than the wait.
+  std::vector<SeqHash> conversation = {100};
+  for (SeqHash h = 1; h < 400; ++h) conversation.push_back(h);
+  index.set(100, HolderId(0), 400);
+  const auto stay = route(*p, conversation);
+  EXPECT_EQ(stay.branch, Branch::kAffinity);
+  EXPECT_EQ(stay.worker, 0);
+  // Off: the deepest holder, however long its queue.
+  index.set(100, HolderId(0), 3);
+  auto off = make(PolicyKind::kCacheAware, {.wait_spill_ratio = 0});
+  EXPECT_EQ(route(*off, {100, 1, 2, 3}).branch, Branch::kAffinity);
+  EXPECT_EQ(route(*off, {100, 1, 2, 3}).worker, 0);
 }
 
 TEST_F(CacheAware, UnroutableAndOtherModelWorkersAreNotCandidates) {

@@ -542,9 +542,9 @@ TEST(CacheAwareEquivalence, SameDecisionsAsTheReferenceOnRandomFleets) {
   }
   EXPECT_EQ(mismatched_seeds, 0) << "of " << kSeeds << " seeds";
   std::ostringstream seen;
-  for (Branch b :
-       {Branch::kAffinity, Branch::kFreshPrefix, Branch::kOverloadSteer, Branch::kImbalanceSpill,
-        Branch::kWarmup, Branch::kAllOverloaded, Branch::kShed, Branch::kNoWorker}) {
+  for (Branch b : {Branch::kAffinity, Branch::kFreshPrefix, Branch::kOverloadSteer,
+                   Branch::kImbalanceSpill, Branch::kWaitSpill, Branch::kWarmup,
+                   Branch::kAllOverloaded, Branch::kShed, Branch::kNoWorker}) {
     const int n = coverage.branches[static_cast<size_t>(b)];
     seen << " " << branch_name(b) << "=" << n;
     EXPECT_GT(n, 0) << "branch never taken: " << branch_name(b);

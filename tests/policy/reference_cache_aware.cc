@@ -213,6 +213,32 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
       branch = Branch::kImbalanceSpill;
     }
   }
+  // Rule 6.
+  // The prefill a match of `deeper` blocks saves over one of `shallower`.
+  const auto saved_us = [&](uint32_t deeper, uint32_t shallower) {
+    return (deeper > shallower ? static_cast<double>(deeper - shallower) : 0.0) * req.block_size /
+           config_.prefill_tokens_per_second * 1e6;
+  };
+  // Considered only when the winner's wait exceeds (ratio + 1) times what it saves over the next
+  // depth below it among those not overloaded (no shallower option could gain more).
+  uint32_t next_depth = 0;
+  for (const Option& o : options) {
+    if (!o.overloaded && o.matched_blocks < deepest_not_overloaded) {
+      next_depth = std::max(next_depth, o.matched_blocks);
+    }
+  }
+  if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0 &&
+      options[i].expected_wait_us >
+          (config_.wait_spill_ratio + 1) * saved_us(deepest_not_overloaded, next_depth)) {
+    const int32_t j = pick_min(options, not_overloaded, by_wait, config_.tie_window_us, rng);
+    const double gain_us = options[i].expected_wait_us - options[j].expected_wait_us;
+    if (gain_us > config_.tie_window_us &&
+        gain_us > config_.wait_spill_ratio *
+                      saved_us(options[i].matched_blocks, options[j].matched_blocks)) {
+      i = j;
+      branch = Branch::kWaitSpill;
+    }
+  }
   return warm_up({.worker = options[i].worker_index,
                   .branch = branch,
                   .matched_blocks = options[i].matched_blocks,
@@ -220,7 +246,7 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
                  fleet, options, rng);
 }
 
-// Rule 6: now and then, a thin option instead of `d`.
+// Rule 7: now and then, a thin option instead of `d`.
 Decision ReferenceCacheAware::warm_up(Decision d, const workers::FleetSnapshot& fleet,
                                       const std::vector<Option>& options,
                                       std::mt19937_64& rng) const {

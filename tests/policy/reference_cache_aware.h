@@ -14,7 +14,9 @@
 //  4. Affinity: the deepest non-overloaded candidates, least expected wait among them
 //     (kAffinity / kOverloadSteer); nobody deep: least expected wait (kFreshPrefix).
 //  5. Imbalance: a winner far above the fleet's mean load yields to the least expected wait.
-//  6. Warm-up: a share of the decisions goes to a thin candidate instead (kWarmup).
+//  6. Wait: a winner whose expected wait exceeds the least by more than wait_spill_ratio times the
+//     prefill its deeper match saves yields to the least expected wait (kWaitSpill).
+//  7. Warm-up: a share of the decisions goes to a thin candidate instead (kWarmup).
 //
 // Equivalence is exact, random draws included: the same candidates in the same order, the same
 // floating-point expressions, and the same draws from the caller's generator in the same order

@@ -44,6 +44,8 @@ enum class Branch : uint8_t {
   kImbalanceSpill,  // cache_aware: the deepest holder was far above the fleet mean; least wait
                     // instead
   kOverloadSteer,   // cache_aware: the deepest holder was overloaded; the best of the others
+  kWaitSpill,       // cache_aware: the deepest holder's queue cost far more than its cache saved;
+                    // least wait instead
   kWarmup,          // cache_aware: sent to a thin worker (warm-up rule) instead
   kAllOverloaded,   // every candidate overloaded: the least-loaded one
   kShed,            // every candidate overloaded and shedding on: no worker (503)
@@ -132,6 +134,11 @@ struct CacheAwareConfig {
   // Spill off the deepest holder when its load exceeds the fleet mean by both of these.
   double balance_abs_threshold = 32;
   double balance_rel_threshold = 1.5;
+  // Spill off the deepest holder when its expected wait exceeds the least expected wait by more
+  // than this many times the prefill its deeper match saves: a request that shares a few blocks
+  // more with a worker stuck behind a long prefill goes where it starts sooner, one that shares
+  // its conversation stays. 0: off.
+  double wait_spill_ratio = 20;
   workers::OverloadThresholds overload;
   bool shed_when_all_overloaded = false;  // 503 instead of the least-loaded worker
   // Decisions whose expected waits differ by less than this are ties, drawn uniformly.

@@ -188,6 +188,9 @@ TEST_F(StateSyncTest, TwoReplicasSplittingABurstHoldTheInFlightRuleFleetWide) {
     c.cache_aware.overload.in_flight_requests = kLimit;
     c.cache_aware.overload.waiting_requests.reset();
     c.cache_aware.overload.token_usage.reset();
+    // The in-flight rule alone steers: the wait rule would send the burst's short prompts off the
+    // busy holder before the limit is reached.
+    c.cache_aware.wait_spill_ratio = 0;
     return c;
   };
   const auto all_routable = [&](const Gateway& g) {

@@ -7,7 +7,27 @@
 #include <array>
 #include <cerrno>
 
+#include "http/detail/read_readiness.h"
+
 namespace kvgate::http {
+
+TimedSocket::TimedSocket(boost::asio::ip::tcp::socket socket)
+    : state_(std::make_shared<State>(std::move(socket))) {
+  state_->marks_drained = detail::marks_drained(state_->socket);
+}
+
+void TimedSocket::note_read_started(State& s) {
+  // The completion cannot have run yet: Asio never calls a handler inside the initiation.
+  s.read_queued = s.marks_drained && detail::read_is_queued(s.socket);
+}
+
+void TimedSocket::note_read_done(State& s, const boost::system::error_code& ec, size_t got,
+                                 size_t asked) {
+  // A queued read completes from the reactor's dispatch of the socket's edge, before its next
+  // epoll wait: no edge can have been collected since the receive, so the flag may be cleared.
+  if (s.read_queued && !ec && got < asked) detail::mark_drained(s.socket);
+  s.read_queued = false;
+}
 
 void TimedSocket::expires_after(clock::duration d) {
   State& s = *state_;

@@ -16,6 +16,10 @@
 // work left waits for it, so a connection that goes idle ends its deadline (the client does when
 // an exchange ends).
 //
+// Reads skip the receive Asio tries before it waits when the socket is known to be drained: a
+// read that waited for its bytes and got fewer than it asked for marks it so (see
+// src/http/detail/read_readiness.h), on contexts run by one thread.
+//
 // Threading: like a socket, one thread (the connection's executor) at a time. The timer's handler
 // runs on the socket's executor; every operation must be started there too (the gateway's
 // connections never leave the context that opened them).
@@ -29,6 +33,7 @@
 #include "boost/asio/associated_executor.hpp"
 #include "boost/asio/async_result.hpp"
 #include "boost/asio/bind_executor.hpp"
+#include "boost/asio/buffer.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/steady_timer.hpp"
@@ -41,8 +46,7 @@ class TimedSocket {
   using executor_type = boost::asio::ip::tcp::socket::executor_type;
   using clock = std::chrono::steady_clock;
 
-  explicit TimedSocket(boost::asio::ip::tcp::socket socket)
-      : state_(std::make_shared<State>(std::move(socket))) {}
+  explicit TimedSocket(boost::asio::ip::tcp::socket socket);
   TimedSocket(TimedSocket&&) noexcept = default;
   TimedSocket& operator=(TimedSocket&&) noexcept = default;
   // Closes the socket too, as beast::tcp_stream does: an operation still pending (its handler
@@ -89,9 +93,17 @@ class TimedSocket {
     clock::time_point deadline = clock::time_point::max();
     clock::time_point armed = clock::time_point::max();  // what the timer waits for (max: none)
     int pending = 0;                                     // operations in flight
-    bool expired = false;    // the deadline passed with nothing pending: the next one fails
-    bool timed_out = false;  // the deadline closed the socket under a pending operation
+    bool expired = false;        // the deadline passed with nothing pending: the next one fails
+    bool timed_out = false;      // the deadline closed the socket under a pending operation
+    bool marks_drained = false;  // short reads may mark the socket drained (one-thread context)
+    bool read_queued = false;    // the pending read waited in the reactor's queue
   };
+
+  // After a read's initiation: whether it waits for its bytes (only such reads mark).
+  static void note_read_started(State& s);
+  // In a read's completion, before its handler: marks the socket drained after a short read.
+  static void note_read_done(State& s, const boost::system::error_code& ec, size_t got,
+                             size_t asked);
 
   static void arm(const std::shared_ptr<State>& s);
   static void on_timer(const std::weak_ptr<State>& weak, const boost::system::error_code& ec);
@@ -118,16 +130,19 @@ class TimedSocket {
         return;
       }
       ++s.pending;
-      auto done = boost::asio::bind_executor(
-          ex,
-          [state = state, h = std::move(handler)](boost::system::error_code ec, size_t n) mutable {
+      const size_t asked = kRead ? boost::asio::buffer_size(buffers) : 0;
+      auto done =
+          boost::asio::bind_executor(ex, [state = state, h = std::move(handler), asked](
+                                             boost::system::error_code ec, size_t n) mutable {
             --state->pending;
+            if constexpr (kRead) note_read_done(*state, ec, n, asked);
             const boost::system::error_code result = outcome(*state, ec);
             state.reset();
             std::move(h)(result, n);
           });
       if constexpr (kRead) {
         s.socket.async_read_some(buffers, std::move(done));
+        note_read_started(s);
       } else {
         s.socket.async_write_some(buffers, std::move(done));
       }

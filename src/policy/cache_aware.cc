@@ -83,16 +83,18 @@ class CacheAwarePolicy final : public Policy {
     }
     // (Only a candidate shallower than the winner can gain, by at most the winner's wait: the
     // pass over the fleet runs only when the wait could pay for the next depth's loss.)
-    if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0 &&
-        by_wait(cands[i]) >
-            (config_.wait_spill_ratio + 1) * saved_prefill_us(deepest_ok, totals.second_ok, req)) {
-      const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
-      const double gain_us = by_wait(cands[i]) - by_wait(cands[j]);
-      if (gain_us > config_.tie_window_us &&
-          gain_us > config_.wait_spill_ratio *
-                        saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, req)) {
-        i = j;
-        branch = Branch::kWaitSpill;
+    if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0) {
+      const double winner_wait_us = by_wait(cands[i]);
+      if (winner_wait_us >
+          (config_.wait_spill_ratio + 1) * saved_prefill_us(deepest_ok, totals.second_ok, req)) {
+        const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+        const double gain_us = winner_wait_us - by_wait(cands[j]);
+        if (gain_us > config_.tie_window_us &&
+            gain_us > config_.wait_spill_ratio *
+                          saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, req)) {
+          i = j;
+          branch = Branch::kWaitSpill;
+        }
       }
     }
     return warm_up({.worker = cands[i].index,

@@ -135,7 +135,11 @@ class TimedSocket {
           boost::asio::bind_executor(ex, [state = state, h = std::move(handler), asked](
                                              boost::system::error_code ec, size_t n) mutable {
             --state->pending;
-            if constexpr (kRead) note_read_done(*state, ec, n, asked);
+            if constexpr (kRead) {
+              note_read_done(*state, ec, n, asked);
+            } else {
+              (void)asked;  // writes do not use it
+            }
             const boost::system::error_code result = outcome(*state, ec);
             state.reset();
             std::move(h)(result, n);

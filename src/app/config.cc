@@ -586,6 +586,14 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "error event, routing avoids it until it generates again (0: off)")
       ->default_str("3")
       ->group("Workers");
+  app.add_option("--worker-wedge-prefill-rate", c.liveness.prefill_tokens_per_second,
+                 "The slowest prefill, in prompt tokens per second, the wedge rule allows for: a "
+                 "streamed request's first token is not awaited before its uncached prompt "
+                 "tokens at this rate have passed (a long prompt sends nothing until then); 0: "
+                 "none allowed for")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group("Workers");
   app.add_option_function<double>(
          "--worker-stall-secs",
          [&c](double s) {

@@ -90,12 +90,14 @@ class ActiveGeneration {
 // cancellation).
 class Dispatch {
  public:
+  // `uncached_tokens`: the prompt's tokens the worker is expected to prefill (the liveness rule
+  // waits for them before it takes silence for a wedge).
   Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed,
-           std::optional<DpRank> rank)
+           std::optional<DpRank> rank, uint64_t uncached_tokens)
       : w_(w), p_(p), streamed_(streamed), rank_(rank), prompt_tokens_(rr.prompt_tokens) {
     w_.begin_request(rank_, prompt_tokens_);
     w_.count_dispatch();
-    if (streamed_) w_.liveness().note_stream_started();
+    if (streamed_) w_.liveness().note_stream_started(uncached_tokens);
     p_.on_dispatch(w_, rr);
   }
   ~Dispatch() {
@@ -497,7 +499,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         d.rank >= 0 ? std::optional<DpRank>(static_cast<DpRank>(d.rank)) : std::nullopt;
     upstream_req.headers[1].second = rank ? std::to_string(*rank) : std::string();
     {
-      Dispatch dispatch(*worker, *policy_, rr, p.stream, rank);
+      const uint64_t uncached =
+          p.tokens.size() - predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size);
+      Dispatch dispatch(*worker, *policy_, rr, p.stream, rank, uncached);
       const net::any_io_executor executor = co_await net::this_coro::executor;
       VetoWatch veto(*worker, executor);
       workers::LivenessTracker& liveness = worker->liveness();

@@ -34,13 +34,33 @@ const char* liveness_reason_name(LivenessReason r) {
   return "unknown";
 }
 
-void LivenessTracker::note_stream_started() {
+void LivenessTracker::note_stream_started(uint64_t prefill_tokens) {
+  const int64_t now = now_ns();
   if (pile_.fetch_add(1, std::memory_order_relaxed) == 0) {
-    pile_since_ns_.store(now_ns(), std::memory_order_relaxed);
+    pile_since_ns_.store(now, std::memory_order_relaxed);
+  }
+  if (prefill_tokens == 0 || config_.prefill_tokens_per_second <= 0) return;
+  const auto prefill_ns = static_cast<int64_t>(static_cast<double>(prefill_tokens) /
+                                               config_.prefill_tokens_per_second * 1e9);
+  // Only a prefill longer than the wedge time excuses a silence: shorter ones are covered by the
+  // wedge time itself, and excusing them would let the requests still routed to a frozen engine
+  // put off its veto forever. The longest counts, not their sum: the engine prefills several
+  // prompts in one step, and the streams that decode meanwhile show progress anyway.
+  if (prefill_ns < config_.wedge.count()) return;
+  const int64_t until = now + prefill_ns;
+  int64_t seen = prefill_until_ns_.load(std::memory_order_relaxed);
+  while (until > seen &&
+         !prefill_until_ns_.compare_exchange_weak(seen, until, std::memory_order_relaxed)) {
   }
 }
 
-void LivenessTracker::note_stream_ended() { pile_.fetch_sub(1, std::memory_order_relaxed); }
+void LivenessTracker::note_stream_ended() {
+  // The last stream gone: no prefill is expected any more (a cancelled long prompt must not
+  // delay noticing a later freeze).
+  if (pile_.fetch_sub(1, std::memory_order_relaxed) == 1) {
+    prefill_until_ns_.store(0, std::memory_order_relaxed);
+  }
+}
 
 void LivenessTracker::note_progress() {
   const int64_t now = now_ns();
@@ -79,9 +99,11 @@ std::optional<LivenessTransition> LivenessTracker::evaluate() {
   // Connection attempts failed after the last sign of life, and the silence lasted `stall`.
   const bool stalled =
       config_.stall.count() > 0 && failed > contact && now - contact >= config_.stall.count();
-  // Streams wait and nothing moved since the later of the last progress and the pile's start.
+  // Streams wait and nothing moved since the latest of the last progress, the pile's start and
+  // the end of its expected prefill.
   const int32_t pile = pile_.load(std::memory_order_relaxed);
-  const int64_t quiet_since = std::max(progress, pile_since_ns_.load(std::memory_order_relaxed));
+  const int64_t quiet_since = std::max({progress, pile_since_ns_.load(std::memory_order_relaxed),
+                                        prefill_until_ns_.load(std::memory_order_relaxed)});
   const bool wedged =
       config_.wedge.count() > 0 && pile > 0 && now - quiet_since >= config_.wedge.count();
 

@@ -147,5 +147,30 @@ TEST_F(GatewayTest, WhenEveryWorkerIsWedgedTheVetoSteersButNeverRefuses) {
   first.join();
 }
 
+// A long prompt sends nothing until its first token: a worker busy with its prefill for longer
+// than --worker-wedge-secs is not wedged, and the stream is neither cut nor sent elsewhere.
+TEST_F(GatewayTest, ALongPrefillIsNotTakenForAWedge) {
+  const std::string a = start_worker(/*speedup=*/1);  // prefill at 20,000 tokens per second
+  const std::string b = start_worker(/*speedup=*/1);
+  GatewayConfig cfg = base_config();
+  cfg.worker_urls = {a, b};
+  cfg.liveness.wedge = 500ms;
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(2));
+  std::string prompt;
+  for (int i = 0; i < 16'000; ++i) prompt += "w" + std::to_string(i) + " ";
+  const StreamRecord r = one_stream(gateway_->port(), prompt, /*max_tokens=*/4);
+  EXPECT_TRUE(r.failure.empty()) << r.failure;
+  EXPECT_TRUE(r.done);
+  EXPECT_FALSE(r.error_event);
+  EXPECT_GT(r.longest_wait, 1000ms) << "the prefill outlasts the wedge time twice over";
+  const auto fleet = gateway_->registry().snapshot();
+  EXPECT_EQ(fleet->workers[0]->dispatched() + fleet->workers[1]->dispatched(), 1u)
+      << "the request went to one worker and stayed there";
+  const std::string m = gateway_->metrics_text();
+  EXPECT_EQ(m.find(R"(reason="no_progress",to="wedged"} 1)"), std::string::npos)
+      << m.substr(m.find("kvgate_worker_liveness_transitions_total"), 400);
+}
+
 }  // namespace
 }  // namespace kvgate::app

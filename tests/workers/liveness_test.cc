@@ -38,6 +38,54 @@ TEST_F(LivenessTest, StreamsWithoutATokenForTheWedgeTimeWedgeTheWorker) {
   EXPECT_TRUE(live.vetoed());
 }
 
+TEST_F(LivenessTest, ALongPromptsExpectedPrefillIsNotTakenForAWedge) {
+  // 40,000 uncached tokens at the assumed 4,000 per second: 10 s before a first token is due.
+  live.note_stream_started(40'000);
+  EXPECT_FALSE(after(seconds(12)));
+  EXPECT_EQ(live.state(), Liveness::kLive);
+  // Silent for the wedge time after the expected prefill: wedged.
+  const auto t = after(milliseconds(1100));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->to, Liveness::kWedged);
+}
+
+TEST_F(LivenessTest, TheLongestExpectedPrefillCountsNotTheirSum) {
+  // Many long prompts at once: the engine prefills them together; a sum would grow with the
+  // traffic and hide a frozen busy engine.
+  for (int i = 0; i < 50; ++i) live.note_stream_started(16'000);  // 4 s each
+  EXPECT_FALSE(after(milliseconds(6900)));
+  EXPECT_TRUE(after(milliseconds(200)));
+}
+
+TEST_F(LivenessTest, ShortPromptsStillRoutedToASilentWorkerDoNotPutOffItsWedge) {
+  // A frozen engine keeps receiving requests until its veto: prompts shorter than the wedge time
+  // (1,000 tokens: 0.25 s) excuse nothing.
+  live.note_stream_started(1'000);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(after(milliseconds(500)));
+    live.note_stream_started(1'000);
+  }
+  EXPECT_FALSE(after(milliseconds(400)));
+  EXPECT_TRUE(after(milliseconds(200)));
+}
+
+TEST_F(LivenessTest, AnEmptiedPileExpectsNoPrefill) {
+  // A long prompt cancelled at once: the next stream's silence counts from its own start.
+  live.note_stream_started(400'000);
+  live.note_stream_ended();
+  clock.advance(seconds(1));
+  live.note_stream_started();
+  EXPECT_FALSE(after(milliseconds(2900)));
+  EXPECT_TRUE(after(milliseconds(200)));
+}
+
+TEST_F(LivenessTest, ARateOfZeroAllowsForNoPrefill) {
+  LivenessTracker strict{{.wedge = seconds(3), .prefill_tokens_per_second = 0}, clock};
+  strict.note_stream_started(1'000'000);
+  clock.advance(milliseconds(3100));
+  EXPECT_TRUE(strict.evaluate());
+}
+
 TEST_F(LivenessTest, ProgressOnAnyStreamKeepsTheWorkerLive) {
   live.note_stream_started();
   for (int i = 0; i < 20; ++i) {

@@ -6,9 +6,13 @@
 // the request path reports, without waiting for a probe to time out:
 //
 // - wedged: the worker holds streamed generations (its pile) and none of them produced a byte for
-//   `wedge` (measured from the later of the worker's last progress and the moment the pile
-//   formed). Only streamed generations form the pile, since only they report progress as it
-//   happens; a non-streamed request never wedges a worker, though its answer counts as progress.
+//   `wedge` (measured from the latest of the worker's last progress, the moment the pile formed
+//   and the end of the prefill its streams' prompts are expected to take). Only streamed
+//   generations form the pile, since only they report progress as it happens; a non-streamed
+//   request never wedges a worker, though its answer counts as progress. A prompt whose uncached
+//   tokens take longer than `wedge` at `prefill_tokens_per_second` excuses the silence until its
+//   prefill could have ended (measured from its dispatch): a worker busy with a long prompt,
+//   which sends nothing until its first token, does not look wedged.
 //   The veto ends when the worker makes progress again: a byte of any generation, including the
 //   one-token probe the gateway sends a wedged worker (WorkerControl), or its restart (a refused
 //   connection makes it unreachable instead). With replicas sharing state, the progress a peer
@@ -36,6 +40,8 @@ namespace kvgate::workers {
 
 struct LivenessConfig {
   Duration wedge = std::chrono::seconds(3);  // 0 disables the wedge rule
+  // The slowest prefill the wedge rule allows for (tokens per second; 0: none allowed for).
+  double prefill_tokens_per_second = 4000;
   Duration stall = std::chrono::seconds(2);  // 0 disables the stall rule
 };
 
@@ -68,8 +74,9 @@ class LivenessTracker {
       : state_(state != nullptr ? *state : own_state_), config_(config), clock_(clock) {}
 
   // --- Reports from the request path and the control path ----------------------------------
-  // A streamed generation was sent to the worker: it joins the pile.
-  void note_stream_started();
+  // A streamed generation was sent to the worker with `prefill_tokens` of its prompt uncached:
+  // it joins the pile, and silence is expected until its prefill could have ended.
+  void note_stream_started(uint64_t prefill_tokens = 0);
   // A streamed generation left the pile (any way it ended).
   void note_stream_ended();
   // Bytes of a generation's answer arrived (a streamed piece, or a non-streamed answer whole).
@@ -104,6 +111,7 @@ class LivenessTracker {
   const Clock& clock_;
   std::atomic<int32_t> pile_{0};
   std::atomic<int64_t> pile_since_ns_{0};         // when the pile last went from empty to not
+  std::atomic<int64_t> prefill_until_ns_{0};      // when the pile's expected prefill ends
   std::atomic<int64_t> last_progress_ns_{0};      // 0: never
   std::atomic<int64_t> last_contact_ns_{0};       // 0: never
   std::atomic<int64_t> last_connect_fail_ns_{0};  // 0: never

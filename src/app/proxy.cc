@@ -481,10 +481,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       }
       break;
     }
+    // The prompt tokens the index predicts the chosen worker holds.
+    const uint64_t predicted_cached =
+        predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size);
     if (!prompt_counted) {  // once per request, whatever its retries
       prompt_counted = true;
-      metrics_->prompt_routed(
-          p.tokens.size(), predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size));
+      metrics_->prompt_routed(p.tokens.size(), predicted_cached);
     }
     const std::shared_ptr<workers::Worker> worker = fleet->workers[d.worker];
     if (!worker->breaker().try_begin_trial()) {
@@ -499,9 +501,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         d.rank >= 0 ? std::optional<DpRank>(static_cast<DpRank>(d.rank)) : std::nullopt;
     upstream_req.headers[1].second = rank ? std::to_string(*rank) : std::string();
     {
-      const uint64_t uncached =
-          p.tokens.size() - predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size);
-      Dispatch dispatch(*worker, *policy_, rr, p.stream, rank, uncached);
+      Dispatch dispatch(*worker, *policy_, rr, p.stream, rank, p.tokens.size() - predicted_cached);
       const net::any_io_executor executor = co_await net::this_coro::executor;
       VetoWatch veto(*worker, executor);
       workers::LivenessTracker& liveness = worker->liveness();
@@ -514,9 +514,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
       // (cache_aware decides by the prediction; other policies make none).
       const auto note_cache_report = [&](std::string_view answer) {
         if (config_.policy != policy::PolicyKind::kCacheAware) return;
-        note_cached_tokens(*worker,
-                           predicted_cached_tokens(d.matched_blocks, p.tokens.size(), block_size),
-                           answer, *proxy_log());
+        note_cached_tokens(*worker, predicted_cached, answer, *proxy_log());
       };
       const auto vetoed = [&] {
         dispatch.set(Outcome::kCancelled);  // the liveness tracker already judged the worker

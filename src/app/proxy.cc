@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <random>
 
+#include "app/attempt.h"
 #include "app/cache_report.h"
 #include "app/gateway_impl.h"
 #include "boost/asio/co_spawn.hpp"
@@ -53,8 +54,6 @@ std::shared_ptr<spdlog::logger> proxy_log() {
   return l;
 }
 
-bool retryable_status(unsigned s) { return s == 408 || s == 429 || s >= 500; }
-
 // The client's x-request-id when it sent a usable one (printable, at most 128 bytes), else 32 hex
 // digits made here.
 std::string request_id_of(const http::Request& req) {
@@ -84,118 +83,6 @@ class ActiveGeneration {
  private:
   std::atomic<int64_t>& n_;
 };
-
-// The request's end reaches the worker's load counter, its breaker, its liveness pile and the
-// policy exactly once, whichever way the attempt ends (the default, if nobody says otherwise, is a
-// cancellation).
-class Dispatch {
- public:
-  // `uncached_tokens`: the prompt's tokens the worker is expected to prefill (the liveness rule
-  // waits for them before it takes silence for a wedge).
-  Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed,
-           std::optional<DpRank> rank, uint64_t uncached_tokens)
-      : w_(w), p_(p), streamed_(streamed), rank_(rank), prompt_tokens_(rr.prompt_tokens) {
-    w_.begin_request(rank_, prompt_tokens_);
-    w_.count_dispatch();
-    if (streamed_) w_.liveness().note_stream_started(uncached_tokens);
-    p_.on_dispatch(w_, rr);
-  }
-  ~Dispatch() {
-    prefilled();
-    w_.end_request(rank_);
-    if (streamed_) w_.liveness().note_stream_ended();
-    w_.breaker().record(outcome_);
-    p_.on_request_end(w_, outcome_);
-  }
-  Dispatch(const Dispatch&) = delete;
-  Dispatch& operator=(const Dispatch&) = delete;
-  void set(Outcome o) { outcome_ = o; }
-  // The first token (or the whole answer) is back: the prompt no longer waits in the queue.
-  void prefilled() {
-    if (prompt_tokens_ == 0) return;
-    w_.prefilled(prompt_tokens_);
-    prompt_tokens_ = 0;
-  }
-
- private:
-  workers::Worker& w_;
-  policy::Policy& p_;
-  const bool streamed_;
-  const std::optional<DpRank> rank_;
-  uint32_t prompt_tokens_;
-  Outcome outcome_ = Outcome::kCancelled;
-};
-
-// One attempt's place in its worker's in-flight list, so a veto of the worker reaches it. The
-// veto arrives on the control thread and is handed to the attempt's executor, where the upstream
-// connection is closed, which wakes the attempt's pending read with an error: an attempt that
-// has sent nothing to its client then goes to another worker at once, and a stream underway on
-// a wedged worker ends with an error event. A stream underway on a worker vetoed for another
-// reason (unreachable, unhealthy) is left alone: it either makes progress or fails by itself. The
-// gateway's own shutdown veto (its drain deadline passed) ends every attempt, started or not.
-class VetoWatch {
- public:
-  VetoWatch(workers::Worker& w, net::any_io_executor executor)
-      : worker_(w),
-        state_(std::make_shared<State>(std::move(executor))),
-        entry_(&VetoWatch::on_veto, this) {
-    worker_.inflight().add(&entry_);
-  }
-  ~VetoWatch() { worker_.inflight().remove(&entry_); }
-  VetoWatch(const VetoWatch&) = delete;
-  VetoWatch& operator=(const VetoWatch&) = delete;
-
-  // The connection a veto closes (null: none). On the attempt's executor.
-  void watch(http::Connection* conn) { state_->conn = conn; }
-  // Bytes reached the client: from now on only a wedge veto cuts the stream.
-  void client_started() { state_->client_started = true; }
-  // The veto that cut this attempt short, if one did.
-  std::optional<workers::VetoKind> fired() const { return state_->fired; }
-
- private:
-  struct State {
-    explicit State(net::any_io_executor e) : executor(std::move(e)) {}
-    net::any_io_executor executor;
-    http::Connection* conn = nullptr;
-    bool client_started = false;
-    std::optional<workers::VetoKind> fired;
-  };
-  // Under the in-flight list's lock, on the control thread: only hands the news over.
-  static void on_veto(void* context, workers::VetoKind kind) {
-    std::shared_ptr<State> state = static_cast<VetoWatch*>(context)->state_;
-    net::post(state->executor, [state, kind] {
-      if (state->fired) return;
-      if (state->client_started && kind != workers::VetoKind::kWedged &&
-          kind != workers::VetoKind::kShutdown) {
-        return;
-      }
-      state->fired = kind;
-      if (state->conn != nullptr) state->conn->close();
-    });
-  }
-
-  workers::Worker& worker_;
-  std::shared_ptr<State> state_;
-  workers::InflightRequests::Entry entry_;
-};
-
-// How one attempt on one worker ended.
-struct Attempt {
-  bool done = false;                     // the client got its answer (or is gone): stop
-  std::optional<http::Response> answer;  // a retryable error answer, forwarded if retries run out
-  Status failure;                        // a transport failure (no answer)
-  bool retry = false;
-  bool vetoed = false;  // cut short by a veto of the worker: retry elsewhere without backoff
-};
-
-Outcome outcome_of_status(unsigned status) {
-  if (status < 400) return Outcome::kSuccess;
-  return retryable_status(status) ? Outcome::kServerError : Outcome::kClientError;
-}
-
-Outcome outcome_of_failure(const Status& s) {
-  return absl::IsDeadlineExceeded(s) ? Outcome::kTimeout : Outcome::kConnectFailed;
-}
 
 std::string veto_message(const workers::Worker& w, workers::VetoKind kind) {
   switch (kind) {

@@ -14,6 +14,16 @@ Status bad(std::string_view field, std::string_view what) {
   return absl::InvalidArgumentError("'" + std::string(field) + "' " + std::string(what));
 }
 
+Status not_json() { return absl::InvalidArgumentError("the request body is not valid JSON"); }
+
+// Whether a lookup's error means the body breaks there, rather than a member being absent or of
+// another type. simdjson then gives up on the document (its parser pointer is cleared), and any
+// further use of it (a rewind, a reset, the next member) reads through that null pointer: the
+// request must end with a 400 at once.
+bool broken(simdjson::error_code e) {
+  return e != simdjson::SUCCESS && e != simdjson::NO_SUCH_FIELD && e != simdjson::INCORRECT_TYPE;
+}
+
 Status too_long(size_t limit, size_t at_least) {
   return absl::OutOfRangeError("This model's maximum context length is " + std::to_string(limit) +
                                " tokens. However, your prompt has at least " +
@@ -137,7 +147,9 @@ Status read_message(od::object msg, std::string_view field, bool null_content_ok
           if (p.get_object().get(part) != simdjson::SUCCESS)
             return bad(sub("content"), "parts must be objects");
           std::string_view text;
-          if (part["text"].get_string().get(text) == simdjson::SUCCESS) content->append(text);
+          const simdjson::error_code e = part["text"].get_string().get(text);
+          if (e == simdjson::SUCCESS) content->append(text);
+          if (broken(e)) return bad(sub("content"), "is not valid JSON");
         }
       } else if (t != od::json_type::null || !null_content_ok) {
         return bad(sub("content"), "must be a string or a list of content parts");
@@ -367,15 +379,15 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
   od::document doc;
   if (st.parser.iterate(st.buffer.data(), body.size(), st.buffer.size()).get(doc) !=
       simdjson::SUCCESS) {
-    return absl::InvalidArgumentError("the request body is not valid JSON");
+    return not_json();
   }
   // The model decides the tokenizer, and may come after the prompt: look it up first.
   const PromptTokenizer* chosen = &tokenizers.for_model("");
   if (tokenizers.per_model()) {
     std::string_view m;
-    if (doc["model"].get_string().get(m) == simdjson::SUCCESS) {
-      chosen = &tokenizers.for_model(m);
-    }
+    const simdjson::error_code e = doc["model"].get_string().get(m);
+    if (e == simdjson::SUCCESS) chosen = &tokenizers.for_model(m);
+    if (broken(e) || !doc.is_alive()) return not_json();
     doc.rewind();
   }
   const PromptTokenizer& tokenizer = *chosen;
@@ -389,13 +401,12 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
   std::vector<std::string> roles, texts;
   ChatFields chat;
   for (auto field : obj) {
+    // (A member's reader returns on any break it meets; this catches one it let pass.)
+    if (!doc.is_alive()) return not_json();
     std::string_view key;
-    if (field.unescaped_key().get(key) != simdjson::SUCCESS) {
-      return absl::InvalidArgumentError("the request body is not valid JSON");
-    }
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS) return not_json();
     od::value v;
-    if (field.value().get(v) != simdjson::SUCCESS)
-      return absl::InvalidArgumentError("the request body is not valid JSON");
+    if (field.value().get(v) != simdjson::SUCCESS) return not_json();
     if (key == "model") {
       std::string_view m;
       if (v.get_string().get(m) != simdjson::SUCCESS) return bad("model", "must be a string");
@@ -415,7 +426,9 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
         return bad("stream_options", "must be an object");
       }
       bool b = false;
-      if (so["include_usage"].get_bool().get(b) == simdjson::SUCCESS) out->include_usage = b;
+      const simdjson::error_code e = so["include_usage"].get_bool().get(b);
+      if (e == simdjson::SUCCESS) out->include_usage = b;
+      if (broken(e)) return bad("stream_options", "is not valid JSON");
     } else if (key == "cache_salt") {
       std::string_view s;
       od::json_type t;

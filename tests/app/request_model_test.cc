@@ -92,6 +92,28 @@ TEST(RequestModel, RejectsWithTheFieldNamed) {
   }
 }
 
+// JSON that breaks inside a member the parser looks up rather than walks (a content part's text,
+// stream_options' include_usage): simdjson gives up on the document there, and nothing may touch it
+// after (found by request_model_fuzz: a part missing its comma reset the abandoned parser).
+TEST(RequestModel, JsonBrokenInsideALookedUpMemberIsA400) {
+  ParsedRequest p;
+  for (
+      const auto& [route, body] : std::vector<std::pair<ApiRoute, std::string>>{
+          {ApiRoute::kChatCompletions,
+           R"({"messages":[{"role":"user","content":[{"type":"text":"Hi"}]}]})"},
+          {ApiRoute::kChatCompletions,
+           R"({"messages":[{"role":"user","content":[{"type":"text","text" "Hi"}]}],"model":"m"})"},
+          {ApiRoute::kResponses,
+           R"({"input":[{"role":"user","content":[{"type" "input_text","text":"q"}]}]})"},
+          {ApiRoute::kCompletions,
+           R"({"stream_options":{"x" 1,"include_usage":true},"prompt":"a"})"},
+      }) {
+    const Status s = parse_request(route, body, kTok, kNoTokenLimit, &p);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << body << " -> " << s;
+    EXPECT_NE(std::string(message_of(s)).find("JSON"), std::string::npos) << body << " -> " << s;
+  }
+}
+
 TEST(RequestModel, LargePromptParsesFast) {
   std::string text;
   while (text.size() < (100 << 10)) text += "The quick brown fox jumps over the lazy dog. ";
@@ -207,6 +229,24 @@ TEST(PromptTokenizers, TheRequestsModelChoosesEvenWhenItComesAfterThePrompt) {
                             *toks, kNoTokenLimit, &p)
                   .ok());
   EXPECT_EQ(p.tokens, kTest.encode("hello there")) << "other models keep the default";
+}
+
+// With a tokenizer per model the model is looked up before the body is walked; JSON that breaks
+// before the model is found must be a 400, not a rewind of the document simdjson gave up on.
+TEST(PromptTokenizers, JsonBrokenBeforeTheModelIsA400) {
+  auto toks = PromptTokenizers::load({"llama=" + llama_tokenizer()});
+  ASSERT_TRUE(toks.ok()) << toks.status();
+  ParsedRequest p;
+  for (const char* body : {R"({"prompt":"hello" "model":"llama"})",
+                           R"({"prompt":["a",,"b"],"model":"llama"})", R"({"prompt":"x",)"}) {
+    const Status s = parse_request(ApiRoute::kCompletions, body, *toks, kNoTokenLimit, &p);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << body << " -> " << s;
+  }
+  ASSERT_TRUE(parse_request(ApiRoute::kCompletions, R"({"prompt":"hello","model":"llama"})", *toks,
+                            kNoTokenLimit, &p)
+                  .ok())
+      << "the parser is whole again for the next request";
+  EXPECT_EQ(p.tokens.front(), 128000u);
 }
 
 TEST(PromptTokenizers, SpecsThatCannotLoadOrCollideAreStartupErrors) {

@@ -1,38 +1,63 @@
 #!/usr/bin/env bash
-# CI fuzz step: the KV-event batch decoder under libFuzzer + ASan + UBSan.
+# CI fuzz step: the libFuzzer targets under ASan + UBSan, each for FUZZ_SECONDS from its seeds.
 #
-#   tools/ci-extra/fuzz.sh            configure the `fuzz` preset, build only events_decode_fuzz,
-#                                     run it FUZZ_SECONDS (default 60) from the seed corpus
+#   events_decode_fuzz    the KV-event batch decoder (what engines send), tests/events/fuzz/
+#   request_model_fuzz    a client's request body as routing reads it, tests/app/fuzz/
+#
+#   tools/ci-extra/fuzz.sh            configure the `fuzz` preset in build/fuzz, build the targets,
+#                                     run each FUZZ_SECONDS (default 60)
 #   FUZZ_SECONDS=300 tools/ci-extra/fuzz.sh
-#   KVGATE_FUZZ_BUILD_DIR=build/x ... build somewhere else (default build/fuzz-events; CI uses
-#                                     build/asan, whose preset builds the fuzz targets too)
+#   FUZZ_TARGETS=events_decode_fuzz tools/ci-extra/fuzz.sh     only some of them
+#   KVGATE_FUZZ_BUILD_DIR=build/x ... build somewhere else (CI uses build/asan, whose preset
+#                                     builds the fuzz targets too)
 #
 # Exits non-zero on a finding (libFuzzer writes the crashing input as crash-* / leak-* /
-# timeout-* in FUZZ_ARTIFACTS, default build/fuzz-artifacts) or on a build failure. Two cores:
-# about 2-3 minutes of build (less with a warm ccache) and the run itself.
+# timeout-* in FUZZ_ARTIFACTS, default build/fuzz-artifacts) or on a build failure. On two cores a
+# fresh build/fuzz takes several minutes (the request model links the gateway's library).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 seconds="${FUZZ_SECONDS:-60}"
-build_dir="${KVGATE_FUZZ_BUILD_DIR:-build/fuzz-events}"
+build_dir="${KVGATE_FUZZ_BUILD_DIR:-build/fuzz}"
 artifacts="${FUZZ_ARTIFACTS:-build/fuzz-artifacts}"
 jobs="${FUZZ_BUILD_JOBS:-2}"
+targets="${FUZZ_TARGETS:-events_decode_fuzz request_model_fuzz}"
 
-# Its own directory, configured with only the modules the fuzzer links (faster on two cores, and
-# independent of the rest of the tree); `make fuzz` keeps the preset's build/fuzz.
+# Each target: its seed corpus and the largest input worth trying.
+corpus_of() {
+  case "$1" in
+    events_decode_fuzz) echo tests/events/fuzz/corpus ;;
+    request_model_fuzz) echo tests/app/fuzz/corpus ;;
+    *) echo "fuzz: unknown target $1" >&2; return 1 ;;
+  esac
+}
+max_len_of() {
+  case "$1" in
+    events_decode_fuzz) echo 8192 ;;
+    request_model_fuzz) echo 4096 ;;
+  esac
+}
+
 if [[ ! -f "$build_dir/build.ninja" ]]; then
-  cmake --preset fuzz -B "$build_dir" -DKVGATE_ONLY_MODULES="core;metrics;index;events" >/dev/null
+  cmake --preset fuzz -B "$build_dir" >/dev/null
 fi
-cmake --build "$build_dir" --target events_decode_fuzz -j "$jobs"
-
-# libFuzzer adds what it finds to the first corpus directory: work on a copy of the seeds.
-corpus="$(mktemp -d)"
-trap 'rm -rf "$corpus"' EXIT
-cp tests/events/fuzz/corpus/* "$corpus"/
+# shellcheck disable=SC2086  # the targets are words
+cmake --build "$build_dir" --target $targets -j "$jobs"
 mkdir -p "$artifacts"
 
-echo "fuzz: events_decode_fuzz for ${seconds}s"
-"$build_dir/bin/events_decode_fuzz" \
-  -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus"
+for target in $targets; do
+  # libFuzzer adds what it finds to the first corpus directory: work on a copy of the seeds.
+  corpus="$(mktemp -d)"
+  cp "$(corpus_of "$target")"/* "$corpus"/
+  echo "fuzz: $target for ${seconds}s"
+  status=0
+  "$build_dir/bin/$target" \
+    -max_total_time="$seconds" -max_len="$(max_len_of "$target")" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" || status=$?
+  rm -rf "$corpus"
+  if [[ $status -ne 0 ]]; then
+    echo "fuzz: $target found a failing input (see $artifacts/)"
+    exit "$status"
+  fi
+done
 echo "fuzz: no finding"

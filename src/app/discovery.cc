@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <map>
 
 namespace kvgate::app {
@@ -25,8 +27,10 @@ std::string offset_port(const std::string& endpoint, uint32_t rank) {
   if (rank == 0 || colon == std::string::npos) return endpoint;
   int port = 0;
   const char* b = endpoint.data() + colon + 1;
-  if (std::from_chars(b, endpoint.data() + endpoint.size(), port).ec != std::errc())
-    return endpoint;
+  if (std::from_chars(b, endpoint.data() + endpoint.size(), port).ec != std::errc() || port < 0 ||
+      port > 65535 - static_cast<int>(rank)) {
+    return endpoint;  // no port to offset (the subscription then fails, naming the endpoint)
+  }
   return endpoint.substr(0, colon + 1) + std::to_string(port + static_cast<int>(rank));
 }
 
@@ -200,6 +204,9 @@ LoadReport parse_vllm_metrics(std::string_view text) {
     } catch (...) {
       continue;
     }
+    // These gauges are counts and a fraction: a value that is none (NaN, infinite, negative) is
+    // the engine's mistake and says nothing.
+    if (!std::isfinite(v) || v < 0) continue;
     const bool running = name == "vllm:num_requests_running";
     const bool waiting = name == "vllm:num_requests_waiting";
     const bool usage = name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc";
@@ -212,10 +219,15 @@ LoadReport parse_vllm_metrics(std::string_view text) {
         std::from_chars(engine.data(), engine.data() + engine.size(), rank).ec == std::errc()) {
       per_rank = &ranks[static_cast<DpRank>(rank)];
     }
+    // (Counts saturate at the type's top rather than wrap: a huge one still reads as busy.)
+    const auto add = [v](uint32_t& sum) {
+      const double total = static_cast<double>(sum) + v;
+      sum = total >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(total);
+    };
     for (workers::EngineLoad* l : {&out.total, per_rank}) {
       if (l == nullptr) continue;
-      if (running) l->running += static_cast<uint32_t>(v);
-      if (waiting) l->waiting += static_cast<uint32_t>(v);
+      if (running) add(l->running);
+      if (waiting) add(l->waiting);
       if (usage) l->kv_usage = std::max(l->kv_usage, v);
     }
   }

@@ -113,6 +113,31 @@ TEST(Discovery, OlderVllmMetricsWithoutEngineLabels) {
   EXPECT_FALSE(parse_vllm_metrics("process_cpu_seconds_total 12.5\n").found);
 }
 
+// An engine's bad figures cost only themselves (each once undefined behaviour: a value past
+// uint32_t cast to it, a port offset past int).
+TEST(Discovery, ValuesNoGaugeCanHoldAreSkippedOrSaturate) {
+  const LoadReport r = parse_vllm_metrics(
+      "vllm:num_requests_running{engine=\"0\"} NaN\n"
+      "vllm:num_requests_running{engine=\"0\"} -4\n"
+      "vllm:num_requests_running{engine=\"0\"} +Inf\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\"} NaN\n"
+      "vllm:num_requests_waiting{engine=\"0\"} 5.5e+25\n"
+      "vllm:num_requests_waiting{engine=\"1\"} 3\n");
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.total.running, 0u);
+  EXPECT_DOUBLE_EQ(r.total.kv_usage, 0.0);
+  EXPECT_EQ(r.total.waiting, UINT32_MAX) << "saturates, and stays so with more added";
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[1].second.waiting, 3u);
+
+  const ServerInfo info = parse_server_info(
+      R"({"page_size":16,"dp_size":2,"kv_events_config":"{\"endpoint\":\"tcp://*:65535\"}"})",
+      "10.0.0.7");
+  ASSERT_EQ(info.endpoints.size(), 2u);
+  EXPECT_EQ(info.endpoints[0].publisher, "tcp://10.0.0.7:65535");
+  EXPECT_EQ(info.endpoints[1].publisher, "tcp://10.0.0.7:65535") << "no port past 65535";
+}
+
 TEST(Discovery, MockLoadReportPerRank) {
   const LoadReport r = parse_load_report(
       R"({"worker":0,"running":4,"waiting":1,"kv_usage":0.5,"queued_prefill_tokens":900,

@@ -3,6 +3,7 @@
 #
 #   events_decode_fuzz    the KV-event batch decoder (what engines send), tests/events/fuzz/
 #   request_model_fuzz    a client's request body as routing reads it, tests/app/fuzz/
+#   engine_answers_fuzz   engines' answers: models, server info, load reports, /metrics
 #
 #   tools/ci-extra/fuzz.sh            configure the `fuzz` preset in build/fuzz, build the targets,
 #                                     run each FUZZ_SECONDS (default 60)
@@ -21,13 +22,14 @@ seconds="${FUZZ_SECONDS:-60}"
 build_dir="${KVGATE_FUZZ_BUILD_DIR:-build/fuzz}"
 artifacts="${FUZZ_ARTIFACTS:-build/fuzz-artifacts}"
 jobs="${FUZZ_BUILD_JOBS:-2}"
-targets="${FUZZ_TARGETS:-events_decode_fuzz request_model_fuzz}"
+targets="${FUZZ_TARGETS:-events_decode_fuzz request_model_fuzz engine_answers_fuzz}"
 
 # Each target: its seed corpus and the largest input worth trying.
 corpus_of() {
   case "$1" in
     events_decode_fuzz) echo tests/events/fuzz/corpus ;;
     request_model_fuzz) echo tests/app/fuzz/corpus ;;
+    engine_answers_fuzz) echo tests/app/fuzz/engine_corpus ;;
     *) echo "fuzz: unknown target $1" >&2; return 1 ;;
   esac
 }
@@ -35,6 +37,7 @@ max_len_of() {
   case "$1" in
     events_decode_fuzz) echo 8192 ;;
     request_model_fuzz) echo 4096 ;;
+    engine_answers_fuzz) echo 4096 ;;
   esac
 }
 

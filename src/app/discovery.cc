@@ -222,7 +222,7 @@ LoadReport parse_vllm_metrics(std::string_view text) {
     // (Counts saturate at the type's top rather than wrap: a huge one still reads as busy.)
     const auto add = [v](uint32_t& sum) {
       const double total = static_cast<double>(sum) + v;
-      sum = total >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(total);
+      sum = total >= static_cast<double>(UINT32_MAX) ? UINT32_MAX : static_cast<uint32_t>(total);
     };
     for (workers::EngineLoad* l : {&out.total, per_rank}) {
       if (l == nullptr) continue;

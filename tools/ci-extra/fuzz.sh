@@ -25,21 +25,15 @@ jobs="${FUZZ_BUILD_JOBS:-2}"
 targets="${FUZZ_TARGETS:-events_decode_fuzz request_model_fuzz engine_answers_fuzz}"
 
 # Each target: its seed corpus and the largest input worth trying.
-corpus_of() {
-  case "$1" in
-    events_decode_fuzz) echo tests/events/fuzz/corpus ;;
-    request_model_fuzz) echo tests/app/fuzz/corpus ;;
-    engine_answers_fuzz) echo tests/app/fuzz/engine_corpus ;;
-    *) echo "fuzz: unknown target $1" >&2; return 1 ;;
-  esac
-}
-max_len_of() {
-  case "$1" in
-    events_decode_fuzz) echo 8192 ;;
-    request_model_fuzz) echo 4096 ;;
-    engine_answers_fuzz) echo 4096 ;;
-  esac
-}
+declare -A seeds=(
+  [events_decode_fuzz]=tests/events/fuzz/corpus
+  [request_model_fuzz]=tests/app/fuzz/corpus
+  [engine_answers_fuzz]=tests/app/fuzz/engine_corpus
+)
+declare -A max_len=([events_decode_fuzz]=8192 [request_model_fuzz]=4096 [engine_answers_fuzz]=4096)
+for target in $targets; do
+  [[ -n "${seeds[$target]:-}" ]] || { echo "fuzz: unknown target $target" >&2; exit 2; }
+done
 
 if [[ ! -f "$build_dir/build.ninja" ]]; then
   cmake --preset fuzz -B "$build_dir" >/dev/null
@@ -51,11 +45,11 @@ mkdir -p "$artifacts"
 for target in $targets; do
   # libFuzzer adds what it finds to the first corpus directory: work on a copy of the seeds.
   corpus="$(mktemp -d)"
-  cp "$(corpus_of "$target")"/* "$corpus"/
+  cp "${seeds[$target]}"/* "$corpus"/
   echo "fuzz: $target for ${seconds}s"
   status=0
   "$build_dir/bin/$target" \
-    -max_total_time="$seconds" -max_len="$(max_len_of "$target")" -timeout=10 -rss_limit_mb=2048 \
+    -max_total_time="$seconds" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "$corpus" || status=$?
   rm -rf "$corpus"
   if [[ $status -ne 0 ]]; then

@@ -31,8 +31,6 @@ bool same(const ParsedRequest& a, const ParsedRequest& b) {
          a.cache_salt == b.cache_salt && a.tokens == b.tokens && a.tokens_given == b.tokens_given;
 }
 
-}  // namespace
-
 // "llama=" Llama 3.1's tokenizer, others the test tokenizer; the test tokenizer alone when the
 // files are missing.
 const kvgate::app::PromptTokenizers& per_model() {
@@ -43,6 +41,8 @@ const kvgate::app::PromptTokenizers& per_model() {
   }();
   return tokenizers;
 }
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

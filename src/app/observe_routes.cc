@@ -50,7 +50,8 @@ http::Response GatewayImpl::debug_route(const http::Request& req) {
                                  "not_found_error");
   }
   const uint32_t block_size = routing_block_size(*fleet);
-  const policy::RouteRequest rr = route_request(req, p, prompt_chain(p, *fleet), *fleet);
+  policy::RouteRequest rr = route_request(req, p, prompt_chain(p, *fleet), *fleet);
+  rr.explain = true;
   thread_local policy::Scratch scratch;
   const MonoTime t0 = clock_.now();
   const policy::Decision d = policy_->select(rr, *fleet, scratch);

@@ -299,6 +299,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   const std::vector<SeqHash> my_chain(chain.begin(), chain.end());
   std::vector<WorkerId> tried;
   policy::RouteRequest rr = route_request(req, p, my_chain, *fleet);
+  rr.explain = explain || access_log_->enabled();  // the decision is told (below)
   http::ClientRequest upstream_req = upstream_request(req, instance_id_, request_id);
   // A stream whose client did not ask for usage: the engine is asked (its usage says what it
   // found cached) and the usage event is kept from the client.

@@ -14,17 +14,35 @@
 //     wait_spill_ratio times the prefill its deeper match saves, the least-wait worker takes it
 //     (kWaitSpill): a few shared blocks do not hold a request behind a long prefill.
 //  7. Warm-up: a share of the misses and a smaller share of the hits go to a thin worker (its
-//     index well under the fleet's mean) instead, until it fills (kWarmup).
+//     index well under the fleet's mean) instead, until it fills (kWarmup). The level is reused
+//     for up to warmup_level_max_age (policy/detail/warmup.h).
+//
+// The shortcut: most requests share their deepest match with a few workers, and when those are
+// fit, rules 2 and 5-7 cannot move the decision away from them. So a decision first visits only
+// the workers holding the deepest match and decides among them; it gives way to the pass over the
+// whole fleet (generator restored) whenever a rule could need the rest of the fleet: nobody holds
+// a block, every deepest holder is overloaded or out, the winner's load could be over the fleet's
+// mean by balance_abs_threshold, its wait could pay for a shallower match, the warm-up level is
+// due, or a worker's depth is predicted. Either way the decision is the one the rules define
+// (policy_equivalence_test checks both against the reference).
 #include <algorithm>
+#include <atomic>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "policy/detail/candidates.h"
 #include "policy/detail/predicted_cache.h"
 #include "policy/detail/simple_policies.h"
+#include "policy/detail/warmup.h"
 
 namespace kvgate::policy::detail {
 namespace {
+
+uint64_t next_instance_id() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 class CacheAwarePolicy final : public Policy {
  public:
@@ -33,12 +51,30 @@ class CacheAwarePolicy final : public Policy {
         index_(deps.index),
         rules_(config),
         clock_(deps.clock ? *deps.clock : Clock::real()),
+        warmup_(config_, clock_, next_instance_id()),
         predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock_) {}
 
   std::string_view name() const override { return "cache_aware"; }
 
+  // The deepest match of a holder the snapshot maps to a worker, and the deepest under it.
+  struct Depths {
+    uint32_t deepest = 0;
+    uint32_t second = 0;
+  };
+
   Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                   Scratch& s) override {
+    const Depths depths = look_up(req, fleet, s);
+    if (const std::optional<Decision> d = shortcut(req, fleet, depths, s)) {
+      ++s.shortcut_decisions;
+      return *d;
+    }
+    ++s.fleet_pass_decisions;
+    return fleet_pass(req, fleet, s);
+  }
+
+  // Rules 1-7 over every candidate.
+  Decision fleet_pass(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) {
     if (collect_candidates(req, fleet, s, &rules_) == 0) {
       return {.worker = -1, .branch = Branch::kNoWorker};
     }
@@ -139,45 +175,84 @@ class CacheAwarePolicy final : public Policy {
   }
 
  private:
-  // The warm-up rule (CacheAwareConfig::warmup_*): now and then, a thin candidate instead of `d`.
+  // Rule 7 after a pass over the fleet: the level summed again if due, then over every candidate.
   Decision warm_up(Decision d, const RouteRequest& req, const workers::FleetSnapshot& fleet,
                    Scratch& s) const {
-    if (config_.warmup_thin_ratio <= 0) return d;
-    auto& cands = s.candidates;
-    const auto level = [](const Candidate& c) { return static_cast<double>(c.index_blocks); };
-    // An integer sum: equal to a sum of doubles below 2^53 blocks, without a chain of FP adds.
-    uint64_t sum = 0;
-    size_t n = 0;
-    for (const auto& c : cands) {
-      if (!c.has_events) continue;  // no events: no level to compare
-      sum += c.index_blocks;
-      ++n;
-    }
-    if (n < 2) return d;
-    const double mean = static_cast<double>(sum) / static_cast<double>(n);
-    if (mean < static_cast<double>(config_.warmup_min_mean_blocks)) return d;
-    const double share =
-        d.matched_blocks == 0 ? config_.warmup_miss_share : config_.warmup_hit_share;
-    if (std::uniform_real_distribution<double>(0, 1)(s.rng) >= share) return d;
-    const auto thin = [&](const Candidate& c) {
-      if (c.overloaded || !c.has_events) return false;
-      workers::Worker& w = *fleet.workers[c.index];
-      const uint64_t diversions = w.warmup_diversions();
-      if (level(c) >= config_.warmup_thin_ratio * mean) {
-        if (diversions > 0) w.reset_warmup_diversions();  // filled: a new episode later
-        return false;
-      }
-      return diversions < config_.warmup_max_diversions;
-    };
+    if (!warmup_.enabled()) return d;
+    const WarmupRule::Level* fresh = warmup_.fresh_level(s, req, fleet);
+    const WarmupRule::Level& level =
+        fresh != nullptr ? *fresh : warmup_.sum_level(s, s.candidates, req, fleet);
+    if (!warmup_.roll(level, d, s.rng)) return d;
     const int32_t j = pick_min(
-        cands, thin, [&](const Candidate& c) { return expected_wait_us(c, req, config_); },
+        s.candidates, [&](const Candidate& c) { return warmup_.thin(c, level, fleet); },
+        [&](const Candidate& c) { return expected_wait_us(c, req, config_); },
         config_.tie_window_us, s.rng);
-    if (j < 0 || (cands[j].index == d.worker && cands[j].rank == d.rank)) return d;
-    fleet.workers[cands[j].index]->count_warmup_diversion();
-    return {.worker = cands[j].index,
-            .branch = Branch::kWarmup,
-            .matched_blocks = cands[j].matched_blocks,
-            .rank = cands[j].rank};
+    return WarmupRule::divert(d, s.candidates, j, fleet);
+  }
+
+  // The decision among the holders of the deepest match, or nothing when a rule could need the
+  // rest of the fleet (see the file's header). Requires look_up() first.
+  std::optional<Decision> shortcut(const RouteRequest& req, const workers::FleetSnapshot& fleet,
+                                   const Depths& depths, Scratch& s) const {
+    if (req.explain || index_ == nullptr || req.chain.empty() || !req.exclude.empty() ||
+        fleet.workers_without_events > 0) {
+      return std::nullopt;
+    }
+    const WarmupRule::Level* level = nullptr;
+    if (warmup_.enabled()) {
+      level = warmup_.fresh_level(s, req, fleet);
+      if (level == nullptr) return std::nullopt;  // due: summed by the pass over the fleet
+    }
+    // (No candidate's depth is between the deepest match and the next under it.)
+    const uint32_t deepest = depths.deepest;
+    const uint32_t second = depths.second;
+    if (deepest == 0) return std::nullopt;
+    // Room for the group and the thin workers' candidates after it, so that neither moves.
+    auto& slots = s.candidate_slots;
+    const size_t most = req.dp_aware ? fleet.max_candidates : fleet.workers.size();
+    if (slots.size() < 2 * most) slots.resize(2 * most);
+    auto& bits = s.worker_bits;
+    bits.assign((fleet.workers.size() + 63) / 64, 0);
+    for (const index::HolderMatch& m : s.matches) {
+      const int32_t w = fleet.worker_index_of(m.holder);
+      if (w >= 0 && m.any_depth == deepest) bits[w >> 6] |= uint64_t{1} << (w & 63);
+    }
+    // Their candidates (a data-parallel sibling may hold less than the deepest), in fleet order.
+    const size_t k = collect_candidates_of(bits, req, fleet, rules_, slots, 0);
+    size_t fit = 0;
+    for (size_t x = 0; x < k; ++x) {
+      slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
+      fit += !slots[x].overloaded && slots[x].matched_blocks == deepest ? 1 : 0;
+    }
+    if (fit == 0) return std::nullopt;
+    s.candidates = std::span(slots.data(), k);
+    const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config_); };
+    if (fit > 1) s.rng_before_shortcut = s.rng;  // ties draw
+    const Candidate& win = s.candidates[pick_min(
+        s.candidates,
+        [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest; }, by_wait,
+        config_.tie_window_us, s.rng)];
+    // Rule 5 could fire only over the threshold (the mean load is never negative); rule 6 only if
+    // the wait could pay for the next depth down.
+    if (win.load > config_.balance_abs_threshold ||
+        (config_.wait_spill_ratio > 0 &&
+         by_wait(win) > (config_.wait_spill_ratio + 1) * saved_prefill_us(deepest, second, req))) {
+      if (fit > 1) s.rng = s.rng_before_shortcut;
+      return std::nullopt;
+    }
+    const Decision d{.worker = win.index,
+                     .branch = Branch::kAffinity,
+                     .matched_blocks = deepest,
+                     .rank = win.rank};
+    if (level == nullptr || !warmup_.roll(*level, d, s.rng)) return d;
+    // Rule 7 over the thin workers' candidates only: the others are never thin.
+    const size_t end = collect_candidates_of(level->thin, req, fleet, rules_, slots, k);
+    for (size_t x = k; x < end; ++x) slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
+    const std::span<const Candidate> thin(slots.data() + k, end - k);
+    const int32_t j = pick_min(
+        thin, [&](const Candidate& c) { return warmup_.thin(c, *level, fleet); }, by_wait,
+        config_.tie_window_us, s.rng);
+    return WarmupRule::divert(d, thin, j, fleet);
   }
 
   // The prefill time a match of `deeper` blocks saves over one of `shallower`, by the cost model.
@@ -192,41 +267,54 @@ class CacheAwarePolicy final : public Policy {
     uint32_t second_ok = 0;    // the deepest match under deepest_ok of a candidate not overloaded
     int64_t load_sum = 0;  // loads are whole numbers: summed exactly, without a chain of FP adds
   };
-  // Each candidate's matched depth (a rank's is its own holder's, a whole worker's the deepest of
-  // its ranks'), in one pass with the totals the rules need. (Holders the snapshot does not map to
-  // a worker, those of removed workers, are no candidate's.)
-  Totals score(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
+  // The index's depth per holder of the request's chain, in s.depth_by_holder. (Holders the
+  // snapshot does not map to a worker, those of removed workers, are no candidate's.)
+  Depths look_up(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     auto& depth = s.depth_by_holder;
     depth.clear();
-    if (!req.chain.empty()) {
-      depth.resize(fleet.worker_of_holder.size(), 0);
-      if (index_ != nullptr) {
-        index_->lookup(req.chain, s.matches);
-        for (const auto& m : s.matches) {
-          if (m.holder.valid() && m.holder.value() < depth.size()) {
-            depth[m.holder.value()] = m.any_depth;
-          }
-        }
+    s.matches.clear();
+    Depths d;
+    if (req.chain.empty()) return d;
+    depth.resize(fleet.worker_of_holder.size(), 0);
+    if (index_ == nullptr) return d;
+    index_->lookup(req.chain, s.matches);
+    for (const auto& m : s.matches) {
+      if (!m.holder.valid() || m.holder.value() >= depth.size()) continue;
+      depth[m.holder.value()] = m.any_depth;
+      if (fleet.worker_of_holder[m.holder.value()] < 0) continue;
+      if (m.any_depth > d.deepest) {
+        d.second = d.deepest;
+        d.deepest = m.any_depth;
+      } else if (m.any_depth < d.deepest && m.any_depth > d.second) {
+        d.second = m.any_depth;
       }
     }
-    const auto depth_of = [&](HolderId h) -> uint32_t {
+    return d;
+  }
+
+  // A candidate's matched depth: a rank's is its own holder's, a whole worker's the deepest of its
+  // ranks', a worker without KV events gets the prediction.
+  [[gnu::always_inline]] uint32_t depth_of(const Candidate& c, const RouteRequest& req,
+                                           const workers::FleetSnapshot& fleet,
+                                           const Scratch& s) const {
+    const auto& depth = s.depth_by_holder;
+    const auto of = [&](HolderId h) -> uint32_t {
       return h.valid() && h.value() < depth.size() ? depth[h.value()] : 0;
     };
+    if (req.chain.empty()) return 0;
+    if (!c.has_events) return predicted_.depth(fleet.workers[c.index]->id(), req.chain);
+    if (c.rank >= 0) return of(c.holder);
+    if (const HolderId only = fleet.routes[c.index].only_holder; only.valid()) return of(only);
+    uint32_t deepest = 0;
+    for (HolderId h : fleet.infos[c.index]->holders) deepest = std::max(deepest, of(h));
+    return deepest;
+  }
+
+  // Each candidate's matched depth, in one pass with the totals the rules need.
+  Totals score(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     Totals t;
     for (auto& c : s.candidates) {
-      if (req.chain.empty()) {
-        c.matched_blocks = 0;
-      } else if (!c.has_events) {
-        c.matched_blocks = predicted_.depth(fleet.workers[c.index]->id(), req.chain);
-      } else if (c.rank >= 0) {
-        c.matched_blocks = depth_of(c.holder);
-      } else if (const HolderId only = fleet.routes[c.index].only_holder; only.valid()) {
-        c.matched_blocks = depth_of(only);
-      } else {
-        uint32_t deepest = 0;  // a whole worker: its deepest rank
-        for (HolderId h : fleet.infos[c.index]->holders) deepest = std::max(deepest, depth_of(h));
-        c.matched_blocks = deepest;
-      }
+      c.matched_blocks = depth_of(c, req, fleet, s);
       t.deepest_any = std::max(t.deepest_any, c.matched_blocks);
       if (!c.overloaded) {
         if (c.matched_blocks > t.deepest_ok) {
@@ -245,6 +333,7 @@ class CacheAwarePolicy final : public Policy {
   const index::Indexer* index_;
   const CostRules rules_;
   const Clock& clock_;
+  const WarmupRule warmup_;
   PredictedCache predicted_;
   // Predictions since the last take_predictions(), deduplicated per worker.
   Mutex journal_mu_;

@@ -37,6 +37,43 @@ template <bool kWithCost>
   }
 }
 
+// Writes the candidates worker `i` gives the request from out[k] on (none if it may not take it;
+// one per rank with req.dp_aware and several ranks, else one); returns the next free slot.
+template <bool kWithCost>
+[[gnu::always_inline]] inline size_t add_worker(size_t i, const RouteRequest& req,
+                                                const workers::FleetSnapshot& fleet,
+                                                const std::vector<uint64_t>* servers, bool vetoed,
+                                                const CostRules* cost, Candidate* out, size_t k) {
+  if (servers != nullptr && !workers::FleetSnapshot::serves(*servers, i)) return k;
+  const workers::Worker& w = *fleet.workers[i];
+  if (w.vetoed() != vetoed || !w.routable()) return k;
+  if (!req.exclude.empty() &&
+      std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) {
+    return k;
+  }
+  const workers::FleetSnapshot::Route& route = fleet.routes[i];
+  if (req.dp_aware && route.dp_size > 1) {
+    // One candidate per rank: each has its own KV cache, queue and load. A rank whose event
+    // stream lost events is left out while a sibling's is whole.
+    const auto& info = *fleet.infos[i];
+    bool any_whole = false;
+    for (uint32_t r = 0; r < route.dp_size; ++r) any_whole |= !w.rank_degraded(r);
+    for (uint32_t r = 0; r < route.dp_size; ++r) {
+      if (any_whole && w.rank_degraded(r)) continue;
+      HolderId holder;
+      for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
+        if (info.holder_ranks[h] == r) holder = info.holders[h];
+      }
+      fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int32_t>(r), holder,
+                      route.has_events, w.routing_figures(r), cost);
+    }
+    return k;
+  }
+  fill<kWithCost>(out[k++], static_cast<int32_t>(i), -1, HolderId(), route.has_events,
+                  w.routing_figures(), cost);
+  return k;
+}
+
 template <bool kWithCost>
 size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& scratch,
                bool vetoed, const CostRules* cost) {
@@ -49,33 +86,7 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
   const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) prefetch_worker(fleet.workers[i + kPrefetchAhead].get());
-    if (servers != nullptr && !workers::FleetSnapshot::serves(*servers, i)) continue;
-    const workers::Worker& w = *fleet.workers[i];
-    if (w.vetoed() != vetoed || !w.routable()) continue;
-    if (!req.exclude.empty() &&
-        std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) {
-      continue;
-    }
-    const workers::FleetSnapshot::Route& route = fleet.routes[i];
-    if (req.dp_aware && route.dp_size > 1) {
-      // One candidate per rank: each has its own KV cache, queue and load. A rank whose event
-      // stream lost events is left out while a sibling's is whole.
-      const auto& info = *fleet.infos[i];
-      bool any_whole = false;
-      for (uint32_t r = 0; r < route.dp_size; ++r) any_whole |= !w.rank_degraded(r);
-      for (uint32_t r = 0; r < route.dp_size; ++r) {
-        if (any_whole && w.rank_degraded(r)) continue;
-        HolderId holder;
-        for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
-          if (info.holder_ranks[h] == r) holder = info.holders[h];
-        }
-        fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int32_t>(r), holder,
-                        route.has_events, w.routing_figures(r), cost);
-      }
-      continue;
-    }
-    fill<kWithCost>(out[k++], static_cast<int32_t>(i), -1, HolderId(), route.has_events,
-                    w.routing_figures(), cost);
+    k = add_worker<kWithCost>(i, req, fleet, servers, vetoed, cost, out.data(), k);
   }
   scratch.candidates = std::span(out.data(), k);
   return k;
@@ -92,6 +103,21 @@ size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot&
   if (size_t n = pass(/*vetoed=*/false); n > 0) return n;
   // Every candidate is vetoed (wedged or unreachable): a veto steers, never refuses.
   return pass(/*vetoed=*/true);
+}
+
+size_t collect_candidates_of(std::span<const uint64_t> worker_bits, const RouteRequest& req,
+                             const workers::FleetSnapshot& fleet, const CostRules& cost,
+                             std::vector<Candidate>& out, size_t k) {
+  const size_t most = req.dp_aware ? fleet.max_candidates : fleet.workers.size();
+  if (out.size() < k + most) out.resize(k + most);
+  const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
+  for (size_t word = 0; word < worker_bits.size(); ++word) {
+    for (uint64_t bits = worker_bits[word]; bits != 0; bits &= bits - 1) {
+      const size_t i = word * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+      k = add_worker<true>(i, req, fleet, servers, /*vetoed=*/false, &cost, out.data(), k);
+    }
+  }
+  return k;
 }
 
 }  // namespace kvgate::policy::detail

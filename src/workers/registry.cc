@@ -214,6 +214,7 @@ void WorkerRegistry::publish_locked() {
   for (size_t i = 0; i < workers_.size(); ++i) {
     const WorkerInfo& info = *snap->infos[i];
     snap->max_candidates += std::max<uint32_t>(info.dp_size, 1);
+    if (info.holders.empty()) ++snap->workers_without_events;
     snap->routes[i] = {.dp_size = info.dp_size,
                        .has_events = !info.holders.empty(),
                        .only_holder = info.holders.size() == 1 ? info.holders[0] : HolderId()};

@@ -128,6 +128,61 @@ TEST_F(CacheAware, AFewSharedBlocksDoNotHoldARequestBehindALongPrefill) {
   EXPECT_EQ(route(*off, {100, 1, 2, 3}).worker, 0);
 }
 
+// The shortcut decides among the deepest holders only, and gives way to the pass over the fleet
+// whenever a rule could need the rest of it; policy_equivalence_test checks it is exact.
+TEST_F(CacheAware, AFitDeepestHolderIsChosenWithoutAPassOverTheFleet) {
+  make_fleet(8);
+  index.set(100, HolderId(5), 3);
+  index.set(100, HolderId(1), 1);
+  auto p = make(PolicyKind::kCacheAware);
+  // The first decision sums the warm-up level over the fleet; the next ones reuse it.
+  EXPECT_EQ(route(*p, {100, 1, 2}).worker, 5);
+  EXPECT_EQ(scratch.fleet_pass_decisions, 1u);
+  for (int i = 0; i < 10; ++i) {
+    const Decision d = route(*p, {100, 1, 2});
+    EXPECT_EQ(d.worker, 5);
+    EXPECT_EQ(d.branch, Branch::kAffinity);
+    EXPECT_EQ(d.matched_blocks, 3u);
+  }
+  EXPECT_EQ(scratch.shortcut_decisions, 10u);
+  EXPECT_EQ(scratch.fleet_pass_decisions, 1u);
+}
+
+TEST_F(CacheAware, TheShortcutGivesWayWhenARuleNeedsTheFleet) {
+  make_fleet(4);
+  index.set(100, HolderId(2), 3);
+  auto p = make(PolicyKind::kCacheAware, {.wait_spill_ratio = 0});
+  route(*p, {100, 1, 2});  // sums the warm-up level
+  const uint64_t passes = scratch.fleet_pass_decisions;
+  // The winner far above the fleet's mean load: the imbalance rule needs the mean.
+  for (int i = 0; i < 60; ++i) fleet[2]->begin_request();
+  EXPECT_EQ(route(*p, {100, 1, 2}).branch, Branch::kImbalanceSpill);
+  EXPECT_EQ(scratch.fleet_pass_decisions, passes + 1);
+  for (int i = 0; i < 60; ++i) fleet[2]->end_request();
+  // Nobody holds a block: the least expected wait over the fleet.
+  EXPECT_EQ(route(*p, {7, 8}).branch, Branch::kFreshPrefix);
+  EXPECT_EQ(scratch.fleet_pass_decisions, passes + 2);
+  // The only deep holder overloaded: steered over the fleet.
+  fleet[2]->set_engine_load({.running = 1, .waiting = 50, .kv_usage = 0.99}, clock.now());
+  EXPECT_EQ(route(*p, {100, 1, 2}).branch, Branch::kOverloadSteer);
+  EXPECT_EQ(scratch.fleet_pass_decisions, passes + 3);
+  fleet[2]->set_engine_load({}, clock.now());
+  // Asked to explain: every candidate is left for the explanation.
+  RouteRequest req{.chain = std::vector<SeqHash>{100, 1, 2},
+                   .prompt_tokens = 48,
+                   .block_size = 16,
+                   .model = "m",
+                   .explain = true};
+  const std::vector<SeqHash> chain = {100, 1, 2};
+  req.chain = chain;
+  EXPECT_EQ(p->select(req, *registry.snapshot(), scratch).worker, 2);
+  EXPECT_EQ(scratch.candidates.size(), 4u);
+  EXPECT_EQ(scratch.fleet_pass_decisions, passes + 4);
+  // And back to the shortcut.
+  EXPECT_EQ(route(*p, {100, 1, 2}).worker, 2);
+  EXPECT_EQ(scratch.fleet_pass_decisions, passes + 4);
+}
+
 TEST_F(CacheAware, UnroutableAndOtherModelWorkersAreNotCandidates) {
   make_fleet(3);
   index.set(100, HolderId(0), 3);

@@ -136,6 +136,8 @@ RandomFleet::RandomFleet(uint64_t seed) {
   // every worker's).
   uint32_t next_holder = static_cast<uint32_t>(rng() % 3);
   std::vector<HolderId> all_holders;
+  // Half the fleets have KV events on every worker: cache_aware's shortcut applies only there.
+  const double without_events = chance(rng, 0.5) ? 0.0 : 0.25;
   for (uint32_t i = 0; i < n; ++i) {
     workers::WorkerInfo info;
     if (!chance(rng, 0.3)) {
@@ -147,7 +149,7 @@ RandomFleet::RandomFleet(uint64_t seed) {
     info.dp_size = chance(rng, 0.5) ? 1 : static_cast<uint32_t>(between(rng, 2, 4));
     info.block_size = kBlockSize;
     info.discovered = true;
-    if (!chance(rng, 0.25)) {  // else no KV events: the approximate mode
+    if (!chance(rng, without_events)) {  // else no KV events: the approximate mode
       for (uint32_t r = 0; r < info.dp_size; ++r) {
         if (info.dp_size > 1 && chance(rng, 0.1)) continue;  // a rank without a subscription
         next_holder += chance(rng, 0.2) ? 2 : 1;
@@ -295,12 +297,17 @@ CacheAwareConfig random_config(std::mt19937_64& rng) {
   } else if (chance(rng, 0.3)) {
     c.warmup_thin_ratio = std::uniform_real_distribution<double>(0.1, 0.9)(rng);
   }
+  const double age = std::uniform_real_distribution<double>(0, 1)(rng);
+  c.warmup_level_max_age = age < 0.35  ? Duration::zero()
+                           : age < 0.7 ? std::chrono::milliseconds(between(rng, 1, 3000))
+                                       : std::chrono::hours(1);
   const double window = std::uniform_real_distribution<double>(0, 1)(rng);
   c.tie_window_us = window < 0.3 ? 0.0 : window < 0.5 ? 1.0 : window < 0.75 ? 1e6 : 200.0;
   if (chance(rng, 0.3)) {
     c.prefill_tokens_per_second = static_cast<double>(between(rng, 1000, 50000));
     c.assumed_queued_prompt_tokens = static_cast<double>(between(rng, 0, 4096));
   }
+  if (chance(rng, 0.3)) c.wait_spill_ratio = chance(rng, 0.5) ? 0.0 : 2000.0;  // rare or off
   if (chance(rng, 0.25)) c.prediction_ttl = std::chrono::seconds(between(rng, 1, 5));
   if (chance(rng, 0.2)) c.prediction_capacity_blocks = between(rng, 16, 256);
   return c;
@@ -317,6 +324,7 @@ std::string describe(const CacheAwareConfig& c) {
     << c.balance_rel_threshold << " warmup{ratio=" << c.warmup_thin_ratio
     << " min_mean=" << c.warmup_min_mean_blocks << " miss=" << c.warmup_miss_share
     << " hit=" << c.warmup_hit_share << " max=" << c.warmup_max_diversions
+    << " max_age_ms=" << std::chrono::duration<double, std::milli>(c.warmup_level_max_age).count()
     << "} tie_window_us=" << c.tie_window_us << " prefill_tps=" << c.prefill_tokens_per_second
     << " assumed_queued=" << c.assumed_queued_prompt_tokens
     << " ttl_s=" << std::chrono::duration<double>(c.prediction_ttl).count()
@@ -402,6 +410,9 @@ struct Coverage {
   int pinned_rank = 0;      // a data-parallel rank chosen
   int predicted_depth = 0;  // a worker without KV holders chosen for its predicted prefix
   int vetoed_pick = 0;      // a vetoed worker chosen: every candidate was vetoed
+  int shortcut = 0;         // decided among the deepest holders only
+  int shortcut_warmup = 0;  // of which diverted to a thin worker
+  int fleet_pass = 0;       // decided by a pass over the whole fleet
 };
 
 // `scratch` is shared by every seed, as an executor thread's is by every decision: fleets of
@@ -471,7 +482,9 @@ SeedResult run_seed(uint64_t seed, Scratch& scratch, Coverage& coverage, bool re
     }
     req.exclude = exclude;
 
+    const uint64_t shortcuts_before = scratch.shortcut_decisions;
     const Decision got = fast.select(req, *fast_fleet.fleet, scratch);
+    const bool by_shortcut = scratch.shortcut_decisions > shortcuts_before;
     const Decision want = reference.select(req, *ref_fleet.fleet, ref_rng);
     ++result.decisions;
     if (!same(got, want)) {
@@ -485,6 +498,9 @@ SeedResult run_seed(uint64_t seed, Scratch& scratch, Coverage& coverage, bool re
       return result;  // the fleets' states part from here on
     }
     ++coverage.branches[static_cast<size_t>(got.branch)];
+    coverage.shortcut += by_shortcut ? 1 : 0;
+    coverage.shortcut_warmup += by_shortcut && got.branch == Branch::kWarmup ? 1 : 0;
+    coverage.fleet_pass += by_shortcut ? 0 : 1;
     if (got.worker >= 0) {
       const workers::Worker& chosen = *fast_fleet.fleet->workers[got.worker];
       coverage.pinned_rank += got.rank >= 0 ? 1 : 0;
@@ -552,11 +568,16 @@ TEST(CacheAwareEquivalence, SameDecisionsAsTheReferenceOnRandomFleets) {
   EXPECT_GT(coverage.pinned_rank, 0);
   EXPECT_GT(coverage.predicted_depth, 0);
   EXPECT_GT(coverage.vetoed_pick, 0);
+  // (These fleets are mostly hostile to the shortcut: tiny thresholds, exclusions, workers
+  // without events, short chains. It still decides over a thousand requests.)
+  EXPECT_GT(coverage.shortcut, 500);
+  EXPECT_GT(coverage.shortcut_warmup, 50);
+  EXPECT_GT(coverage.fleet_pass, decisions / 2);
   std::printf(
       "%d decisions compared over %d seeds; branches:%s; a rank pinned %d, a predicted prefix "
-      "%d, a vetoed worker %d\n",
+      "%d, a vetoed worker %d; by the shortcut %d (warm-up %d), by a fleet pass %d\n",
       decisions, kSeeds, seen.str().c_str(), coverage.pinned_rank, coverage.predicted_depth,
-      coverage.vetoed_pick);
+      coverage.vetoed_pick, coverage.shortcut, coverage.shortcut_warmup, coverage.fleet_pass);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ RouteRequest request(const std::vector<SeqHash>& chain, std::span<const WorkerId
           .prompt_tokens = static_cast<uint32_t>(chain.size() * 16),
           .block_size = 16,
           .model = "m",
-          .exclude = exclude};
+          .exclude = exclude,
+          .explain = true};
 }
 
 TEST_F(Explain, TheChosenComesFirstThenTheDeepestWithTheirWaits) {

@@ -60,6 +60,7 @@ ReferenceCacheAware::ReferenceCacheAware(const CacheAwareConfig& config,
                                          const index::Indexer* index, const Clock& clock)
     : config_(config),
       index_(index),
+      clock_(clock),
       predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock) {}
 
 // Rule 1: the workers that may take the request, vetoed or not as asked.
@@ -194,7 +195,7 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
                     .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
                     .matched_blocks = 0,
                     .rank = options[i].rank},
-                   fleet, options, rng);
+                   fleet, req, options, rng);
   }
   // Rule 4: the deepest not overloaded.
   const auto deepest = [&](const Option& o) {
@@ -243,13 +244,13 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
                   .branch = branch,
                   .matched_blocks = options[i].matched_blocks,
                   .rank = options[i].rank},
-                 fleet, options, rng);
+                 fleet, req, options, rng);
 }
 
 // Rule 7: now and then, a thin option instead of `d`.
 Decision ReferenceCacheAware::warm_up(Decision d, const workers::FleetSnapshot& fleet,
-                                      const std::vector<Option>& options,
-                                      std::mt19937_64& rng) const {
+                                      const RouteRequest& req, const std::vector<Option>& options,
+                                      std::mt19937_64& rng) {
   if (config_.warmup_thin_ratio <= 0) return d;
   // An option's level: the blocks the index holds for its rank, or for the whole worker.
   const auto level = [&](const Option& o) {
@@ -257,30 +258,53 @@ Decision ReferenceCacheAware::warm_up(Decision d, const workers::FleetSnapshot& 
     return static_cast<double>(o.rank >= 0 ? w.index_blocks(static_cast<DpRank>(o.rank))
                                            : w.index_blocks());
   };
-  // The mean over the options with KV holders (the others have no level to compare).
-  double sum = 0;
-  size_t with_level = 0;
-  for (const Option& o : options) {
-    if (!has_kv_holders(fleet, o.worker_index)) continue;
-    sum += level(o);
-    ++with_level;
+  // The model's level: summed again when the last sum is warmup_level_max_age old or of another
+  // snapshot; otherwise reused.
+  const auto found = levels_.find(req.model);
+  const bool fresh = found != levels_.end() && found->second.fleet_version == fleet.version &&
+                     clock_.now() - found->second.summed_at < config_.warmup_level_max_age;
+  Level& level_ = levels_[std::string(req.model)];
+  if (!fresh) {
+    level_ = {.fleet_version = fleet.version, .summed_at = clock_.now()};
+    // The mean over the options with KV holders (the others have no level to compare).
+    double sum = 0;
+    for (const Option& o : options) {
+      if (!has_kv_holders(fleet, o.worker_index)) continue;
+      sum += level(o);
+      ++level_.with_level;
+    }
+    level_.mean = level_.with_level > 0 ? sum / static_cast<double>(level_.with_level) : 0.0;
+    level_.thin.assign(fleet.workers.size(), false);
+    if (level_.with_level >= 2 &&
+        level_.mean >= static_cast<double>(config_.warmup_min_mean_blocks)) {
+      // Thin: a worker with an option under the ratio of the mean. The others have filled:
+      // their diversions restart from zero.
+      for (const Option& o : options) {
+        if (has_kv_holders(fleet, o.worker_index) &&
+            level(o) < config_.warmup_thin_ratio * level_.mean) {
+          level_.thin[o.worker_index] = true;
+        }
+      }
+      for (const Option& o : options) {
+        workers::Worker& w = *fleet.workers[o.worker_index];
+        if (has_kv_holders(fleet, o.worker_index) && !level_.thin[o.worker_index] &&
+            w.warmup_diversions() > 0) {
+          w.reset_warmup_diversions();
+        }
+      }
+    }
   }
-  if (with_level < 2) return d;
-  const double mean = sum / static_cast<double>(with_level);
-  if (mean < static_cast<double>(config_.warmup_min_mean_blocks)) return d;
+  if (level_.with_level < 2) return d;
+  if (level_.mean < static_cast<double>(config_.warmup_min_mean_blocks)) return d;
   const double share = d.matched_blocks == 0 ? config_.warmup_miss_share : config_.warmup_hit_share;
   if (std::uniform_real_distribution<double>(0, 1)(rng) >= share) return d;
-  // Thin: under the ratio of the mean and under its diversion cap. A worker met no longer thin
-  // has filled: its diversions restart from zero (read live, so a rank met after its sibling's
-  // reset sees the reset).
+  // An option it may divert to: a thin worker's, not overloaded, still under the ratio of the
+  // mean, under its diversion cap.
   const auto thin = [&](const Option& o) {
     if (o.overloaded || !has_kv_holders(fleet, o.worker_index)) return false;
-    workers::Worker& w = *fleet.workers[o.worker_index];
-    if (level(o) >= config_.warmup_thin_ratio * mean) {
-      if (w.warmup_diversions() > 0) w.reset_warmup_diversions();
-      return false;
-    }
-    return w.warmup_diversions() < config_.warmup_max_diversions;
+    if (!level_.thin[o.worker_index]) return false;
+    if (level(o) >= config_.warmup_thin_ratio * level_.mean) return false;
+    return fleet.workers[o.worker_index]->warmup_diversions() < config_.warmup_max_diversions;
   };
   const int32_t j = pick_min(
       options, thin, [](const Option& o) { return o.expected_wait_us; }, config_.tie_window_us,

@@ -16,7 +16,8 @@
 //  5. Imbalance: a winner far above the fleet's mean load yields to the least expected wait.
 //  6. Wait: a winner whose expected wait exceeds the least by more than wait_spill_ratio times the
 //     prefill its deeper match saves yields to the least expected wait (kWaitSpill).
-//  7. Warm-up: a share of the decisions goes to a thin candidate instead (kWarmup).
+//  7. Warm-up: a share of the decisions goes to a thin candidate instead (kWarmup), by the
+//     level (mean and thin workers) last summed, summed again once warmup_level_max_age old.
 //
 // Equivalence is exact, random draws included: the same candidates in the same order, the same
 // floating-point expressions, and the same draws from the caller's generator in the same order
@@ -24,7 +25,9 @@
 // roll). Given the same generator state it returns the same Decision as the fast implementation.
 #pragma once
 
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kvgate/core/clock.h"
@@ -63,12 +66,22 @@ class ReferenceCacheAware {
   void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                    std::vector<Option>& options) const;
   double expected_wait_us(const Option& o, const workers::Worker& w, const RouteRequest& req) const;
-  Decision warm_up(Decision d, const workers::FleetSnapshot& fleet,
-                   const std::vector<Option>& options, std::mt19937_64& rng) const;
+  Decision warm_up(Decision d, const workers::FleetSnapshot& fleet, const RouteRequest& req,
+                   const std::vector<Option>& options, std::mt19937_64& rng);
 
   const CacheAwareConfig config_;
   const index::Indexer* index_;
+  const Clock& clock_;
   detail::PredictedCache predicted_;
+  // The warm-up level as last summed, per model.
+  struct Level {
+    uint64_t fleet_version = 0;
+    MonoTime summed_at{};
+    size_t with_level = 0;
+    double mean = 0;
+    std::vector<bool> thin;  // per worker index
+  };
+  std::map<std::string, Level, std::less<>> levels_;
 };
 
 }  // namespace kvgate::policy::testing

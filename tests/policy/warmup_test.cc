@@ -77,6 +77,42 @@ TEST_F(Warmup, NothingWhileTheWholeFleetIsWarming) {
   EXPECT_EQ(b[Branch::kWarmup], 0);
 }
 
+TEST_F(Warmup, AWorkerFoundThinAtTheNextSumOfTheLevel) {
+  fleet[3]->set_index_blocks(0, 1000);  // nobody thin
+  CacheAwareConfig cfg;
+  cfg.warmup_miss_share = 1.0;
+  auto p = make(PolicyKind::kCacheAware, cfg);
+  int to_thin = 0;
+  EXPECT_EQ(run(*p, 100, /*hits=*/false, &to_thin)[Branch::kWarmup], 0);
+  // Its engine restarts empty: the level summed before still counts it as full...
+  fleet[3]->set_index_blocks(0, 0);
+  EXPECT_EQ(run(*p, 100, /*hits=*/false, &to_thin)[Branch::kWarmup], 0);
+  // ...until it is warmup_level_max_age old.
+  clock.advance(cfg.warmup_level_max_age);
+  run(*p, 100, /*hits=*/false, &to_thin);
+  EXPECT_EQ(to_thin, 100);
+}
+
+TEST_F(Warmup, AWorkerThatFilledStopsAtOnceAndStartsAnewLater) {
+  CacheAwareConfig cfg;
+  cfg.warmup_miss_share = 1.0;
+  cfg.warmup_max_diversions = 50;
+  auto p = make(PolicyKind::kCacheAware, cfg);
+  int to_thin = 0;
+  run(*p, 20, /*hits=*/false, &to_thin);
+  EXPECT_EQ(to_thin, 20);  // diverted, or its even share of the misses
+  const uint64_t diverted = fleet[3]->warmup_diversions();
+  EXPECT_GT(diverted, 10u);
+  // Filled: no more diversions, though the level summed before still has it thin.
+  fleet[3]->set_index_blocks(0, 1000);
+  run(*p, 20, /*hits=*/false, &to_thin);
+  EXPECT_EQ(fleet[3]->warmup_diversions(), diverted);
+  // The next sum ends its episode: a later one starts from zero.
+  clock.advance(cfg.warmup_level_max_age);
+  run(*p, 1, /*hits=*/false, &to_thin);
+  EXPECT_EQ(fleet[3]->warmup_diversions(), 0u);
+}
+
 TEST_F(Warmup, OffWithARatioOfZero) {
   CacheAwareConfig cfg;
   cfg.warmup_thin_ratio = 0;

@@ -4,7 +4,8 @@
 // access log (docs/life-of-a-request.md).
 //
 // Built after select(), from the Scratch that decision left, and only when someone asked: it
-// allocates and visits the fleet again, which routing itself never does twice.
+// allocates and visits the fleet again, which routing itself never does twice. The request must
+// have had RouteRequest::explain set, so that the decision left every candidate there.
 //
 // Threading: a pure function of its arguments; call it on the thread that made the decision,
 // before that thread's Scratch serves another one.

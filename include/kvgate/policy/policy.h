@@ -36,6 +36,9 @@ struct RouteRequest {
   // Route to a data-parallel rank, not only a worker: a worker with several ranks (one KV cache
   // each) is several candidates, and the decision names the rank to pin.
   bool dp_aware = true;
+  // The caller will explain() the decision: every candidate is left in the scratch (cache_aware
+  // takes no shortcut past the fleet).
+  bool explain = false;
 };
 
 enum class Branch : uint8_t {
@@ -92,6 +95,28 @@ struct Scratch {
   std::vector<Candidate> candidate_slots;
   std::vector<uint32_t> depth_by_holder;
   std::mt19937_64 rng{std::random_device{}()};
+
+  // cache_aware's shortcut (a decision among the deepest holders only): the workers it visits, as
+  // a bitset over the snapshot's workers, and the generator as it was before the shortcut's draws
+  // (restored when the shortcut gives way to the full pass).
+  std::vector<uint64_t> worker_bits;
+  std::mt19937_64 rng_before_shortcut;
+  // Decisions this scratch made by the shortcut, and by a pass over the whole fleet.
+  uint64_t shortcut_decisions = 0;
+  uint64_t fleet_pass_decisions = 0;
+
+  // cache_aware's warm-up levels (CacheAwareConfig::warmup_level_max_age) as this thread last
+  // summed them, one per model: the mean index blocks of the model's workers and which are thin.
+  struct WarmupLevel {
+    uint64_t policy = 0;  // the policy instance that summed it
+    uint64_t fleet_version = 0;
+    std::string model;
+    MonoTime summed_at{};
+    size_t with_level = 0;  // candidates with KV events, whose levels the mean is of
+    double mean = 0;
+    std::vector<uint64_t> thin;  // bitset over the snapshot's workers
+  };
+  std::vector<WarmupLevel> warmup_levels;
 };
 
 // Blocks the approximate mode predicted cached on one worker (a worker without KV events), as
@@ -158,6 +183,10 @@ struct CacheAwareConfig {
   double warmup_hit_share = 0.125;
   uint64_t warmup_max_diversions = 1000;
   uint64_t warmup_min_mean_blocks = 64;
+  // The warm-up level (the mean and which workers are thin) is summed over the fleet at most this
+  // often per thread; decisions in between reuse it. The blocks it sums change once per control
+  // tick, and reusing it lets a decision visit only the deepest holders. 0: every decision sums.
+  Duration warmup_level_max_age = std::chrono::milliseconds(100);
   // Approximate mode for workers without KV events: a routed prompt is assumed cached there for
   // this long.
   Duration prediction_ttl = std::chrono::seconds(120);

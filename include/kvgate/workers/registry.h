@@ -56,7 +56,8 @@ struct FleetSnapshot {
     HolderId only_holder;     // its holder when it has exactly one
   };
   std::vector<Route> routes;
-  size_t max_candidates = 0;  // the sum of the workers' dp_size (at least 1 each)
+  size_t max_candidates = 0;          // the sum of the workers' dp_size (at least 1 each)
+  size_t workers_without_events = 0;  // whose depth routing predicts instead of looking up
   // Per model of `models`, the workers that serve it, as a bitset over `workers` (a worker that
   // reported no models serves any); and the workers that reported none.
   std::vector<std::vector<uint64_t>> servers_of_model;

@@ -29,6 +29,14 @@ struct CostRules {
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                           Scratch& scratch, const CostRules* cost = nullptr);
 
+// The candidates of the workers set in `worker_bits` (a bitset over fleet.workers), as
+// collect_candidates would give them with `cost` in its pass without vetoed workers, in the same
+// order, written to out[k] on (grown as needed). Returns the next free slot. For a decision that
+// visits a few workers, not the fleet.
+size_t collect_candidates_of(std::span<const uint64_t> worker_bits, const RouteRequest& req,
+                             const workers::FleetSnapshot& fleet, const CostRules& cost,
+                             std::vector<Candidate>& out, size_t k);
+
 // Expected wait before this request's first token on `c` (its matched_blocks known), from the
 // cost model in `config`. Computed where a pick compares it, not for every candidate: a pass
 // over the fleet would spend most of its time dividing.

@@ -228,6 +228,7 @@ void GatewayImpl::add_admin_routes() {
                   ? -1.0
                   : std::chrono::duration<double, std::milli>(now - wk->engine_load_at()).count());
           w.member("discovered", info->discovered).member("block_size", info->block_size);
+          w.member("kv_blocks", info->kv_blocks);
           write_cached_tokens(w, wk->cache_agreement());
           w.key("models").begin_array();
           for (const auto& m : info->models) w.value(m);

@@ -374,6 +374,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
       e.explicit_endpoints.empty() ? si.endpoints : e.explicit_endpoints;
   info.kv_endpoints = endpoints;
   if (si.block_size > 0) info.block_size = si.block_size;
+  info.kv_blocks = si.kv_blocks <= index::kMaxCapacityHint ? si.kv_blocks : 0;
   // Its ranks: what it says, or as many as it has event streams.
   info.dp_size = std::max<uint32_t>(si.dp_size, 1);
   for (const auto& ep : endpoints) info.dp_size = std::max<uint32_t>(info.dp_size, ep.rank + 1);

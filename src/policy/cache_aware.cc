@@ -12,7 +12,9 @@
 //     factor balance_rel_threshold, the least-expected-wait worker takes it (kImbalanceSpill).
 //  6. Wait: if the winner's expected wait exceeds the least expected wait by more than
 //     wait_spill_ratio times the prefill its deeper match saves, the least-wait worker takes it
-//     (kWaitSpill): a few shared blocks do not hold a request behind a long prefill.
+//     (kWaitSpill): a few shared blocks do not hold a request behind a long prefill. Only the
+//     share of the match that outlives the queue ahead counts as saved: a queue that needs more
+//     KV than the winner has free evicts the prefix before the request is admitted.
 //  7. Warm-up: a share of the misses and a smaller share of the hits go to a thin worker (its
 //     index well under the fleet's mean) instead, until it fills (kWarmup). The level is reused
 //     for up to warmup_level_max_age (policy/detail/warmup.h).
@@ -121,13 +123,15 @@ class CacheAwarePolicy final : public Policy {
     // pass over the fleet runs only when the wait could pay for the next depth's loss.)
     if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0) {
       const double winner_wait_us = by_wait(cands[i]);
-      if (winner_wait_us >
-          (config_.wait_spill_ratio + 1) * saved_prefill_us(deepest_ok, totals.second_ok, req)) {
+      const double kept = surviving_share(cands[i], req);
+      if (winner_wait_us > (config_.wait_spill_ratio + 1) *
+                               saved_prefill_us(deepest_ok, totals.second_ok, kept, req)) {
         const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
         const double gain_us = winner_wait_us - by_wait(cands[j]);
         if (gain_us > config_.tie_window_us &&
-            gain_us > config_.wait_spill_ratio *
-                          saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, req)) {
+            gain_us >
+                config_.wait_spill_ratio *
+                    saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, kept, req)) {
           i = j;
           branch = Branch::kWaitSpill;
         }
@@ -236,7 +240,8 @@ class CacheAwarePolicy final : public Policy {
     // the wait could pay for the next depth down.
     if (win.load > config_.balance_abs_threshold ||
         (config_.wait_spill_ratio > 0 &&
-         by_wait(win) > (config_.wait_spill_ratio + 1) * saved_prefill_us(deepest, second, req))) {
+         by_wait(win) > (config_.wait_spill_ratio + 1) *
+                            saved_prefill_us(deepest, second, surviving_share(win, req), req))) {
       if (fit > 1) s.rng = s.rng_before_shortcut;
       return std::nullopt;
     }
@@ -255,10 +260,23 @@ class CacheAwarePolicy final : public Policy {
     return WarmupRule::divert(d, thin, j, fleet);
   }
 
-  // The prefill time a match of `deeper` blocks saves over one of `shallower`, by the cost model.
-  double saved_prefill_us(uint32_t deeper, uint32_t shallower, const RouteRequest& req) const {
-    const double blocks = deeper > shallower ? static_cast<double>(deeper - shallower) : 0.0;
+  // The prefill time a match of `deeper` blocks saves over one of `shallower`, by the cost model,
+  // when only the share `kept` of the deeper one lasts until the request is admitted.
+  double saved_prefill_us(uint32_t deeper, uint32_t shallower, double kept,
+                          const RouteRequest& req) const {
+    const double blocks = std::max(0.0, kept * deeper - static_cast<double>(shallower));
     return blocks * req.block_size / config_.prefill_tokens_per_second * 1e6;
+  }
+
+  // The share of c's match that outlives the queue ahead of the request there. An engine evicts
+  // the least recently used free blocks first, and a prefix a conversation just used is among
+  // the newest: the queued prompts take the pool's free tokens oldest first and reach the prefix
+  // only past (free - prefix). A pool of unknown size keeps everything.
+  double surviving_share(const Candidate& c, const RouteRequest& req) const {
+    const double cached = static_cast<double>(c.matched_blocks) * req.block_size;
+    if (c.free_kv_tokens == Candidate::kUnknownFree || cached == 0) return 1.0;
+    const double left = static_cast<double>(c.free_kv_tokens) - queued_tokens(c, config_);
+    return std::clamp(left / cached, 0.0, 1.0);
   }
 
   struct Totals {

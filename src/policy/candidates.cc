@@ -10,13 +10,22 @@ namespace {
 constexpr size_t kPrefetchAhead = 8;
 void prefetch_worker(const workers::Worker* w) { __builtin_prefetch(w); }
 
+// The free part of a pool of `pool` tokens at a usage of `ppm` parts per million (kUnknownFree for
+// a pool of unknown size).
+uint64_t free_tokens(uint64_t pool, uint32_t ppm) {
+  if (pool == 0) return Candidate::kUnknownFree;
+  const uint32_t free_ppm = ppm < 1'000'000 ? 1'000'000 - ppm : 0;
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(pool) * free_ppm / 1'000'000);
+}
+
 // One candidate's figures, each read once. The load is max(fleet in flight, running + waiting)
 // taken on integers (the same value as on doubles: both are exact).
 // Every field is written: the slot holds an earlier decision's candidate. (Field by field: a
 // Candidate built aside and copied in costs a store-forwarding stall per candidate.)
 template <bool kWithCost>
 [[gnu::always_inline]] inline void fill(Candidate& c, int32_t index, int32_t rank, HolderId holder,
-                                        bool has_events, const workers::Worker::RoutingFigures& f,
+                                        bool has_events, uint64_t kv_tokens,
+                                        const workers::Worker::RoutingFigures& f,
                                         const CostRules* cost) {
   c.index = index;
   c.rank = rank;
@@ -30,10 +39,12 @@ template <bool kWithCost>
     c.overloaded = cost->overload.overloaded(f.kv_usage_ppm, f.waiting, f.fleet_in_flight);
     c.queued_tokens = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
     c.index_blocks = f.index_blocks;
+    c.free_kv_tokens = free_tokens(kv_tokens, f.kv_usage_ppm);
   } else {
     c.overloaded = false;
     c.queued_tokens = 0;
     c.index_blocks = 0;
+    c.free_kv_tokens = Candidate::kUnknownFree;
   }
 }
 
@@ -65,12 +76,14 @@ template <bool kWithCost>
         if (info.holder_ranks[h] == r) holder = info.holders[h];
       }
       fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int32_t>(r), holder,
-                      route.has_events, w.routing_figures(r), cost);
+                      route.has_events, route.kv_tokens, w.routing_figures(r), cost);
     }
     return k;
   }
+  // (A whole worker: its ranks' pools together, its usage their mean.)
   fill<kWithCost>(out[k++], static_cast<int32_t>(i), -1, HolderId(), route.has_events,
-                  w.routing_figures(), cost);
+                  route.kv_tokens * std::max<uint32_t>(route.dp_size, 1), w.routing_figures(),
+                  cost);
   return k;
 }
 

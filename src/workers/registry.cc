@@ -217,7 +217,8 @@ void WorkerRegistry::publish_locked() {
     if (info.holders.empty()) ++snap->workers_without_events;
     snap->routes[i] = {.dp_size = info.dp_size,
                        .has_events = !info.holders.empty(),
-                       .only_holder = info.holders.size() == 1 ? info.holders[0] : HolderId()};
+                       .only_holder = info.holders.size() == 1 ? info.holders[0] : HolderId(),
+                       .kv_tokens = info.kv_blocks * info.block_size};
     const uint64_t bit = uint64_t{1} << (i & 63);
     if (info.models.empty()) {
       snap->servers_of_any_model[i >> 6] |= bit;

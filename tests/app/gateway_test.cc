@@ -210,6 +210,9 @@ TEST_F(GatewayTest, AnEnginesKvPoolSizesItsHolderInTheIndexAtDiscovery) {
                        std::chrono::milliseconds(10000)))
       << gateway_->index().stats().bytes;
   EXPECT_EQ(gateway_->index().stats().memberships, 0u) << "sized before any event";
+  // Routing knows the pool too (the wait rule weighs what the queue ahead would evict).
+  EXPECT_EQ(gateway_->registry().snapshot()->infos[0]->kv_blocks, 200'000u);
+  EXPECT_EQ(gateway_->registry().snapshot()->routes[0].kv_tokens, 200'000u * 16);
 }
 
 TEST_F(GatewayTest, WorkerAddedAtRunTimeReceivesTraffic) {

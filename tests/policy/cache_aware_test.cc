@@ -128,6 +128,41 @@ TEST_F(CacheAware, AFewSharedBlocksDoNotHoldARequestBehindALongPrefill) {
   EXPECT_EQ(route(*off, {100, 1, 2, 3}).worker, 0);
 }
 
+TEST_F(CacheAware, APrefixTheQueueAheadWillEvictSavesNothing) {
+  make_fleet(2);
+  // Worker 0 holds a 100-block conversation (1,600 tokens: 160 ms of prefill, 3.2 s at the ratio
+  // of 20) behind 20,000 queued tokens (2 s); worker 1 holds nothing and is idle.
+  std::vector<SeqHash> conversation = {100};
+  for (SeqHash h = 1; h < 104; ++h) conversation.push_back(h);
+  index.set(100, HolderId(0), 100);
+  const auto pool = [&](uint64_t blocks) {
+    ASSERT_TRUE(registry.update_info(fleet[0]->id(), [&](workers::WorkerInfo& i) {
+      i.kv_blocks = blocks;
+      i.block_size = 16;
+    }));
+  };
+  fleet[0]->set_engine_load(
+      {.running = 1, .waiting = 1, .kv_usage = 0.5, .queued_prefill_tokens = 20'000}, clock.now());
+  auto p = make(PolicyKind::kCacheAware);
+  // Its pool unknown: the prefix is taken to last; it stays.
+  EXPECT_EQ(route(*p, conversation).worker, 0);
+  // 1,000 blocks at half use: 8,000 tokens free, and the queue needs 20,000. The engine evicts
+  // its oldest free blocks first and reaches the prefix: none of it is left to save.
+  pool(1000);
+  const Decision spilled = route(*p, conversation);
+  EXPECT_EQ(spilled.branch, Branch::kWaitSpill);
+  EXPECT_EQ(spilled.worker, 1);
+  // 2,600 blocks: 20,800 free, 800 left past the queue: half the prefix lasts (80 ms saved, 1.6 s
+  // at the ratio, against 1.8 s of extra wait): still spills. 3,000 blocks: 24,000 free, the
+  // whole prefix lasts: stays.
+  pool(2600);
+  EXPECT_EQ(route(*p, conversation).branch, Branch::kWaitSpill);
+  pool(3000);
+  const Decision stays = route(*p, conversation);
+  EXPECT_EQ(stays.branch, Branch::kAffinity);
+  EXPECT_EQ(stays.worker, 0);
+}
+
 // The shortcut decides among the deepest holders only, and gives way to the pass over the fleet
 // whenever a rule could need the rest of it; policy_equivalence_test checks it is exact.
 TEST_F(CacheAware, AFitDeepestHolderIsChosenWithoutAPassOverTheFleet) {

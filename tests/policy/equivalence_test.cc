@@ -148,6 +148,8 @@ RandomFleet::RandomFleet(uint64_t seed) {
     }
     info.dp_size = chance(rng, 0.5) ? 1 : static_cast<uint32_t>(between(rng, 2, 4));
     info.block_size = kBlockSize;
+    // KV pools small enough that queues outgrow what they have free (0: not said).
+    info.kv_blocks = chance(rng, 0.3) ? 0 : between(rng, 4, 1500);
     info.discovered = true;
     if (!chance(rng, without_events)) {  // else no KV events: the approximate mode
       for (uint32_t r = 0; r < info.dp_size; ++r) {

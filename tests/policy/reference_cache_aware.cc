@@ -1,6 +1,7 @@
 #include "policy/reference_cache_aware.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kvgate/workers/load.h"
 
@@ -54,6 +55,17 @@ double effective_load(const workers::Worker& w, int32_t rank) {
                           static_cast<double>(engine.running) + engine.waiting);
 }
 
+// The tokens of the option's KV pool left free at the usage its engine reports (a whole worker:
+// its ranks' pools together); UINT64_MAX when the pool's size is unknown.
+uint64_t free_kv_tokens(const workers::Worker& w, const workers::WorkerInfo& info, int32_t rank) {
+  const uint64_t pool =
+      info.kv_blocks * info.block_size * (rank >= 0 ? 1 : std::max<uint64_t>(info.dp_size, 1));
+  if (pool == 0) return UINT64_MAX;
+  const auto used_ppm = static_cast<uint64_t>(std::lround(engine_load_of(w, rank).kv_usage * 1e6));
+  const uint64_t free_ppm = used_ppm < 1'000'000 ? 1'000'000 - used_ppm : 0;
+  return static_cast<uint64_t>(static_cast<unsigned __int128>(pool) * free_ppm / 1'000'000);
+}
+
 }  // namespace
 
 ReferenceCacheAware::ReferenceCacheAware(const CacheAwareConfig& config,
@@ -93,6 +105,7 @@ std::vector<ReferenceCacheAware::Option> ReferenceCacheAware::collect(
           if (info.holder_ranks[k] == r) o.holder = info.holders[k];
         }
         o.load = effective_load(w, o.rank);
+        o.free_kv_tokens = free_kv_tokens(w, info, o.rank);
         options.push_back(o);
       }
       continue;
@@ -100,6 +113,7 @@ std::vector<ReferenceCacheAware::Option> ReferenceCacheAware::collect(
     Option o;
     o.worker_index = static_cast<int32_t>(i);
     o.load = effective_load(w, -1);
+    o.free_kv_tokens = free_kv_tokens(w, info, -1);
     options.push_back(o);
   }
   return options;
@@ -140,13 +154,15 @@ double ReferenceCacheAware::expected_wait_us(const Option& o, const workers::Wor
   const uint64_t cached = static_cast<uint64_t>(o.matched_blocks) * req.block_size;
   const double uncached =
       req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
-  // The engine's queued prefill, its queue at an assumed prompt length, or (a whole worker only)
-  // the prompts the gateway fleet sent there that have not had their first token: the largest.
-  const double queued =
-      std::max({static_cast<double>(engine_load_of(w, o.rank).queued_prefill_tokens),
-                o.load * config_.assumed_queued_prompt_tokens,
-                o.rank < 0 ? static_cast<double>(w.fleet_queued_prompt_tokens()) : 0.0});
-  return (queued + uncached) / config_.prefill_tokens_per_second * 1e6;
+  return (queued_tokens(o, w) + uncached) / config_.prefill_tokens_per_second * 1e6;
+}
+
+// The engine's queued prefill, its queue at an assumed prompt length, or (a whole worker only)
+// the prompts the gateway fleet sent there that have not had their first token: the largest.
+double ReferenceCacheAware::queued_tokens(const Option& o, const workers::Worker& w) const {
+  return std::max({static_cast<double>(engine_load_of(w, o.rank).queued_prefill_tokens),
+                   o.load * config_.assumed_queued_prompt_tokens,
+                   o.rank < 0 ? static_cast<double>(w.fleet_queued_prompt_tokens()) : 0.0});
 }
 
 Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
@@ -215,9 +231,20 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
     }
   }
   // Rule 6.
-  // The prefill a match of `deeper` blocks saves over one of `shallower`.
+  // The share of the winner's match that outlives the queue ahead of the request: the engine
+  // evicts its oldest free blocks first, the prefix is among the newest, so the queue reaches it
+  // only past (free - prefix).
+  double kept = 1.0;
+  if (const double cached = static_cast<double>(options[i].matched_blocks) * req.block_size;
+      options[i].free_kv_tokens != UINT64_MAX && cached > 0) {
+    const double left = static_cast<double>(options[i].free_kv_tokens) -
+                        queued_tokens(options[i], *fleet.workers[options[i].worker_index]);
+    kept = std::min(1.0, std::max(0.0, left / cached));
+  }
+  // The prefill a match of `deeper` blocks saves over one of `shallower`, of which only the kept
+  // share of the deeper one counts.
   const auto saved_us = [&](uint32_t deeper, uint32_t shallower) {
-    return (deeper > shallower ? static_cast<double>(deeper - shallower) : 0.0) * req.block_size /
+    return std::max(0.0, kept * deeper - static_cast<double>(shallower)) * req.block_size /
            config_.prefill_tokens_per_second * 1e6;
   };
   // Considered only when the winner's wait exceeds (ratio + 1) times what it saves over the next

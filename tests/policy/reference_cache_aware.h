@@ -59,6 +59,7 @@ class ReferenceCacheAware {
     bool overloaded = false;
     uint32_t matched_blocks = 0;
     double expected_wait_us = 0;
+    uint64_t free_kv_tokens = UINT64_MAX;  // UINT64_MAX: the pool's size is unknown
   };
 
   std::vector<Option> collect(const RouteRequest& req, const workers::FleetSnapshot& fleet,
@@ -66,6 +67,7 @@ class ReferenceCacheAware {
   void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                    std::vector<Option>& options) const;
   double expected_wait_us(const Option& o, const workers::Worker& w, const RouteRequest& req) const;
+  double queued_tokens(const Option& o, const workers::Worker& w) const;
   Decision warm_up(Decision d, const workers::FleetSnapshot& fleet, const RouteRequest& req,
                    const std::vector<Option>& options, std::mt19937_64& rng);
 

@@ -84,6 +84,10 @@ struct Candidate {
   // wait starts from; and the blocks the index holds for it (the warm-up rule's level).
   uint64_t queued_tokens = 0;
   uint64_t index_blocks = 0;
+  // cache_aware: the tokens its KV pool has free (cached prefixes not in use included, as the
+  // engines count them), what the queue ahead allocates from; kUnknownFree if it did not say.
+  static constexpr uint64_t kUnknownFree = UINT64_MAX;
+  uint64_t free_kv_tokens = kUnknownFree;
 };
 
 // Per-thread buffers for decisions; keep one per executor thread.
@@ -162,7 +166,8 @@ struct CacheAwareConfig {
   // Spill off the deepest holder when its expected wait exceeds the least expected wait by more
   // than this many times the prefill its deeper match saves: a request that shares a few blocks
   // more with a worker stuck behind a long prefill goes where it starts sooner, one that shares
-  // its conversation stays. 0: off.
+  // its conversation stays. Only the share of the match the worker's free KV keeps through the
+  // queue ahead counts (its engine evicts the oldest free blocks first). 0: off.
   double wait_spill_ratio = 20;
   workers::OverloadThresholds overload;
   bool shed_when_all_overloaded = false;  // 503 instead of the least-loaded worker

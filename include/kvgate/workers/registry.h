@@ -54,6 +54,7 @@ struct FleetSnapshot {
     uint32_t dp_size = 1;
     bool has_events = false;  // it has KV holders (an event stream per rank)
     HolderId only_holder;     // its holder when it has exactly one
+    uint64_t kv_tokens = 0;   // its KV pool per rank, in tokens (0: unknown)
   };
   std::vector<Route> routes;
   size_t max_candidates = 0;          // the sum of the workers' dp_size (at least 1 each)

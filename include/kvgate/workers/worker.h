@@ -51,6 +51,7 @@ struct WorkerInfo {
   std::vector<DpRank> holder_ranks;        // the rank of each of `holders`
   uint32_t dp_size = 1;                    // data-parallel ranks, each with its own KV cache
   uint32_t block_size = 0;                 // learned from its events (0: not yet known)
+  uint64_t kv_blocks = 0;                  // its KV pool per rank, in blocks (0: not said)
   uint32_t max_model_len = 0;              // longest context of its models (0: not reported)
   bool discovered = false;                 // /server_info and /v1/models answered at least once
 };

@@ -40,12 +40,16 @@ size_t collect_candidates_of(std::span<const uint64_t> worker_bits, const RouteR
 // Expected wait before this request's first token on `c` (its matched_blocks known), from the
 // cost model in `config`. Computed where a pick compares it, not for every candidate: a pass
 // over the fleet would spend most of its time dividing.
+// The prompt tokens queued ahead of a request on `c`: the reported ones, or the engine's queue at
+// an assumed prompt length if more.
+inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) {
+  return std::max(static_cast<double>(c.queued_tokens),
+                  c.load * config.assumed_queued_prompt_tokens);
+}
+
 inline double expected_wait_us(const Candidate& c, const RouteRequest& req,
                                const CacheAwareConfig& config) {
-  // The queue ahead: the reported prompt tokens, or the engine's queue at an assumed prompt
-  // length if more.
-  const double queued =
-      std::max(static_cast<double>(c.queued_tokens), c.load * config.assumed_queued_prompt_tokens);
+  const double queued = queued_tokens(c, config);
   const uint64_t cached = static_cast<uint64_t>(c.matched_blocks) * req.block_size;
   const double uncached =
       req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;

@@ -187,11 +187,19 @@ class CacheAwarePolicy final : public Policy {
     const WarmupRule::Level& level =
         fresh != nullptr ? *fresh : warmup_.sum_level(s, s.candidates, req, fleet);
     if (!warmup_.roll(level, d, s.rng)) return d;
+    return divert_to_thin(d, s.candidates, level, req, fleet, s);
+  }
+
+  // Rule 7's pick once its roll diverts: the thin candidate of `cands` with the least expected
+  // wait instead of `d`, or `d` if none is thin.
+  Decision divert_to_thin(const Decision& d, std::span<const Candidate> cands,
+                          const WarmupRule::Level& level, const RouteRequest& req,
+                          const workers::FleetSnapshot& fleet, Scratch& s) const {
     const int32_t j = pick_min(
-        s.candidates, [&](const Candidate& c) { return warmup_.thin(c, level, fleet); },
+        cands, [&](const Candidate& c) { return warmup_.thin(c, level, fleet); },
         [&](const Candidate& c) { return expected_wait_us(c, req, config_); },
         config_.tie_window_us, s.rng);
-    return WarmupRule::divert(d, s.candidates, j, fleet);
+    return WarmupRule::divert(d, cands, j, fleet);
   }
 
   // The decision among the holders of the deepest match, or nothing when a rule could need the
@@ -253,11 +261,8 @@ class CacheAwarePolicy final : public Policy {
     // Rule 7 over the thin workers' candidates only: the others are never thin.
     const size_t end = collect_candidates_of(level->thin, req, fleet, rules_, slots, k);
     for (size_t x = k; x < end; ++x) slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
-    const std::span<const Candidate> thin(slots.data() + k, end - k);
-    const int32_t j = pick_min(
-        thin, [&](const Candidate& c) { return warmup_.thin(c, *level, fleet); }, by_wait,
-        config_.tie_window_us, s.rng);
-    return WarmupRule::divert(d, thin, j, fleet);
+    return divert_to_thin(d, std::span<const Candidate>(slots.data() + k, end - k), *level, req,
+                          fleet, s);
   }
 
   // The prefill time a match of `deeper` blocks saves over one of `shallower`, by the cost model,

@@ -57,7 +57,7 @@ const WarmupRule::Level& WarmupRule::sum_level(Scratch& s, std::span<const Candi
   l.with_level = n;
   l.mean = n > 0 ? static_cast<double>(sum) / static_cast<double>(n) : 0.0;
   l.thin.assign((fleet.workers.size() + 63) / 64, 0);
-  if (n < 2 || l.mean < static_cast<double>(config_.warmup_min_mean_blocks)) return l;
+  if (!usable(l)) return l;
   const double under = config_.warmup_thin_ratio * l.mean;
   for (const Candidate& c : cands) {
     if (c.has_events && static_cast<double>(c.index_blocks) < under) {
@@ -73,10 +73,12 @@ const WarmupRule::Level& WarmupRule::sum_level(Scratch& s, std::span<const Candi
   return l;
 }
 
+bool WarmupRule::usable(const Level& l) const {
+  return l.with_level >= 2 && l.mean >= static_cast<double>(config_.warmup_min_mean_blocks);
+}
+
 bool WarmupRule::roll(const Level& l, const Decision& d, std::mt19937_64& rng) const {
-  if (l.with_level < 2 || l.mean < static_cast<double>(config_.warmup_min_mean_blocks)) {
-    return false;
-  }
+  if (!usable(l)) return false;
   const double share = d.matched_blocks == 0 ? config_.warmup_miss_share : config_.warmup_hit_share;
   return std::uniform_real_distribution<double>(0, 1)(rng) < share;
 }

@@ -37,9 +37,6 @@ size_t collect_candidates_of(std::span<const uint64_t> worker_bits, const RouteR
                              const workers::FleetSnapshot& fleet, const CostRules& cost,
                              std::vector<Candidate>& out, size_t k);
 
-// Expected wait before this request's first token on `c` (its matched_blocks known), from the
-// cost model in `config`. Computed where a pick compares it, not for every candidate: a pass
-// over the fleet would spend most of its time dividing.
 // The prompt tokens queued ahead of a request on `c`: the reported ones, or the engine's queue at
 // an assumed prompt length if more.
 inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) {
@@ -47,6 +44,9 @@ inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) 
                   c.load * config.assumed_queued_prompt_tokens);
 }
 
+// Expected wait before this request's first token on `c` (its matched_blocks known), from the
+// cost model in `config`. Computed where a pick compares it, not for every candidate: a pass
+// over the fleet would spend most of its time dividing.
 inline double expected_wait_us(const Candidate& c, const RouteRequest& req,
                                const CacheAwareConfig& config) {
   const double queued = queued_tokens(c, config);

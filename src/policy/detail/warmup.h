@@ -49,6 +49,10 @@ class WarmupRule {
                          const workers::FleetSnapshot& fleet);
 
  private:
+  // Two candidates with a level at least, and their mean over warmup_min_mean_blocks (else the
+  // whole fleet is warming: nobody is thin).
+  bool usable(const Level& level) const;
+
   const CacheAwareConfig& config_;
   const Clock& clock_;
   const uint64_t policy_;

@@ -1,8 +1,9 @@
-// A TimedSocket read that waited for its bytes and got fewer than it asked for marks the socket
-// drained, so the next read waits for epoll's wake-up without trying a receive first; a read the
-// first receive completed never marks (an edge may have been collected before its handler ran,
-// and clearing the flag then would lose it: the next read would wait forever); contexts run by
-// more than one thread never mark. Every case also checks that the next bytes are read.
+// A TimedSocket read that waited for its bytes and got fewer than it asked for, with no end of
+// stream behind them, marks the socket drained, so the next read waits for epoll's wake-up without
+// trying a receive first; a read the first receive completed never marks (an edge may have been
+// collected before its handler ran, and clearing the flag then would lose it: the next read would
+// wait forever); contexts run by more than one thread never mark. Every case also checks that the
+// next bytes are read.
 #include <array>
 #include <chrono>
 #include <optional>
@@ -67,6 +68,14 @@ class ReadReadinessTest : public ::testing::Test {
 
 TEST_F(ReadReadinessTest, AShortReadThatWaitedMarksTheSocketAndTheNextBytesStillWakeIt) {
   ASSERT_TRUE(detail::marks_drained(ours().socket()));
+  // The first short read only asks epoll to report the peer's end of stream from now on (its own
+  // wake-up could not say whether one followed the bytes): not marked.
+  read(out_);
+  send("0");
+  run_until(out_);
+  ASSERT_TRUE(out_.done);
+  EXPECT_TRUE(receives_first());
+
   read(out_);  // nothing there yet: the first receive fails and the read waits
   EXPECT_TRUE(detail::read_is_queued(ours().socket()));
   send("ab");
@@ -122,6 +131,31 @@ TEST_F(ReadReadinessTest, AFullReadDoesNotMark) {
   run_until(out_);
   ASSERT_TRUE(out_.done);
   EXPECT_EQ(out_.n, 4u);
+}
+
+// A peer that sends its last bytes and closes: both can reach the socket before the context's
+// next epoll wait, which then reports one edge for the two. The receive takes the bytes (fewer
+// than asked) and the end of stream is still to read, with no edge left to wake a waiting read.
+TEST_F(ReadReadinessTest, AnEndOfStreamBehindTheLastBytesIsRead) {
+  read(out_);
+  send("ab");
+  run_until(out_);
+  ASSERT_TRUE(out_.done);
+  EXPECT_EQ(got(out_), "ab");
+
+  read(out_);
+  EXPECT_TRUE(detail::read_is_queued(ours().socket()));
+  send("c");
+  peer_.shutdown(tcp::socket::shutdown_send);  // the bytes and the end arrive together
+  run_until(out_);
+  ASSERT_TRUE(out_.done);
+  EXPECT_EQ(got(out_), "c");
+  EXPECT_TRUE(receives_first());
+
+  read(out_);
+  run_until(out_);
+  ASSERT_TRUE(out_.done) << "the end of stream was lost";
+  EXPECT_EQ(out_.ec, net::error::eof);
 }
 
 class ReadReadinessSharedContextTest : public ReadReadinessTest {

@@ -1,5 +1,7 @@
 #include "http/detail/read_readiness.h"
 
+#include <sys/epoll.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -48,6 +50,22 @@ struct RegisteredEvents {
   using type = uint32_t Descriptor::*;
   friend type member(RegisteredEvents);
 };
+struct ReadyEvents {  // what the epoll wait that dispatched the descriptor reported
+  using type = unsigned int ad::scheduler_operation::*;
+  friend type member(ReadyEvents);
+};
+struct DescriptorFd {
+  using type = int Descriptor::*;
+  friend type member(DescriptorFd);
+};
+struct DescriptorReactor {
+  using type = Reactor* Descriptor::*;
+  friend type member(DescriptorReactor);
+};
+struct EpollFd {
+  using type = int Reactor::*;
+  friend type member(EpollFd);
+};
 struct OpQueues {
   using type = ad::op_queue<ad::reactor_op> (Descriptor::*)[Reactor::max_ops];
   friend type member(OpQueues);
@@ -59,6 +77,10 @@ struct TrySpeculative {
 template struct Expose<SocketImpl, &SocketBase::impl_>;
 template struct Expose<DescriptorMutex, &Descriptor::mutex_>;
 template struct Expose<RegisteredEvents, &Descriptor::registered_events_>;
+template struct Expose<ReadyEvents, &ad::scheduler_operation::task_result_>;
+template struct Expose<DescriptorFd, &Descriptor::descriptor_>;
+template struct Expose<DescriptorReactor, &Descriptor::reactor_>;
+template struct Expose<EpollFd, &Reactor::epoll_fd_>;
 template struct Expose<OpQueues, &Descriptor::op_queue_>;
 template struct Expose<TrySpeculative, &Descriptor::try_speculative_>;
 
@@ -88,8 +110,27 @@ void mark_drained(tcp::socket& socket) {
   Descriptor* d = descriptor_of(socket);
   if (d == nullptr) return;
   ad::conditionally_enabled_mutex::scoped_lock lock(d->*member(DescriptorMutex{}));
+  uint32_t& registered = d->*member(RegisteredEvents{});
   // Unregistered descriptors cannot wait for an edge: Asio fails their non-speculative reads.
-  if (d->*member(RegisteredEvents{}) == 0) return;
+  if (registered == 0) return;
+  if ((registered & EPOLLRDHUP) == 0) {
+    // Asio does not ask epoll for the peer's end of stream, so this read's wake-up cannot tell
+    // whether one follows the bytes it took: not marked. Later wake-ups will tell.
+    epoll_event ev{};
+    ev.events = registered | EPOLLRDHUP;
+    ev.data.ptr = d;
+    const int epoll_fd = (d->*member(DescriptorReactor{}))->*member(EpollFd{});
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, d->*member(DescriptorFd{}), &ev) == 0) {
+      registered = ev.events;
+    }
+    return;
+  }
+  // The peer's end of stream (or an error) came with the bytes: the next receive returns it at
+  // once, and no edge is left to wake a read that waits for it.
+  // The descriptor is privately an operation; only a C-style cast converts to a private base.
+  const auto* op = (const ad::scheduler_operation*)d;  // NOLINT(google-readability-casting)
+  const unsigned int ready = op->*member(ReadyEvents{});
+  if ((ready & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) return;
   (d->*member(TrySpeculative{}))[Reactor::read_op] = false;
 }
 

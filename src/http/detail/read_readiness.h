@@ -11,6 +11,12 @@
 // queues without a receive and the socket's edge-triggered registration wakes it when bytes
 // arrive.
 //
+// A short receive does not mean drained when the peer's end of stream follows the bytes: both
+// can arrive before one epoll wait, which reports a single edge, and the receive stops at the end
+// of stream, which the next receive would return at once. nginx learns of it from EPOLLRDHUP
+// (`pending_eof`); so does mark_drained(): it asks epoll for EPOLLRDHUP on a socket's first
+// short read (which it leaves unmarked) and never marks one whose wake-up reported it.
+//
 // Clearing the flag is correct only if no epoll wait ran between the short receive and the
 // clearing: an edge collected in between would be forgotten and the read would wait forever. That
 // holds for a read the reactor completed while dispatching the socket's event: it receives and
@@ -37,7 +43,8 @@ namespace kvgate::http::detail {
 bool marks_drained(boost::asio::ip::tcp::socket& socket);
 // Whether a read on `socket` waits in the reactor's queue (its first receive, if any, failed).
 bool read_is_queued(boost::asio::ip::tcp::socket& socket);
-// Makes the next read on `socket` wait for the next epoll edge without a receive first.
+// Makes the next read on `socket` wait for the next epoll edge without a receive first, unless
+// the wake-up of the read that just completed reported the peer's end of stream.
 void mark_drained(boost::asio::ip::tcp::socket& socket);
 // Whether the next read on `socket` starts with a receive (for tests).
 bool next_read_receives_first(boost::asio::ip::tcp::socket& socket);

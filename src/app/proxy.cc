@@ -1,9 +1,10 @@
 // The generation path: parse, hash, route, forward (retrying elsewhere while nothing reached the
 // client), stream back with backpressure, and account for the request's end on every path.
 #include <algorithm>
-#include <cstdio>
+#include <cstdint>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "app/attempt.h"
 #include "app/cache_report.h"
 #include "app/gateway_impl.h"
@@ -63,10 +64,10 @@ std::string request_id_of(const http::Request& req) {
     return std::string(given);
   }
   thread_local std::mt19937_64 rng(std::random_device{}());
-  char id[33];
-  std::snprintf(id, sizeof id, "%016llx%016llx", static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()));
-  return id;
+  const uint64_t high = rng();
+  const uint64_t low = rng();
+  // absl's hex formatting, not snprintf: this runs on every request without an id.
+  return absl::StrCat(absl::Hex(high, absl::kZeroPad16), absl::Hex(low, absl::kZeroPad16));
 }
 
 constexpr std::string_view kShutdownMessage =
@@ -437,8 +438,9 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           final_status = 499;
           a.done = true;
         };
-        // A whole answer (non-streamed), or the head of a stream.
-        Result<http::ClientResponse> head = absl::UnknownError("not sent");
+        // A whole answer (non-streamed), or the head of a stream. (Either branch sets it; a status
+        // without a message allocates nothing.)
+        Result<http::ClientResponse> head = absl::UnknownError("");
         if (p.stream) {
           head = co_await conn.start_streaming(upstream_req, config_.first_byte_timeout);
         } else {

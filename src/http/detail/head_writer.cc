@@ -1,5 +1,6 @@
 #include "http/detail/head_writer.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "boost/beast/core/string.hpp"
@@ -8,7 +9,11 @@
 namespace kvgate::http::detail {
 namespace {
 
-bool splits_head(std::string_view s) { return s.find_first_of("\r\n") != std::string_view::npos; }
+// A plain scan: find_first_of("\r\n") calls memchr on the two-character set once per character,
+// which measured as the largest libc cost of writing a head.
+bool splits_head(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return c == '\r' || c == '\n'; });
+}
 
 void append_number(std::string& out, size_t n) {
   char buf[24];

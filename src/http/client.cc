@@ -24,6 +24,7 @@
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
 #include "http/detail/head_writer.h"
+#include "http/detail/header_lookup.h"
 #include "http/detail/read_message.h"
 
 namespace kvgate::http {
@@ -32,8 +33,7 @@ namespace beast = boost::beast;
 using tcp = net::ip::tcp;
 
 std::string_view ClientResponse::header(std::string_view name) const {
-  auto it = headers.find(name);
-  return it == headers.end() ? std::string_view() : it->value();
+  return detail::header_value(headers, name);
 }
 
 Connection::Connection(Stream stream, std::string host_header, ClientOptions options)

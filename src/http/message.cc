@@ -1,5 +1,6 @@
 #include "kvgate/http/message.h"
 
+#include "http/detail/header_lookup.h"
 #include "kvgate/core/json_writer.h"
 
 namespace kvgate::http {
@@ -31,8 +32,7 @@ std::optional<std::string_view> Request::query_param(std::string_view key) const
 }
 
 std::string_view Request::header(std::string_view name) const {
-  auto it = msg.find(name);
-  return it == msg.end() ? std::string_view() : it->value();
+  return detail::header_value(msg.base(), name);
 }
 
 Response Response::json(unsigned status, std::string body) {

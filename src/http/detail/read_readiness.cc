@@ -99,17 +99,18 @@ bool marks_drained(tcp::socket& socket) {
          boost::asio::use_service<ad::scheduler>(ctx).concurrency_hint() == 1;
 }
 
+// read_is_queued() and mark_drained() take no lock: they run only for sockets whose context one
+// thread runs (marks_drained()), the thread that also runs the reactor, so nothing else can touch
+// the descriptor meanwhile. (Its mutex would cost two of the proxied request's ~20 lock pairs.)
 bool read_is_queued(tcp::socket& socket) {
   Descriptor* d = descriptor_of(socket);
   if (d == nullptr) return false;
-  ad::conditionally_enabled_mutex::scoped_lock lock(d->*member(DescriptorMutex{}));
   return !(d->*member(OpQueues{}))[Reactor::read_op].empty();
 }
 
 void mark_drained(tcp::socket& socket) {
   Descriptor* d = descriptor_of(socket);
   if (d == nullptr) return;
-  ad::conditionally_enabled_mutex::scoped_lock lock(d->*member(DescriptorMutex{}));
   uint32_t& registered = d->*member(RegisteredEvents{});
   // Unregistered descriptors cannot wait for an edge: Asio fails their non-speculative reads.
   if (registered == 0) return;

@@ -31,7 +31,8 @@
 // Boost 1.74 on Linux, whose layout and rules this relies on; on any other build every function
 // here is a no-op and reads behave as Asio's own.
 //
-// Threading: on the socket's context thread (the reactor's per-socket mutex is taken).
+// Threading: on the socket's context thread. read_is_queued() and mark_drained() are for sockets
+// whose context marks_drained() accepts (one thread runs it and its reactor) and take no lock.
 #pragma once
 
 #include "boost/asio/ip/tcp.hpp"

@@ -200,10 +200,14 @@ net::awaitable<Result<ClientResponse>> Connection::start_streaming(
     failed_before_response_ = !stream_parser_->got_some();
     co_return failure("read response head", ec);
   }
-  const auto& msg = stream_parser_->get();
+  auto& msg = stream_parser_->get();
   ClientResponse out;
   out.status = msg.result_int();
-  out.headers = msg.base();
+  // The head's fields move to the answer (a copy cost an allocation per field on every stream).
+  // Whether the connection may be kept is read from them first; the body's parse needs none of
+  // them, and trailers, if any, go to the emptied fields.
+  stream_keep_alive_ = msg.keep_alive();
+  out.headers = std::move(msg.base());
   co_return out;
 }
 
@@ -232,7 +236,7 @@ net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::mil
       co_return std::string_view(piece_.get(), kPieceBytes - parser.get().body().size);
     }
   }
-  reusable_ = parser.get().keep_alive() && !parser.need_eof();
+  reusable_ = stream_keep_alive_ && !parser.need_eof();
   stream_parser_.reset();
   if (!reusable_) close();
   stream_.expires_never();

@@ -248,6 +248,35 @@ TEST(StreamedPiecesTest, ChunksThatArriveTogetherAreOnePieceAndTheEndIsKnownWith
   EXPECT_TRUE(conn->reusable());
 }
 
+// The head's fields reach the caller, and the connection is kept only if the head allowed it,
+// though the whole stream was read (the fields leave the parser with the head).
+TEST(StreamedPiecesTest, AStreamWhoseHeadSaysCloseIsNotReused) {
+  for (const bool close : {false, true}) {
+    SCOPED_TRACE(close ? "Connection: close" : "keep-alive");
+    ScriptedStream raw(std::string("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n") +
+                           (close ? "Connection: close\r\n" : "") +
+                           "Transfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n0\r\n\r\n",
+                       "");
+    net::io_context ctx;
+    auto conn = run(ctx, Connection::connect("127.0.0.1", raw.port()));
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    const ClientRequest req = post_request();
+    const auto head = run(ctx, (*conn)->start_streaming(req));
+    ASSERT_TRUE(head.ok()) << head.status();
+    EXPECT_EQ(head->header("content-type"), "text/event-stream");
+    EXPECT_EQ(head->header("connection"), close ? "close" : "");
+    std::string got;
+    for (;;) {
+      auto piece = run(ctx, (*conn)->next_piece());
+      ASSERT_TRUE(piece.ok()) << piece.status();
+      if (piece->empty()) break;
+      got.append(*piece);
+    }
+    EXPECT_EQ(got, "first");
+    EXPECT_EQ((*conn)->reusable(), !close);
+  }
+}
+
 TEST(StreamedPiecesTest, APieceNeverWaitsForTheNext) {
   ScriptedStream raw(std::string(kChunkedHead) + "5\r\nfirst\r\n", "6\r\nsecond\r\n0\r\n\r\n");
   net::io_context ctx;

@@ -144,6 +144,7 @@ class Connection {
   Stream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<beast_http::response_parser<beast_http::buffer_body>> stream_parser_;
+  bool stream_keep_alive_ = false;  // the streamed answer's head allows keeping the connection
   std::unique_ptr<char[]> piece_;
   boost::system::error_code buffered_error_;  // met by take_buffered(): the next piece's failure
   std::string host_header_;

@@ -11,9 +11,10 @@ namespace {
 
 // Two memchr scans: find_first_of("\r\n") instead calls memchr on the two-character set once per
 // character of `s`, which measured as the largest libc cost of writing a head.
+// (An empty view may have no data pointer, which memchr must not be given.)
 bool splits_head(std::string_view s) {
-  return std::memchr(s.data(), '\r', s.size()) != nullptr ||
-         std::memchr(s.data(), '\n', s.size()) != nullptr;
+  return !s.empty() && (std::memchr(s.data(), '\r', s.size()) != nullptr ||
+                        std::memchr(s.data(), '\n', s.size()) != nullptr);
 }
 
 void append_number(std::string& out, size_t n) {

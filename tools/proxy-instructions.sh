@@ -68,23 +68,31 @@ for build in "${builds[@]}"; do
   wait_http "http://127.0.0.1:$gw_port/readiness" 600
   url="http://127.0.0.1:$gw_port/v1/completions"
   wrk -t1 -c4 -d3s -s "$work/post.lua" "$url" >/dev/null
-  callgrind_control --zero "$gw_pid" >/dev/null 2>&1
+  callgrind_control --zero "$gw_pid" >"$work/control.log" 2>&1 ||
+    { echo "proxy-instructions: callgrind_control --zero failed:" >&2; cat "$work/control.log" >&2; exit 1; }
   requests=$(wrk -t1 -c4 -d"${seconds}s" -s "$work/post.lua" "$url" | awk '/requests in/ {print $1}')
-  callgrind_control --dump "$gw_pid" >/dev/null 2>&1
+  callgrind_control --dump "$gw_pid" >"$work/control.log" 2>&1 ||
+    { echo "proxy-instructions: callgrind_control --dump failed:" >&2; cat "$work/control.log" >&2; exit 1; }
   # The dump is written asynchronously, next to the file named on the command line.
   dump=""
   for _ in $(seq 1 100); do
     dump=$(ls "$profile".* 2>/dev/null | head -1 || true)
     [[ -n "$dump" ]] && grep -q '^summary:' "$dump" 2>/dev/null && break
+    dump=""
     sleep 0.1
   done
+  [[ -n "$dump" ]] || { echo "proxy-instructions: callgrind wrote no profile for $build" >&2; exit 1; }
+  [[ "${requests:-0}" =~ ^[1-9][0-9]*$ ]] ||
+    { echo "proxy-instructions: wrk completed no request through $build's gateway" >&2; exit 1; }
   total=$(awk '/^summary:/ {print $2}' "$dump")
   kill "$gw_pid" "$mock_pid" 2>/dev/null || true
   wait "$gw_pid" "$mock_pid" 2>/dev/null || true
+  pids=()  # both reaped: their numbers may be reused
   if [[ -n "$out" ]]; then
     mkdir -p "$out"
     cp "$dump" "$out/$(echo "$build" | tr '/' '_').callgrind"
   fi
   rm -f "$profile".*
-  /usr/bin/python3 -c "print(f'$build: {$requests} requests, {$total / $requests:,.0f} instructions per request')"
+  printf '%s: %d requests, %d instructions per request\n' "$build" "$requests" \
+    "$(( (total + requests / 2) / requests ))"
 done

@@ -15,13 +15,19 @@
 // can arrive before one epoll wait, which reports a single edge, and the receive stops at the end
 // of stream, which the next receive would return at once. nginx learns of it from EPOLLRDHUP
 // (`pending_eof`); so does mark_drained(): it asks epoll for EPOLLRDHUP on a socket's first
-// short read (which it leaves unmarked) and never marks one whose wake-up reported it.
+// short read (which it leaves unmarked) and never marks one whose wake-up reported it. (The
+// events it looks at are the descriptor's last reported ones. For a read whose completion was
+// deferred behind a later epoll wait, below, they may come from that wait instead; it reported
+// the socket's state then, in which an end of stream that had arrived stays reported.)
 //
 // Clearing the flag is correct only if no epoll wait ran between the short receive and the
 // clearing: an edge collected in between would be forgotten and the read would wait forever. That
 // holds for a read the reactor completed while dispatching the socket's event: it receives and
 // calls the completion handler right there, before its next epoll wait, provided one thread runs
-// the context. It does not hold for a read completed by the receive Asio tries first (that
+// the context. (When a write completes in the same dispatch, the write's handler runs there and
+// the read's is queued behind the next epoll wait; an edge that wait collects for the socket is
+// applied by a descriptor operation queued behind the read's handler, so it still sets the flag
+// after the clearing.) It does not hold for a read completed by the receive Asio tries first (that
 // completion is queued behind the next epoll wait). So callers mark only reads that
 // read_is_queued() saw waiting when their initiation returned, on contexts for which
 // marks_drained() holds (one thread: concurrency hint 1).

@@ -35,6 +35,18 @@ T run(net::io_context& ctx, net::awaitable<T> op) {
   return fut.get();
 }
 
+// The rest of a streamed body, piece by piece until its end; the first failed piece's status
+// instead.
+Result<std::string> read_rest(net::io_context& ctx, Connection& conn) {
+  std::string body;
+  for (;;) {
+    auto piece = run(ctx, conn.next_piece());
+    if (!piece.ok()) return piece.status();
+    if (piece->empty()) return body;
+    body.append(*piece);
+  }
+}
+
 constexpr std::string_view kOk =
     "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nok";
 
@@ -178,14 +190,9 @@ TEST(ConnectionTest, StreamedRequestAnsweredWithALengthIsReadWhole) {
   auto head = run(ctx, (*conn)->start_streaming(req));
   ASSERT_TRUE(head.ok()) << head.status();
   EXPECT_EQ(head->status, 400u);
-  std::string body;
-  for (;;) {
-    auto piece = run(ctx, (*conn)->next_piece());
-    ASSERT_TRUE(piece.ok()) << piece.status();
-    if (piece->empty()) break;
-    body.append(*piece);
-  }
-  EXPECT_NE(body.find("prompt too long"), std::string::npos) << body;
+  const auto body = read_rest(ctx, **conn);
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_NE(body->find("prompt too long"), std::string::npos) << *body;
   EXPECT_TRUE((*conn)->reusable());
   server.stop();
   pool.stop();
@@ -265,14 +272,9 @@ TEST(StreamedPiecesTest, AStreamWhoseHeadSaysCloseIsNotReused) {
     ASSERT_TRUE(head.ok()) << head.status();
     EXPECT_EQ(head->header("content-type"), "text/event-stream");
     EXPECT_EQ(head->header("connection"), close ? "close" : "");
-    std::string got;
-    for (;;) {
-      auto piece = run(ctx, (*conn)->next_piece());
-      ASSERT_TRUE(piece.ok()) << piece.status();
-      if (piece->empty()) break;
-      got.append(*piece);
-    }
-    EXPECT_EQ(got, "first");
+    const auto got = read_rest(ctx, **conn);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, "first");
     EXPECT_EQ((*conn)->reusable(), !close);
   }
 }

@@ -49,23 +49,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {  # url
-  for _ in $(seq 1 200); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.05; done
-  echo "bench-proxy: $1 did not come up" >&2; return 1
-}
+source "$here/proxy-bench-lib.sh"
+wait_up() { wait_http bench-proxy "$1" 200 0.05; }  # url
 
 worker_port=$(free_port)
 "$build/bin/kvgate-mock" --workers 1 --http-port "$worker_port" --kv-port 0 --threads 1 --speedup 1000 \
   >"$work/mock.log" 2>&1 &
 pids+=($!)
-wait_http "http://127.0.0.1:$worker_port/health"
+wait_up "http://127.0.0.1:$worker_port/health"
 
 gw_port=$(free_port)
 "$build/bin/kvgate" --host 127.0.0.1 --port "$gw_port" --threads "$kvgate_threads" --log-level warn \
   --numa off --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw.log" 2>&1 &
 pids+=($!)
-wait_http "http://127.0.0.1:$gw_port/readiness"
+wait_up "http://127.0.0.1:$gw_port/readiness"
 legs="direct kvgate nginx"
 if [[ -n "$numa_topology" ]]; then
   numa_port=$(free_port)
@@ -73,7 +70,7 @@ if [[ -n "$numa_topology" ]]; then
     --log-level warn --numa-topology "$numa_topology" \
     --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw-numa.log" 2>&1 &
   pids+=($!)
-  wait_http "http://127.0.0.1:$numa_port/readiness"
+  wait_up "http://127.0.0.1:$numa_port/readiness"
   legs="direct kvgate kvgate-numa nginx"
 fi
 
@@ -104,13 +101,9 @@ http {
 }
 CONF
 nginx -c "$work/nginx.conf" -e "$work/nginx/error.log"
-wait_http "http://127.0.0.1:$ngx_port/health"
+wait_up "http://127.0.0.1:$ngx_port/health"
 
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"model":"mock-8b","prompt":"The quick brown fox jumps over the lazy dog and keeps running","max_tokens":$max_tokens,"stream":$stream}'
-LUA
+write_completion_lua "$work/post.lua" "$max_tokens" "$stream"
 
 # One wrk leg: prints "p50_ms p99_ms rps". A leg that fails (errors, non-2xx answers, output that
 # does not parse) says which leg it was and what wrk printed, and stops the run.

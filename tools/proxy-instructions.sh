@@ -39,17 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_http() {  # url tries
-  for _ in $(seq 1 "$2"); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "proxy-instructions: $1 did not come up" >&2; return 1
-}
-
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"model":"mock-8b","prompt":"The quick brown fox jumps over the lazy dog and keeps running","max_tokens":1,"stream":$stream}'
-LUA
+source "$(cd "$(dirname "$0")" && pwd)/proxy-bench-lib.sh"
+write_completion_lua "$work/post.lua" 1 "$stream"
 
 for build in "${builds[@]}"; do
   worker_port=$(free_port)
@@ -57,7 +48,7 @@ for build in "${builds[@]}"; do
     --speedup 1000 >"$work/mock.log" 2>&1 &
   mock_pid=$!
   pids+=("$mock_pid")
-  wait_http "http://127.0.0.1:$worker_port/health" 100
+  wait_http proxy-instructions "http://127.0.0.1:$worker_port/health" 100 0.1
   gw_port=$(free_port)
   profile="$work/gateway.callgrind"
   valgrind --tool=callgrind --callgrind-out-file="$profile" "$build/bin/kvgate" --host 127.0.0.1 \
@@ -65,7 +56,7 @@ for build in "${builds[@]}"; do
     --worker-urls "http://127.0.0.1:$worker_port" >"$work/gw.log" 2>&1 &
   gw_pid=$!
   pids+=("$gw_pid")
-  wait_http "http://127.0.0.1:$gw_port/readiness" 600
+  wait_http proxy-instructions "http://127.0.0.1:$gw_port/readiness" 600 0.1
   url="http://127.0.0.1:$gw_port/v1/completions"
   wrk -t1 -c4 -d3s -s "$work/post.lua" "$url" >/dev/null
   callgrind_control --zero "$gw_pid" >"$work/control.log" 2>&1 ||

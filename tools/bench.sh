@@ -10,7 +10,7 @@ mkdir -p "$out"
 bin="$build_dir/bin"
 
 # Google Benchmark micro benches.
-for name in kvgate-bench-core kvgate-bench-index-micro; do
+for name in kvgate-bench-core kvgate-bench-index-micro kvgate-bench-metrics; do
   echo "== $name"
   "$bin/$name" --benchmark_min_time=0.2 --benchmark_out="$out/$name.json" \
     --benchmark_out_format=json

@@ -179,6 +179,7 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
 }
 
 std::string GatewayImpl::metrics_text() {
+  metrics_->publish();
   process_metrics_->update();
   const auto s = raw_index_->stats();
   metrics_->set_index(s.holders, s.resident_blocks, s.memberships, s.bytes);

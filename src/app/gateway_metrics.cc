@@ -14,6 +14,16 @@ std::array<metrics::Counter*, N> labelled_counters(metrics::Registry& reg, const
   return out;
 }
 
+std::unique_ptr<metrics::ShardedCounter> sharded(metrics::Counter& series) {
+  return std::make_unique<metrics::ShardedCounter>(series);
+}
+
+std::unique_ptr<metrics::ShardedHistogram> sharded(
+    metrics::Family<metrics::Histogram>& family, const metrics::Labels& labels,
+    const metrics::Histogram::BucketBoundaries& bounds) {
+  return std::make_unique<metrics::ShardedHistogram>(family.Add(labels, bounds), bounds);
+}
+
 }  // namespace
 
 StatusClass status_class(unsigned status) {
@@ -68,40 +78,41 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   for (size_t r = 0; r < kRoutes; ++r) {
     const char* route = api_route_name(static_cast<ApiRoute>(r));
     for (size_t c = 0; c < static_cast<size_t>(StatusClass::kCount); ++c) {
-      requests_[r][c] = &requests.Add({{"route", route}, {"status", kClasses[c]}});
+      requests_[r][c] = sharded(requests.Add({{"route", route}, {"status", kClasses[c]}}));
     }
-    duration_[r] = &duration.Add({{"route", route}}, metrics::request_buckets_seconds());
+    duration_[r] = sharded(duration, {{"route", route}}, metrics::request_buckets_seconds());
   }
   auto& errors =
       metrics::counter_family(reg, "kvgate_request_errors_total",
                               "Requests that ended without a worker's answer, by reason.");
   for (size_t i = 0; i < errors_.size(); ++i) {
-    errors_[i] = &errors.Add({{"reason", error_reason_name(static_cast<ErrorReason>(i))}});
+    errors_[i] = sharded(errors.Add({{"reason", error_reason_name(static_cast<ErrorReason>(i))}}));
   }
   auto& decisions =
       metrics::counter_family(reg, "kvgate_router_decisions_total",
                               "Routing decisions, by policy and the branch that decided.");
   for (size_t i = 0; i < decisions_.size(); ++i) {
     decisions_[i] =
-        &decisions.Add({{"policy", std::string(policy_name)},
-                        {"branch", policy::branch_name(static_cast<policy::Branch>(i))}});
+        sharded(decisions.Add({{"policy", std::string(policy_name)},
+                               {"branch", policy::branch_name(static_cast<policy::Branch>(i))}}));
   }
-  decision_seconds_ = &metrics::histogram_family(reg, "kvgate_router_decision_seconds",
-                                                 "Time to choose a worker (index lookup included).")
-                           .Add({}, metrics::fast_op_buckets_seconds());
-  prompt_tokens_ = &metrics::counter_family(reg, "kvgate_router_prompt_tokens_total",
-                                            "Prompt tokens of requests routed to a worker.")
-                        .Add({});
+  decision_seconds_ =
+      sharded(metrics::histogram_family(reg, "kvgate_router_decision_seconds",
+                                        "Time to choose a worker (index lookup included)."),
+              {}, metrics::fast_op_buckets_seconds());
+  prompt_tokens_ = sharded(metrics::counter_family(reg, "kvgate_router_prompt_tokens_total",
+                                                   "Prompt tokens of requests routed to a worker.")
+                               .Add({}));
   matched_tokens_ =
-      &metrics::counter_family(
-           reg, "kvgate_router_matched_tokens_total",
-           "Prompt tokens the chosen worker was predicted to hold cached (the "
-           "fleet's prefix hit ratio is this over kvgate_router_prompt_tokens_total).")
-           .Add({});
-  ttft_ = &metrics::histogram_family(
-               reg, "kvgate_ttft_seconds",
-               "Time from a streamed request's arrival to its first byte from the worker.")
-               .Add({}, metrics::request_buckets_seconds());
+      sharded(metrics::counter_family(
+                  reg, "kvgate_router_matched_tokens_total",
+                  "Prompt tokens the chosen worker was predicted to hold cached (the "
+                  "fleet's prefix hit ratio is this over kvgate_router_prompt_tokens_total).")
+                  .Add({}));
+  ttft_ = sharded(metrics::histogram_family(
+                      reg, "kvgate_ttft_seconds",
+                      "Time from a streamed request's arrival to its first byte from the worker."),
+                  {}, metrics::request_buckets_seconds());
   admission_running_ = &metrics::gauge_family(
                             reg, "kvgate_admission_running",
                             "Generation requests admitted and running (--max-concurrent-requests).")
@@ -160,11 +171,11 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   static constexpr const char* kRefusals[] = {"bad_request", "connection_limit", "body_budget"};
   for (size_t i = 0; i < 4; ++i) front_[i] = &front_events.Add({{"event", kFront[i]}});
   for (size_t i = 0; i < 3; ++i) front_[4 + i] = &refusals.Add({{"reason", kRefusals[i]}});
-  lookups_ =
-      &metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({});
-  lookup_seconds_ =
-      &metrics::histogram_family(reg, "kvgate_index_lookup_seconds", "KV index lookup time.")
-           .Add({}, metrics::fast_op_buckets_seconds());
+  lookups_ = sharded(
+      metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({}));
+  lookup_seconds_ = sharded(
+      metrics::histogram_family(reg, "kvgate_index_lookup_seconds", "KV index lookup time."), {},
+      metrics::fast_op_buckets_seconds());
   index_holders_ =
       &metrics::gauge_family(reg, "kvgate_index_holders", "Holders (worker, dp rank) with blocks.")
            .Add({});
@@ -220,13 +231,24 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
 
 void GatewayMetrics::request_done(ApiRoute route, unsigned status, double seconds) {
   const size_t r = static_cast<size_t>(route);
-  requests_[r][static_cast<size_t>(status_class(status))]->Increment();
-  duration_[r]->Observe(seconds);
+  requests_[r][static_cast<size_t>(status_class(status))]->add();
+  duration_[r]->observe(seconds);
 }
 
 void GatewayMetrics::decision(policy::Branch b, double seconds) {
-  decisions_[static_cast<size_t>(b)]->Increment();
-  decision_seconds_->Observe(seconds);
+  decisions_[static_cast<size_t>(b)]->add();
+  decision_seconds_->observe(seconds);
+}
+
+void GatewayMetrics::publish() {
+  for (auto& by_class : requests_) {
+    for (Counter& c : by_class) c->publish();
+  }
+  for (Histogram& h : duration_) h->publish();
+  for (Counter& c : errors_) c->publish();
+  for (Counter& c : decisions_) c->publish();
+  for (Counter* c : {&prompt_tokens_, &matched_tokens_, &lookups_}) (*c)->publish();
+  for (Histogram* h : {&decision_seconds_, &ttft_, &lookup_seconds_}) (*h)->publish();
 }
 
 void GatewayMetrics::add_worker(const std::string& url) {

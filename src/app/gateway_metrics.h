@@ -3,6 +3,10 @@
 // by name. Per-worker series live from the worker's registration to its removal and are filled at
 // scrape time from the Worker's own atomics (sync_worker), so requests never touch them.
 //
+// The request path's series (requests, durations, errors, decisions, prompt tokens, first tokens,
+// index lookups) are sharded per thread (kvgate/metrics/sharded.h) and folded into their
+// Prometheus series by publish(), which every scrape runs first.
+//
 // Threading: counters and histograms from any thread; add_worker()/remove_worker() on the control
 // path.
 #pragma once
@@ -19,6 +23,7 @@
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/server.h"
 #include "kvgate/metrics/metrics.h"
+#include "kvgate/metrics/sharded.h"
 #include "kvgate/policy/policy.h"
 #include "kvgate/workers/worker.h"
 
@@ -71,20 +76,22 @@ class GatewayMetrics {
   GatewayMetrics(metrics::Registry& registry, std::string_view policy_name);
 
   void request_done(ApiRoute route, unsigned status, double seconds);
-  void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->Increment(); }
-  void ttft(double seconds) { ttft_->Observe(seconds); }
+  void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->add(); }
+  void ttft(double seconds) { ttft_->observe(seconds); }
   void decision(policy::Branch b, double seconds);
   // A prompt routed to a worker (its first decision), and the tokens of it the chosen worker was
   // predicted to hold: the fleet's prefix hit ratio is matched / prompt.
   void prompt_routed(uint64_t prompt_tokens, uint64_t matched_tokens) {
-    prompt_tokens_->Increment(static_cast<double>(prompt_tokens));
-    matched_tokens_->Increment(static_cast<double>(matched_tokens));
+    prompt_tokens_->add(prompt_tokens);
+    matched_tokens_->add(matched_tokens);
   }
   void retry() { retries_->Increment(); }
   void stale_connection_retry() { stale_retries_->Increment(); }
   void vetoed_attempt() { vetoed_attempts_->Increment(); }
   // A worker's liveness changed (control path).
   void liveness_transition(const workers::LivenessTransition& t);
+  // At scrape time, first: brings the request path's series up to date.
+  void publish();
   // At scrape time: the upstream pool's totals.
   void sync_upstream(const UpstreamPoolStats& s);
   void sync_admission(const AdmissionStats& s);
@@ -100,28 +107,29 @@ class GatewayMetrics {
 
   // Index gauges, refreshed when /metrics is scraped.
   void set_index(uint64_t holders, uint64_t blocks, uint64_t memberships, uint64_t bytes);
-  metrics::Counter& lookups() { return *lookups_; }
-  metrics::Histogram& lookup_seconds() { return *lookup_seconds_; }
+  metrics::ShardedCounter& lookups() { return *lookups_; }
+  metrics::ShardedHistogram& lookup_seconds() { return *lookup_seconds_; }
 
  private:
   static constexpr size_t kRoutes = kApiRouteCount;
-  std::array<std::array<metrics::Counter*, static_cast<size_t>(StatusClass::kCount)>, kRoutes>
-      requests_{};
-  std::array<metrics::Histogram*, kRoutes> duration_{};
-  std::array<metrics::Counter*, static_cast<size_t>(ErrorReason::kCount)> errors_{};
-  std::array<metrics::Counter*, static_cast<size_t>(policy::Branch::kCount)> decisions_{};
-  metrics::Histogram* decision_seconds_ = nullptr;
-  metrics::Counter* prompt_tokens_ = nullptr;
-  metrics::Counter* matched_tokens_ = nullptr;
-  metrics::Histogram* ttft_ = nullptr;
+  using Counter = std::unique_ptr<metrics::ShardedCounter>;
+  using Histogram = std::unique_ptr<metrics::ShardedHistogram>;
+  std::array<std::array<Counter, static_cast<size_t>(StatusClass::kCount)>, kRoutes> requests_;
+  std::array<Histogram, kRoutes> duration_;
+  std::array<Counter, static_cast<size_t>(ErrorReason::kCount)> errors_;
+  std::array<Counter, static_cast<size_t>(policy::Branch::kCount)> decisions_;
+  Histogram decision_seconds_;
+  Counter prompt_tokens_;
+  Counter matched_tokens_;
+  Histogram ttft_;
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   metrics::Counter* retries_ = nullptr;
   metrics::Counter* stale_retries_ = nullptr;
   metrics::Counter* vetoed_attempts_ = nullptr;
   std::array<metrics::Counter*, 4> upstream_{};  // connect, reuse, expired, closed_by_peer
-  metrics::Counter* lookups_ = nullptr;
-  metrics::Histogram* lookup_seconds_ = nullptr;
+  Counter lookups_;
+  Histogram lookup_seconds_;
   metrics::Gauge* index_holders_ = nullptr;
   metrics::Gauge* index_blocks_ = nullptr;
   metrics::Gauge* index_memberships_ = nullptr;

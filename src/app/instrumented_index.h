@@ -25,8 +25,8 @@ class InstrumentedIndex final : public index::Indexer {
   void lookup(std::span<const SeqHash> chain, std::vector<index::HolderMatch>& out) const override {
     const MonoTime t0 = clock_.now();
     inner_.lookup(chain, out);
-    metrics_.lookups().Increment();
-    metrics_.lookup_seconds().Observe(to_seconds(clock_.now() - t0));
+    metrics_.lookups().add();
+    metrics_.lookup_seconds().observe(to_seconds(clock_.now() - t0));
   }
   void remove_holder(HolderId holder) override { inner_.remove_holder(holder); }
   void expect_capacity(HolderId holder, uint64_t blocks) override {

@@ -73,6 +73,7 @@ http::Response GatewayImpl::debug_route(const http::Request& req) {
 }
 
 void GatewayImpl::sample_pulse() {
+  metrics_->publish();
   PulseTotals t = read_registry_totals(registry_);
   t.seconds = to_seconds(clock_.now().time_since_epoch());
   t.unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -3,8 +3,10 @@
 // looks a series up by name per request. Names are `kvgate_*` with units in the name
 // (`_seconds`, `_bytes`, `_total`) and a help string on every family.
 //
-// Threading: series updates are lock-free atomics, safe from any thread. Family registration and
-// series creation (Add/Remove) take the family's lock: control path only.
+// Threading: series updates are safe from any thread, but every thread shares them (a counter is
+// one atomic double, a histogram takes a mutex): a series updated per request takes its updates
+// through a sharded front (kvgate/metrics/sharded.h). Family registration and series creation
+// (Add/Remove) take the family's lock: control path only.
 #pragma once
 
 #include <cstdint>

@@ -138,6 +138,7 @@ class GatewayImpl {
   std::thread parse_thread_;
   metrics::Registry registry_;
   std::unique_ptr<GatewayMetrics> metrics_;
+  metrics::Gauge* threads_pinned_ = nullptr;   // kvgate_executor_threads_pinned, set at start()
   std::unique_ptr<index::Indexer> raw_index_;  // what the event lanes apply to
   std::unique_ptr<index::Indexer> index_;      // what routing reads: raw_index_, instrumented
   HolderIdAllocator holders_;

@@ -188,5 +188,17 @@ TEST(Config, TheInFlightOverloadRuleIsOffUntilGivenACount) {
   EXPECT_THROW(app.parse(3, zero), CLI::ValidationError);
 }
 
+TEST(Config, ThreadsArePinnedOnlyWhereTheLayoutAsksUnlessTold) {
+  EXPECT_EQ(parse({}).pin_threads, "auto");
+  EXPECT_EQ(parse({"--pin-threads", "on"}).pin_threads, "on");
+  EXPECT_EQ(parse({"--pin-threads", "off"}).pin_threads, "off");
+  EXPECT_EQ(parse({"--no-pin-threads"}).pin_threads, "off");
+  GatewayConfig c;
+  CLI::App app;
+  add_flags(app, c);
+  const char* bad[] = {"kvgate", "--pin-threads", "always"};
+  EXPECT_THROW(app.parse(3, bad), CLI::ValidationError);
+}
+
 }  // namespace
 }  // namespace kvgate::app

@@ -51,6 +51,7 @@ TEST_F(NumaGateway, TwoNodesServeAndFindPrefixesInEitherShard) {
   auto metrics = c.get("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(metric_value(metrics->body, "kvgate_numa_nodes"), 2);
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_executor_threads_pinned"), 2);
 
   // Workers alternate between the nodes, and their holders sit in their node's shard.
   auto listing = c.get("/workers");
@@ -99,6 +100,31 @@ TEST_F(NumaGateway, TwoNodesServeAndFindPrefixesInEitherShard) {
   std::set<std::string> used;
   for (const auto& [i, u] : first) used.insert(u);
   EXPECT_GE(used.size(), 2u) << "fresh prefixes spread over the fleet";
+}
+
+// On one node the OS places the executor threads unless --pin-threads on asks for a CPU each.
+TEST_F(NumaGateway, OnOneNodeThreadsArePinnedOnlyWhenAsked) {
+  const std::vector<int> cpus = current_thread_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: a pinned thread cannot be told from a free one";
+  start_worker();
+  for (const std::string pin : {"auto", "on"}) {
+    SCOPED_TRACE(pin);
+    auto cfg = base_config();
+    cfg.threads = 1;
+    cfg.numa = "off";
+    cfg.numa_topology.clear();  // also under KVGATE_TEST_NUMA=two
+    cfg.pin_threads = pin;
+    cfg.worker_urls = {url_of(0)};
+    const int pinned_before = threads_allowed_exactly(std::to_string(cpus.front()));
+    start_gateway(cfg);
+    ASSERT_TRUE(wait_routable(1));
+    auto metrics = client().get("/metrics");
+    ASSERT_TRUE(metrics.ok());
+    const int pinned = pin == "on" ? 1 : 0;
+    EXPECT_EQ(metric_value(metrics->body, "kvgate_executor_threads_pinned"), pinned);
+    EXPECT_EQ(threads_allowed_exactly(std::to_string(cpus.front())) - pinned_before, pinned);
+    gateway_.reset();
+  }
 }
 
 TEST_F(NumaGateway, ABadTopologyIsRefusedAtStart) {

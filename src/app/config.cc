@@ -117,17 +117,21 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "Executor threads for HTTP and upstream I/O (0: one per core)")
       ->capture_default_str()
       ->group("Listening");
-  app.add_option("--pin-threads", c.pin_threads,
-                 "Pin executor thread i to the i-th CPU it may use, one NUMA node's CPUs before "
-                 "the next's: on, off, or auto (pin when the per-node layout runs, see --numa; on "
-                 "one node the OS places the threads, which keeps the cores shared with other "
-                 "busy processes balanced) (kvgate_executor_threads_pinned)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->group("Listening");
+  CLI::Option* pin =
+      app.add_option("--pin-threads", c.pin_threads,
+                     "Pin each executor thread to one CPU: auto (only under the per-node layout, "
+                     "i.e. several NUMA nodes or --numa-topology; on one node the OS places the "
+                     "threads, which keeps cores shared with other busy processes balanced), on "
+                     "(one node too: thread i on the i-th CPU it may use) or off. Under the "
+                     "per-node layout threads stay on their node's CPUs whatever this says "
+                     "(kvgate_executor_threads_pinned)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"auto", "on", "off"}))
+          ->group("Listening");
   app.add_flag_function(
          "--no-pin-threads", [&c](int64_t) { c.pin_threads = "off"; },
          "The same as --pin-threads off")
+      ->excludes(pin)
       ->group("Listening");
   app.add_option("--numa", c.numa,
                  "On a machine with several NUMA nodes, give each node its own executor threads "

@@ -27,39 +27,38 @@ namespace {
 // After a drain's grace period, how long the requests it cut get to write their error answers.
 constexpr std::chrono::seconds kShutdownAnswerTime{5};
 
-// Pins executor thread i to the i-th CPU this process may use, the CPUs of one NUMA node before
-// the next's, so with one thread per core every context owns a core and, on several nodes, the
-// contexts fill one node's cores before spilling to the next. Returns the threads pinned (none
-// when there are more threads than CPUs: the OS places them).
-size_t pin_threads(http::IoPool& io) {
+// Pins each executor thread to one CPU, counting each pin that took in `pinned`. On several nodes
+// context i runs on node i % nodes, on that node's (i / nodes)-th CPU; on one node thread i runs
+// on the i-th CPU this process may use (those of one NUMA node before the next's). So with one
+// thread per core every context owns a core. With more threads than CPUs (on any node) nothing is
+// pinned and the OS places them (within their node's CPUs on several nodes).
+void pin_threads(http::IoPool& io, metrics::Gauge& pinned) {
+  std::vector<int> cpu_of(io.size());
   if (io.nodes() > 1) {
-    // Per node: the node's k-th context on the node's k-th CPU.
-    for (size_t i = 0; i < io.size(); ++i) {
-      if (io.size() / io.nodes() > io.cpus_of(i).size()) return 0;  // oversubscribed: node-wide
+    for (size_t n = 0; n < io.nodes(); ++n) {
+      const size_t contexts = (io.size() - n + io.nodes() - 1) / io.nodes();  // i % nodes == n
+      if (contexts > io.cpus_of(n).size()) return;
     }
-    for (size_t i = 0; i < io.size(); ++i) {
-      const std::vector<int>& cpus = io.cpus_of(i);
-      const int cpu = cpus[(i / io.nodes()) % cpus.size()];
-      net::post(io.context(i), [cpu] { pin_current_thread(std::span<const int>(&cpu, 1)); });
+    for (size_t i = 0; i < io.size(); ++i) cpu_of[i] = io.cpus_of(i)[i / io.nodes()];
+  } else {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
     }
-    return io.size();
-  }
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return 0;
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  }
-  if (cpus.empty() || io.size() > cpus.size()) return 0;  // oversubscribed: let the OS place them
-  if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
-    std::stable_sort(cpus.begin(), cpus.end(),
-                     [](int a, int b) { return numa_node_of_cpu(a) < numa_node_of_cpu(b); });
+    if (cpus.empty() || io.size() > cpus.size()) return;
+    if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
+      std::stable_sort(cpus.begin(), cpus.end(),
+                       [](int a, int b) { return numa_node_of_cpu(a) < numa_node_of_cpu(b); });
+    }
+    for (size_t i = 0; i < io.size(); ++i) cpu_of[i] = cpus[i];
   }
   for (size_t i = 0; i < io.size(); ++i) {
-    const int cpu = cpus[i];
-    net::post(io.context(i), [cpu] { pin_current_thread(std::span<const int>(&cpu, 1)); });
+    net::post(io.context(i), [cpu = cpu_of[i], &pinned] {
+      if (pin_current_thread(std::span<const int>(&cpu, 1))) pinned.Increment();
+    });
   }
-  return io.size();
 }
 
 size_t default_threads(size_t configured) {
@@ -158,6 +157,11 @@ Status GatewayImpl::init() {
     return absl::InvalidArgumentError("--chat-template needs the model's --tokenizer");
   }
   if (!numa_.ok()) return numa_.status();
+  if (config_.pin_threads != "auto" && config_.pin_threads != "on" &&
+      config_.pin_threads != "off") {
+    return absl::InvalidArgumentError("--pin-threads must be auto, on or off, not '" +
+                                      config_.pin_threads + "'");
+  }
   metrics::gauge_family(registry_, "kvgate_numa_nodes",
                         "NUMA nodes the gateway runs one executor pool, index shard and set of "
                         "event lanes on (--numa; 1: the plain layout).")
@@ -312,11 +316,12 @@ http::Handler GatewayImpl::guarded(Access access, http::Handler handler,
 Status GatewayImpl::start() {
   io_.start();
   // On one node a pinned thread cannot move off a core that another busy process (a sidecar, a
-  // second gateway, a load generator) is using while another core idles: measured as a lower rate
-  // and a higher latency than the OS's placement. The per-node layout pins: its point is locality.
-  const bool pin =
-      config_.pin_threads == "on" || (config_.pin_threads == "auto" && io_.nodes() > 1);
-  threads_pinned_->Set(pin ? static_cast<double>(pin_threads(io_)) : 0.0);
+  // second gateway, a load generator) is using while another core idles: with two threads on two
+  // shared cores that measured as a lower rate than the OS's placement (with one, the same). The
+  // per-node layout pins: its point is locality.
+  if (config_.pin_threads == "on" || (config_.pin_threads == "auto" && io_.nodes() > 1)) {
+    pin_threads(io_, *threads_pinned_);
+  }
   parse_work_.emplace(parse_context_.get_executor());
   parse_thread_ = std::thread([this] {
     // Large bodies parse here, whole seconds of CPU under a flood of huge prompts: at a lower

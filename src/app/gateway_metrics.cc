@@ -242,13 +242,13 @@ void GatewayMetrics::decision(policy::Branch b, double seconds) {
 
 void GatewayMetrics::publish() {
   for (auto& by_class : requests_) {
-    for (Counter& c : by_class) c->publish();
+    for (ShardedCounterPtr& c : by_class) c->publish();
   }
-  for (Histogram& h : duration_) h->publish();
-  for (Counter& c : errors_) c->publish();
-  for (Counter& c : decisions_) c->publish();
-  for (Counter* c : {&prompt_tokens_, &matched_tokens_, &lookups_}) (*c)->publish();
-  for (Histogram* h : {&decision_seconds_, &ttft_, &lookup_seconds_}) (*h)->publish();
+  for (ShardedHistogramPtr& h : duration_) h->publish();
+  for (ShardedCounterPtr& c : errors_) c->publish();
+  for (ShardedCounterPtr& c : decisions_) c->publish();
+  for (ShardedCounterPtr* c : {&prompt_tokens_, &matched_tokens_, &lookups_}) (*c)->publish();
+  for (ShardedHistogramPtr* h : {&decision_seconds_, &ttft_, &lookup_seconds_}) (*h)->publish();
 }
 
 void GatewayMetrics::add_worker(const std::string& url) {

@@ -112,24 +112,25 @@ class GatewayMetrics {
 
  private:
   static constexpr size_t kRoutes = kApiRouteCount;
-  using Counter = std::unique_ptr<metrics::ShardedCounter>;
-  using Histogram = std::unique_ptr<metrics::ShardedHistogram>;
-  std::array<std::array<Counter, static_cast<size_t>(StatusClass::kCount)>, kRoutes> requests_;
-  std::array<Histogram, kRoutes> duration_;
-  std::array<Counter, static_cast<size_t>(ErrorReason::kCount)> errors_;
-  std::array<Counter, static_cast<size_t>(policy::Branch::kCount)> decisions_;
-  Histogram decision_seconds_;
-  Counter prompt_tokens_;
-  Counter matched_tokens_;
-  Histogram ttft_;
+  using ShardedCounterPtr = std::unique_ptr<metrics::ShardedCounter>;
+  using ShardedHistogramPtr = std::unique_ptr<metrics::ShardedHistogram>;
+  std::array<std::array<ShardedCounterPtr, static_cast<size_t>(StatusClass::kCount)>, kRoutes>
+      requests_;
+  std::array<ShardedHistogramPtr, kRoutes> duration_;
+  std::array<ShardedCounterPtr, static_cast<size_t>(ErrorReason::kCount)> errors_;
+  std::array<ShardedCounterPtr, static_cast<size_t>(policy::Branch::kCount)> decisions_;
+  ShardedHistogramPtr decision_seconds_;
+  ShardedCounterPtr prompt_tokens_;
+  ShardedCounterPtr matched_tokens_;
+  ShardedHistogramPtr ttft_;
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   metrics::Counter* retries_ = nullptr;
   metrics::Counter* stale_retries_ = nullptr;
   metrics::Counter* vetoed_attempts_ = nullptr;
   std::array<metrics::Counter*, 4> upstream_{};  // connect, reuse, expired, closed_by_peer
-  Counter lookups_;
-  Histogram lookup_seconds_;
+  ShardedCounterPtr lookups_;
+  ShardedHistogramPtr lookup_seconds_;
   metrics::Gauge* index_holders_ = nullptr;
   metrics::Gauge* index_blocks_ = nullptr;
   metrics::Gauge* index_memberships_ = nullptr;

@@ -2,18 +2,77 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
 
 namespace kvgate::metrics {
 
-size_t this_thread_shard() {
-  static std::atomic<size_t> next{0};
-  thread_local const size_t shard = next.fetch_add(1, std::memory_order_relaxed) % kShards;
-  return shard;
+namespace {
+
+struct ShardLease {
+  size_t shard = 0;
+  bool held = false;  // false: a shard shared with a thread that holds it
+  ShardLease();
+  ~ShardLease();
+};
+
+// The shards live threads hold; a thread that finds none free shares one, in turn.
+class ShardLeases {
+ public:
+  void take(ShardLease& lease) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < held_.size(); ++i) {
+      if (!held_[i]) {
+        held_[i] = true;
+        lease.shard = i;
+        lease.held = true;
+        return;
+      }
+    }
+    lease.shard = overflow_++ % held_.size();
+  }
+  void give_back(const ShardLease& lease) {
+    if (!lease.held) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    held_[lease.shard] = false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<bool> held_ = std::vector<bool>(shard_count(), false);  // guarded by mu_
+  size_t overflow_ = 0;                                               // guarded by mu_
+};
+
+ShardLeases& leases() {
+  static ShardLeases* l = new ShardLeases;  // never destroyed: threads may exit after main
+  return *l;
 }
+
+ShardLease::ShardLease() { leases().take(*this); }
+ShardLease::~ShardLease() { leases().give_back(*this); }
+
+}  // namespace
+
+size_t shard_count() {
+  static const size_t n = [] {
+    const size_t cpus = std::max<size_t>(1, std::thread::hardware_concurrency());
+    return std::clamp<size_t>(std::bit_ceil(cpus), 16, 256);
+  }();
+  return n;
+}
+
+size_t this_thread_shard() {
+  thread_local const ShardLease lease;
+  return lease.shard;
+}
+
+ShardedCounter::ShardedCounter(Counter& series)
+    : shards_(new Shard[shard_count()]), series_(series) {}
 
 uint64_t ShardedCounter::total() const {
   uint64_t sum = 0;
-  for (const Shard& s : shards_) sum += s.n.load(std::memory_order_relaxed);
+  for (size_t s = 0; s < shard_count(); ++s) sum += shards_[s].n.load(std::memory_order_relaxed);
   return sum;
 }
 
@@ -28,13 +87,20 @@ ShardedHistogram::ShardedHistogram(Histogram& series, const Histogram::BucketBou
     : series_(series),
       bounds_(bounds),
       lines_per_shard_((bounds.size() + 2 + 7) / 8),
-      lines_(new Line[kShards * lines_per_shard_]),
-      published_counts_(bounds.size() + 1, 0) {}  // C++20 atomics start at zero: 0.0's bits too
+      lines_(new Line[shard_count() * lines_per_shard_]),  // C++20 atomics start at 0: 0.0's bits
+      published_counts_(bounds.size() + 1, 0) {
+  if (series.Collect().histogram.bucket.size() != bounds.size() + 1) {
+    throw std::invalid_argument("a sharded histogram's bounds differ from its series'");
+  }
+}
 
 void ShardedHistogram::observe(double value) {
   const size_t s = this_thread_shard();
-  const size_t bucket = static_cast<size_t>(
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const size_t bucket =
+      std::isnan(value)
+          ? bounds_.size()
+          : static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                bounds_.begin());
   slot(s, bucket).fetch_add(1, std::memory_order_relaxed);
   // A double has no atomic add here that is not a compare-and-swap loop either; on the caller's
   // own shard it succeeds the first time.
@@ -48,7 +114,7 @@ void ShardedHistogram::observe(double value) {
 
 std::vector<uint64_t> ShardedHistogram::bucket_counts() const {
   std::vector<uint64_t> counts(bounds_.size() + 1, 0);
-  for (size_t s = 0; s < kShards; ++s) {
+  for (size_t s = 0; s < shard_count(); ++s) {
     for (size_t b = 0; b < counts.size(); ++b)
       counts[b] += slot(s, b).load(std::memory_order_relaxed);
   }
@@ -57,7 +123,7 @@ std::vector<uint64_t> ShardedHistogram::bucket_counts() const {
 
 double ShardedHistogram::sum() const {
   double total = 0;
-  for (size_t s = 0; s < kShards; ++s) {
+  for (size_t s = 0; s < shard_count(); ++s) {
     total += std::bit_cast<double>(slot(s, sum_slot()).load(std::memory_order_relaxed));
   }
   return total;

@@ -198,6 +198,11 @@ TEST(Config, ThreadsArePinnedOnlyWhereTheLayoutAsksUnlessTold) {
   add_flags(app, c);
   const char* bad[] = {"kvgate", "--pin-threads", "always"};
   EXPECT_THROW(app.parse(3, bad), CLI::ValidationError);
+  GatewayConfig both_config;
+  CLI::App both_app;
+  add_flags(both_app, both_config);
+  const char* both[] = {"kvgate", "--pin-threads", "on", "--no-pin-threads"};
+  EXPECT_THROW(both_app.parse(4, both), CLI::ExcludesError);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -64,6 +65,28 @@ TEST(ShardedHistogram, BucketsAndSumMatchPrometheusOwnHistogram) {
   EXPECT_EQ(counts, (std::vector<uint64_t>{4, 4, 4, 2, 4}));
 }
 
+TEST(ShardedMetrics, LiveThreadsHoldDistinctShardsAndGiveThemBackOnExit) {
+  constexpr size_t kThreads = 8;  // fewer than the 16 shards there are at least
+  std::vector<size_t> shards(kThreads);
+  std::atomic<size_t> arrived{0};
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      shards[t] = this_thread_shard();
+      ++arrived;
+      while (arrived.load() < kThreads) std::this_thread::yield();  // all alive at once
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(std::set<size_t>(shards.begin(), shards.end()).size(), kThreads);
+  size_t first = 0;
+  size_t second = 0;
+  std::thread([&] { first = this_thread_shard(); }).join();
+  std::thread([&] { second = this_thread_shard(); }).join();
+  EXPECT_EQ(first, second) << "an exited thread's shard is taken again";
+  EXPECT_LT(first, shard_count());
+}
+
 // Writers on more threads than shards, a publisher racing them, and nothing lost at the end.
 TEST(ShardedMetrics, ConcurrentUpdatesAndPublishesLoseNothing) {
   Registry reg;
@@ -72,7 +95,7 @@ TEST(ShardedMetrics, ConcurrentUpdatesAndPublishesLoseNothing) {
   Histogram& histogram_series = histogram_family(reg, "kvgate_test_seconds", "T.").Add({}, bounds);
   ShardedCounter counter(counter_series);
   ShardedHistogram histogram(histogram_series, bounds);
-  constexpr int kWriters = kShards + 3;
+  const int kWriters = static_cast<int>(shard_count()) + 3;
   constexpr int kEach = 20000;
   std::atomic<bool> done{false};
   std::thread publisher([&] {
@@ -95,9 +118,9 @@ TEST(ShardedMetrics, ConcurrentUpdatesAndPublishesLoseNothing) {
   publisher.join();
   counter.publish();
   histogram.publish();
-  EXPECT_EQ(counter_series.Value(), double{kWriters} * kEach);
+  EXPECT_EQ(counter_series.Value(), static_cast<double>(kWriters) * kEach);
   const auto h = histogram_of(reg);
-  EXPECT_EQ(h.sample_count, uint64_t{kWriters} * kEach);
+  EXPECT_EQ(h.sample_count, static_cast<uint64_t>(kWriters) * kEach);
   uint64_t twos = 0;
   double want_sum = 0;
   for (int t = 0; t < kWriters; ++t) {
@@ -107,7 +130,7 @@ TEST(ShardedMetrics, ConcurrentUpdatesAndPublishesLoseNothing) {
     }
   }
   EXPECT_EQ(h.sample_sum, want_sum);
-  EXPECT_EQ(h.bucket.back().cumulative_count, uint64_t{kWriters} * kEach);
+  EXPECT_EQ(h.bucket.back().cumulative_count, static_cast<uint64_t>(kWriters) * kEach);
   EXPECT_EQ(h.bucket[1].cumulative_count - h.bucket[0].cumulative_count, twos);
 }
 

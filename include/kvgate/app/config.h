@@ -35,8 +35,8 @@ struct GatewayConfig {
   std::string host = "0.0.0.0";
   uint16_t port = 30000;
   size_t threads = 0;  // executor threads; 0: one per core
-  // Pin executor thread i to one CPU (grouped by NUMA node): "on", "off", or "auto" (only when the
-  // per-node layout runs, i.e. on several NUMA nodes; on one node the OS places the threads).
+  // Pin each executor thread to one CPU: "on", "off", or "auto" (only when the per-node layout
+  // runs: several nodes found by --numa auto, or numa_topology; otherwise the OS places them).
   std::string pin_threads = "auto";
   // One executor pool, index shard and set of event lanes per NUMA node: "auto" (the machine's
   // nodes, from libnuma; one node is the plain layout) or "off". numa_topology, when set, names

@@ -29,16 +29,18 @@
 
 namespace kvgate::metrics {
 
-// The shard a thread writes: threads take them in turn at their first update, so up to
-// kShards threads never share one; more threads share shards, which stays correct (the updates
-// are atomic) and merely shares their cache lines again.
-inline constexpr size_t kShards = 16;
+// How many shards every sharded metric has: the CPUs' count rounded up to a power of two, 16 to
+// 256, fixed for the process.
+size_t shard_count();
+// The shard the calling thread writes. A thread takes the lowest free one at its first update and
+// gives it back when it exits, so up to shard_count() live threads never share one; more share
+// shards, which stays correct (the updates are atomic) and merely shares their cache lines again.
 size_t this_thread_shard();
 
 class ShardedCounter {
  public:
   // `series` must outlive this object.
-  explicit ShardedCounter(Counter& series) : series_(series) {}
+  explicit ShardedCounter(Counter& series);
   ShardedCounter(const ShardedCounter&) = delete;
   ShardedCounter& operator=(const ShardedCounter&) = delete;
 
@@ -54,7 +56,7 @@ class ShardedCounter {
   struct alignas(64) Shard {
     std::atomic<uint64_t> n{0};
   };
-  Shard shards_[kShards];
+  std::unique_ptr<Shard[]> shards_;  // shard_count() of them
   Counter& series_;
   std::mutex publish_mu_;
   uint64_t published_ = 0;  // guarded by publish_mu_
@@ -62,13 +64,14 @@ class ShardedCounter {
 
 class ShardedHistogram {
  public:
-  // `series` must have been made with `bounds` and must outlive this object.
+  // `series` must have been made with `bounds` (std::invalid_argument otherwise) and must
+  // outlive this object.
   ShardedHistogram(Histogram& series, const Histogram::BucketBoundaries& bounds);
   ShardedHistogram(const ShardedHistogram&) = delete;
   ShardedHistogram& operator=(const ShardedHistogram&) = delete;
 
-  // Counts `value` in the first bucket whose upper bound is >= value (+Inf past the last), as
-  // Histogram::Observe does.
+  // Counts `value` in the first bucket whose upper bound is >= value (+Inf past the last, and for
+  // NaN), as Histogram::Observe does.
   void observe(double value);
   // Every observation so far: per bucket (the last is +Inf, not cumulative) and the values' sum.
   std::vector<uint64_t> bucket_counts() const;

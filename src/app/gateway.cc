@@ -1,8 +1,6 @@
 #include "kvgate/app/gateway.h"
 
 #include <numa.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -41,12 +39,7 @@ void pin_threads(http::IoPool& io, metrics::Gauge& pinned) {
     }
     for (size_t i = 0; i < io.size(); ++i) cpu_of[i] = io.cpus_of(i)[i / io.nodes()];
   } else {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-    std::vector<int> cpus;
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-    }
+    std::vector<int> cpus = current_thread_cpus();
     if (cpus.empty() || io.size() > cpus.size()) return;
     if (numa_available() >= 0 && numa_num_configured_nodes() > 1) {
       std::stable_sort(cpus.begin(), cpus.end(),

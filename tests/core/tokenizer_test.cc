@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace kvgate {
 namespace {
 
@@ -16,6 +20,32 @@ TEST(TestTokenizer, DeterministicAndPinned) {
     EXPECT_LT(id, TestTokenizer::kDefaultVocab);
   }
   EXPECT_EQ(a[0], 4983u);  // 256 + XXH3_64("Hell") % 31744
+}
+
+// The ids of every byte value, runs of each class and multi-byte characters, folded into one
+// FNV-1a value per vocabulary: pins the rule itself (a faster implementation must give the same
+// ids, or every index built from the mock fleet's events would disagree with the gateway).
+TEST(TestTokenizer, EveryByteValueGivesThePinnedIds) {
+  std::string text;
+  for (int c = 0; c < 256; ++c) {
+    text.push_back(static_cast<char>(c));
+    if (c % 7 == 0) text += " word\t\tx  ";
+  }
+  text +=
+      "The quick brown fox jumps over the lazy dog 0123456789 \xc3\xa9t\xc3\xa9 {\"a\":[1,2]}\r\n";
+  const std::pair<uint32_t, uint64_t> pinned[] = {{512, 4927701030631441063ull},
+                                                  {32000, 3973127434970739111ull},
+                                                  {151936, 17795135635999497255ull}};
+  for (const auto& [vocab, folded] : pinned) {
+    const std::vector<TokenId> ids = TestTokenizer(vocab).encode(text);
+    EXPECT_EQ(ids.size(), 347u) << vocab;
+    uint64_t h = 14695981039346656037ull;
+    for (TokenId id : ids) {
+      h ^= id;
+      h *= 1099511628211ull;
+    }
+    EXPECT_EQ(h, folded) << vocab;
+  }
 }
 
 TEST(TestTokenizer, PrefixOfTextGivesPrefixOfTokensAtPieceBoundaries) {

@@ -13,6 +13,7 @@
 #include "boost/asio/detached.hpp"
 #include "boost/asio/post.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "boost/beast/core/string.hpp"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/thread_annotations.h"
@@ -142,8 +143,7 @@ http::Request caller_of(grpc::CallbackServerContext* ctx) {
   http::Request req;
   const auto& md = ctx->client_metadata();
   if (auto it = md.find("authorization"); it != md.end()) {
-    req.msg.set(boost::beast::http::field::authorization,
-                boost::beast::string_view(it->second.data(), it->second.size()));
+    req.fields.add("authorization", std::string_view(it->second.data(), it->second.size()));
   }
   req.remote = peer_endpoint(ctx->peer());
   return req;
@@ -153,14 +153,12 @@ http::Request caller_of(grpc::CallbackServerContext* ctx) {
 http::Request as_http_request(const GatewayImpl& gw, grpc::CallbackServerContext* ctx,
                               const v1::GenerateRequest& r) {
   http::Request req = caller_of(ctx);
-  req.msg.method(http::Verb::post);
-  req.msg.target(r.has_chat() ? "/v1/chat/completions" : "/v1/completions");
-  req.msg.version(11);
-  req.msg.set(boost::beast::http::field::content_type, "application/json");
-  if (!r.request_id().empty()) req.msg.set(std::string(kRequestIdHeader), r.request_id());
-  if (!r.routing_key().empty()) req.msg.set(gw.config_.routing_key_header, r.routing_key());
-  req.msg.body() = completions_body(r);
-  req.msg.prepare_payload();
+  req.verb = http::Verb::post;
+  req.request_target = r.has_chat() ? "/v1/chat/completions" : "/v1/completions";
+  req.fields.add("content-type", "application/json");
+  if (!r.request_id().empty()) req.fields.add(kRequestIdHeader, r.request_id());
+  if (!r.routing_key().empty()) req.fields.add(gw.config_.routing_key_header, r.routing_key());
+  req.payload = completions_body(r);
   return req;
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cerrno>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "boost/asio/co_spawn.hpp"
@@ -16,15 +17,9 @@
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/asio/use_future.hpp"
 #include "boost/asio/write.hpp"
-#include "boost/beast/http/buffer_body.hpp"
-#include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
-#include "boost/beast/http/parser.hpp"
-#include "boost/beast/http/span_body.hpp"
-#include "boost/beast/http/string_body.hpp"
-#include "boost/beast/http/write.hpp"
+#include "http/detail/flat_parser.h"
 #include "http/detail/head_writer.h"
-#include "http/detail/header_lookup.h"
 #include "http/detail/read_message.h"
 
 namespace kvgate::http {
@@ -32,12 +27,19 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
 
-std::string_view ClientResponse::header(std::string_view name) const {
-  return detail::header_value(headers, name);
-}
+struct Connection::Streamed {
+  FieldList fields;  // the head's, until start_streaming() moves them out; then trailers
+  std::optional<detail::ResponseParser> parser;
+};
 
 Connection::Connection(Stream stream, std::string host_header, ClientOptions options)
     : stream_(std::move(stream)), host_header_(std::move(host_header)), options_(options) {}
+
+Connection::~Connection() = default;
+
+bool Connection::body_complete() const {
+  return streamed_ && streamed_->parser && streamed_->parser->is_done();
+}
 
 Result<std::shared_ptr<net::ssl::context>> make_client_tls(const std::string& ca_path) {
   auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
@@ -161,7 +163,9 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request,
 
 net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& request) {
   if (Status s = co_await write_request(request, {}); !s.ok()) co_return s;
-  beast_http::response_parser<beast_http::string_body> parser;
+  ClientResponse out;
+  detail::ResponseParser parser(&out.headers);
+  parser.collect_body(&out.body);
   parser.body_limit(options_.body_limit);
   boost::system::error_code ec;
   // The deadline set by write_request covers the whole exchange.
@@ -170,12 +174,8 @@ net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& req
     failed_before_response_ = !parser.got_some();
     co_return failure("read response", ec);
   }
-  auto msg = parser.release();
-  ClientResponse out;
-  out.status = msg.result_int();
-  reusable_ = msg.keep_alive() && !parser.need_eof();
-  out.body = std::move(msg.body());
-  out.headers = std::move(msg.base());
+  out.status = parser.status();
+  reusable_ = parser.keep_alive() && !parser.need_eof();
   if (!reusable_) close();
   stream_.expires_never();  // idle until the next exchange: no deadline, no timer
   co_return out;
@@ -188,64 +188,67 @@ constexpr size_t kPieceBytes = 16 << 10;
 net::awaitable<Result<ClientResponse>> Connection::start_streaming(
     const ClientRequest& request, std::chrono::milliseconds timeout) {
   if (Status s = co_await write_request(request, timeout); !s.ok()) co_return s;
-  stream_parser_.emplace();
+  if (!streamed_) streamed_ = std::make_unique<Streamed>();
+  streamed_->fields.clear();
+  detail::ResponseParser& parser = streamed_->parser.emplace(&streamed_->fields);
   buffered_error_ = {};
   // No limit, said as the largest one: Beast 1.74 compares a Content-Length against an empty
   // optional limit as "greater", so body_limit(boost::none) fails every answer with a length (an
   // engine's 400 to a streamed request) with "body limit exceeded".
-  stream_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   boost::system::error_code ec;
-  ec = co_await detail::read_message(stream_, buffer_, *stream_parser_, detail::ReadUntil::kHeader);
+  ec = co_await detail::read_message(stream_, buffer_, parser, detail::ReadUntil::kHeader);
   if (ec) {
-    failed_before_response_ = !stream_parser_->got_some();
+    failed_before_response_ = !parser.got_some();
+    streamed_->parser.reset();
     co_return failure("read response head", ec);
   }
-  auto& msg = stream_parser_->get();
   ClientResponse out;
-  out.status = msg.result_int();
-  // The head's fields move to the answer (a copy cost an allocation per field on every stream).
-  // Whether the connection may be kept is read from them first; the body's parse needs none of
-  // them, and trailers, if any, go to the emptied fields.
-  stream_keep_alive_ = msg.keep_alive();
-  out.headers = std::move(msg.base());
+  out.status = parser.status();
+  // Whether the connection may be kept is read at the head: the body's parse may still add
+  // trailers. The head's fields move to the answer; trailers, if any, go to the emptied list.
+  stream_keep_alive_ = parser.keep_alive();
+  out.headers = std::move(streamed_->fields);
+  streamed_->fields.clear();
   co_return out;
 }
 
 net::awaitable<Result<std::string_view>> Connection::next_piece(std::chrono::milliseconds timeout) {
-  if (!stream_parser_) co_return absl::FailedPreconditionError("no streaming exchange in progress");
+  if (!streamed_ || !streamed_->parser) {
+    co_return absl::FailedPreconditionError("no streaming exchange in progress");
+  }
   if (!piece_) piece_ = std::make_unique<char[]>(kPieceBytes);
-  auto& parser = *stream_parser_;
+  auto& parser = *streamed_->parser;
   boost::system::error_code ec = std::exchange(buffered_error_, {});
   if (ec) {
-    stream_parser_.reset();
+    streamed_->parser.reset();
     co_return failure("read response body", ec);
   }
   while (!parser.is_done()) {
-    parser.get().body().data = piece_.get();
-    parser.get().body().size = kPieceBytes;
+    parser.set_piece(piece_.get(), kPieceBytes);
     stream_.expires_after(timeout.count() > 0 ? timeout : options_.idle_timeout);
     // read_some: hand each piece over as soon as it is parsed, not when the buffer is full.
     ec = co_await detail::read_some(stream_, buffer_, parser);
     if (ec == beast_http::error::need_buffer) ec = {};
     if (ec) {
-      stream_parser_.reset();
+      streamed_->parser.reset();
       co_return failure("read response body", ec);
     }
-    if (parser.get().body().size < kPieceBytes) {
+    if (parser.piece_room() < kPieceBytes) {
       take_buffered();
-      co_return std::string_view(piece_.get(), kPieceBytes - parser.get().body().size);
+      co_return std::string_view(piece_.get(), kPieceBytes - parser.piece_room());
     }
   }
   reusable_ = stream_keep_alive_ && !parser.need_eof();
-  stream_parser_.reset();
+  streamed_->parser.reset();
   if (!reusable_) close();
   stream_.expires_never();
   co_return std::string_view();
 }
 
 void Connection::take_buffered() {
-  auto& parser = *stream_parser_;
-  while (buffer_.size() > 0 && !parser.is_done() && parser.get().body().size > 0) {
+  auto& parser = *streamed_->parser;
+  while (buffer_.size() > 0 && !parser.is_done() && parser.piece_room() > 0) {
     boost::system::error_code ec;
     const size_t used = parser.put(buffer_.data(), ec);
     buffer_.consume(used);
@@ -267,7 +270,7 @@ net::awaitable<Result<ClientResponse>> Connection::send_streaming(const ClientRe
     if (!piece.ok()) co_return piece.status();
     if (piece->empty()) break;
     if (Status s = on_body(*piece); !s.ok()) {
-      stream_parser_.reset();
+      streamed_->parser.reset();
       close();
       co_return s;
     }

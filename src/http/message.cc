@@ -1,6 +1,5 @@
 #include "kvgate/http/message.h"
 
-#include "http/detail/header_lookup.h"
 #include "kvgate/core/json_writer.h"
 
 namespace kvgate::http {
@@ -29,10 +28,6 @@ std::optional<std::string_view> Request::query_param(std::string_view key) const
     q.remove_prefix(amp + 1);
   }
   return std::nullopt;
-}
-
-std::string_view Request::header(std::string_view name) const {
-  return detail::header_value(msg.base(), name);
 }
 
 Response Response::json(unsigned status, std::string body) {

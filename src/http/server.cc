@@ -17,8 +17,9 @@
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http/empty_body.hpp"
 #include "boost/beast/http/error.hpp"
-#include "boost/beast/http/parser.hpp"
+#include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
+#include "http/detail/flat_parser.h"
 #include "http/detail/head_writer.h"
 #include "http/detail/read_message.h"
 #include "http/detail/session.h"
@@ -179,7 +180,10 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
   }
   uint64_t served = 0;  // requests read on this connection
   for (;;) {
-    beast_http::request_parser<beast_http::string_body> parser;
+    Request req;
+    req.remote = remote;
+    detail::RequestParser parser(&req.fields);
+    parser.collect_body(&req.payload);
     parser.body_limit(st->options.body_limit);
     parser.header_limit(st->options.header_limit);
     // The keep-alive wait: until the next request's first byte (or what the last read buffered).
@@ -203,8 +207,8 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kHeader);
     BodyReservation reservation(*st);
     if (!ec) {
-      const std::string_view path =
-          parser.get().target().substr(0, parser.get().target().find('?'));
+      const std::string_view target = parser.target();
+      const std::string_view path = target.substr(0, target.find('?'));
       if (s->restricted &&
           !st->always_available.contains(absl::string_view(path.data(), path.size()))) {
         st->restricted_refusals.fetch_add(1, std::memory_order_relaxed);
@@ -223,7 +227,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
         break;
       }
     }
-    if (!ec && beast::iequals(parser.get()[beast_http::field::expect], "100-continue")) {
+    if (!ec && beast::iequals(req.fields.get("expect"), "100-continue")) {
       beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
       co_await beast_http::async_write(s->stream, cont,
                                        net::redirect_error(net::use_awaitable, ec));
@@ -238,7 +242,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       } else if (ec == beast_http::error::header_limit) {
         // The request line alone overran the limit (the parser never got past it, so the
         // request has no target yet): a URI too long, not too many headers.
-        status = parser.get().target().empty() ? 414 : 431;
+        status = parser.target().empty() ? 414 : 431;
       } else if (is_parse_error(ec)) {
         status = 400;
       }
@@ -253,12 +257,13 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       break;
     }
     st->requests.fetch_add(1, std::memory_order_relaxed);
-    if (parser.chunked() && parser.get().body().size() > kChunkedReservation) {
-      reservation.take(parser.get().body().size() - kChunkedReservation, /*force=*/true);
+    if (parser.chunked() && req.payload.size() > kChunkedReservation) {
+      reservation.take(req.payload.size() - kChunkedReservation, /*force=*/true);
     }
     ++served;
-    Request req{parser.release(), remote};
-    Responder responder = s->responder(req.msg.keep_alive() && !st->draining.load());
+    req.verb = parser.method();
+    req.request_target = std::move(parser.target());
+    Responder responder = s->responder(parser.keep_alive() && !st->draining.load());
     unsigned error_status = 0;
     const Handler* handler = st->find(req.method(), req.path(), &error_status);
     std::string failure;

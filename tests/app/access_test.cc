@@ -9,9 +9,9 @@ namespace net = boost::asio;
 
 http::Request request_from(const std::string& address, std::string authorization = {}) {
   http::Request r;
-  r.msg.method(http::Verb::post);
-  r.msg.target("/workers");
-  if (!authorization.empty()) r.msg.set("authorization", authorization);
+  r.verb = http::Verb::post;
+  r.request_target = "/workers";
+  if (!authorization.empty()) r.fields.add("authorization", authorization);
   r.remote = net::ip::tcp::endpoint(net::ip::make_address(address), 40000);
   return r;
 }

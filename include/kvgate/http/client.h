@@ -37,10 +37,8 @@
 #include "boost/asio/ssl/context.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/core/tcp_stream.hpp"
-#include "boost/beast/http/buffer_body.hpp"
-#include "boost/beast/http/fields.hpp"
-#include "boost/beast/http/parser.hpp"
 #include "kvgate/core/result.h"
+#include "kvgate/http/field_list.h"
 #include "kvgate/http/message.h"
 #include "kvgate/http/stream.h"
 
@@ -69,9 +67,9 @@ struct ClientRequest {
 
 struct ClientResponse {
   unsigned status = 0;
-  beast_http::fields headers;
+  FieldList headers;
   std::string body;  // empty for send_streaming()
-  std::string_view header(std::string_view name) const;
+  std::string_view header(std::string_view name) const { return headers.get(name); }
 };
 
 // Receives each piece of a streamed body as it arrives; a non-OK status aborts the exchange
@@ -114,7 +112,7 @@ class Connection {
       std::chrono::milliseconds timeout = {});
   // Whether the streamed body has been read to its end: the piece just returned was its last, and
   // next_piece() returns the end without reading (and must still be called, to end the exchange).
-  bool body_complete() const { return stream_parser_ && stream_parser_->is_done(); }
+  bool body_complete() const;
 
   bool reusable() const { return reusable_; }
   // Whether the last exchange failed before any byte of its response arrived.
@@ -133,8 +131,13 @@ class Connection {
   void close();
 
   Connection(Stream stream, std::string host_header, ClientOptions options);
+  ~Connection();
 
  private:
+  // A streamed exchange's parser and the fields it is filling: made once per connection, the
+  // parser renewed per exchange.
+  struct Streamed;
+
   boost::asio::awaitable<Status> write_request(const ClientRequest& request,
                                                std::chrono::milliseconds timeout);
   Status failure(const char* what, const boost::system::error_code& ec);
@@ -143,7 +146,7 @@ class Connection {
 
   Stream stream_;
   boost::beast::flat_buffer buffer_;
-  std::optional<beast_http::response_parser<beast_http::buffer_body>> stream_parser_;
+  std::unique_ptr<Streamed> streamed_;
   bool stream_keep_alive_ = false;  // the streamed answer's head allows keeping the connection
   std::unique_ptr<char[]> piece_;
   boost::system::error_code buffered_error_;  // met by take_buffered(): the next piece's failure

@@ -1,5 +1,5 @@
-// HTTP messages as handlers and clients see them: thin wrappers over Beast's messages that add
-// what every route needs (path and query split, OpenAI-shaped errors).
+// HTTP messages as handlers and clients see them: a parsed request with what every route needs
+// (path and query split, header lookup) and whole responses (OpenAI-shaped errors).
 #pragma once
 
 #include <optional>
@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "boost/asio/ip/tcp.hpp"
-#include "boost/beast/http/message.hpp"
-#include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/verb.hpp"
+#include "kvgate/http/field_list.h"
 
 namespace kvgate::http {
 
@@ -19,22 +18,25 @@ namespace beast_http = boost::beast::http;
 using Verb = beast_http::verb;
 using Header = std::pair<std::string, std::string>;
 
-// One parsed request. The message owns its storage; the views stay valid while it lives.
+// One parsed request. It owns its storage; the views it returns stay valid while it lives.
 struct Request {
-  beast_http::request<beast_http::string_body> msg;
+  Verb verb = Verb::get;             // verb::unknown for a method Beast does not name
+  std::string request_target = "/";  // as sent: the path and the query
+  FieldList fields;                  // in arrival order
+  std::string payload;               // the body, a chunked one decoded
   boost::asio::ip::tcp::endpoint remote;
 
-  Verb method() const { return msg.method(); }
-  std::string_view target() const { return msg.target(); }
+  Verb method() const { return verb; }
+  std::string_view target() const { return request_target; }
   // The target without its query string.
   std::string_view path() const;
   // The query string without '?', empty if none.
   std::string_view query() const;
   // The raw (not percent-decoded) value of a query parameter; "" for a key without '='.
   std::optional<std::string_view> query_param(std::string_view key) const;
-  // A header's value, empty if absent.
-  std::string_view header(std::string_view name) const;
-  const std::string& body() const { return msg.body(); }
+  // The first value of a header (any case), empty if absent.
+  std::string_view header(std::string_view name) const { return fields.get(name); }
+  const std::string& body() const { return payload; }
 };
 
 // A whole response.

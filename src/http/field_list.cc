@@ -1,0 +1,39 @@
+#include "kvgate/http/field_list.h"
+
+#include "boost/beast/core/string.hpp"
+
+namespace kvgate::http {
+
+void FieldList::add(std::string_view name, std::string_view value) {
+  // One allocation for a usual head: an engine's answer carries a few short fields.
+  if (bytes_.capacity() < 256) bytes_.reserve(256);
+  spans_.push_back(Span{.at = static_cast<uint32_t>(bytes_.size()),
+                        .name_size = static_cast<uint32_t>(name.size()),
+                        .value_size = static_cast<uint32_t>(value.size())});
+  bytes_.append(name);
+  bytes_.append(value);
+}
+
+std::string_view FieldList::get(std::string_view name) const {
+  for (const Span& s : spans_) {
+    if (s.name_size != name.size()) continue;
+    const std::string_view candidate(bytes_.data() + s.at, s.name_size);
+    if (boost::beast::iequals(candidate, name)) {
+      return std::string_view(bytes_.data() + s.at + s.name_size, s.value_size);
+    }
+  }
+  return {};
+}
+
+FieldList::Field FieldList::operator[](size_t i) const {
+  const Span& s = spans_[i];
+  return Field{.name = std::string_view(bytes_.data() + s.at, s.name_size),
+               .value = std::string_view(bytes_.data() + s.at + s.name_size, s.value_size)};
+}
+
+void FieldList::clear() {
+  bytes_.clear();
+  spans_.clear();
+}
+
+}  // namespace kvgate::http

@@ -1,0 +1,294 @@
+// FieldList and detail::FlatParser: the flat store keeps a head's fields in arrival order and
+// finds the first of a name in any case; the parser gives the request line or status, fields,
+// body, keep_alive() and need_eof() Beast's own parser gives for the same bytes, whole or piece by
+// piece.
+#include "http/detail/flat_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "boost/asio/buffer.hpp"
+#include "boost/beast/http/error.hpp"
+#include "boost/beast/http/parser.hpp"
+#include "boost/beast/http/string_body.hpp"
+#include "kvgate/http/field_list.h"
+
+namespace kvgate::http::detail {
+namespace {
+
+namespace beast_http = boost::beast::http;
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+Fields all_of(const FieldList& list) {
+  Fields out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    out.emplace_back(std::string(list[i].name), std::string(list[i].value));
+  }
+  return out;
+}
+
+TEST(FieldList, KeepsArrivalOrderAndFindsTheFirstOfANameInAnyCase) {
+  FieldList fields;
+  EXPECT_TRUE(fields.empty());
+  EXPECT_EQ(fields.get("content-type"), "");
+  fields.add("Content-Type", "application/json");
+  fields.add("x-request-id", "first");
+  fields.add("X-Request-Id", "second");
+  fields.add("x-request-ix", "same length, other name");
+  fields.add("x-empty", "");
+  const std::string long_value(1000, 'v');  // past the first reservation
+  fields.add("x-long", long_value);
+  for (const char* name : {"content-type", "CONTENT-TYPE", "Content-Type"}) {
+    EXPECT_EQ(fields.get(name), "application/json") << name;
+  }
+  EXPECT_EQ(fields.get("X-REQUEST-ID"), "first");
+  EXPECT_EQ(fields.get("x-request-ix"), "same length, other name");
+  EXPECT_EQ(fields.get("x-request"), "");
+  EXPECT_EQ(fields.get("x-request-idx"), "");
+  EXPECT_EQ(fields.get("x-empty"), "");
+  EXPECT_EQ(fields.get("x-long"), long_value);
+  EXPECT_EQ(all_of(fields), (Fields{{"Content-Type", "application/json"},
+                                    {"x-request-id", "first"},
+                                    {"X-Request-Id", "second"},
+                                    {"x-request-ix", "same length, other name"},
+                                    {"x-empty", ""},
+                                    {"x-long", long_value}}));
+  FieldList moved = std::move(fields);
+  EXPECT_EQ(moved.get("content-type"), "application/json");
+  EXPECT_EQ(moved.size(), 6u);
+  moved.clear();
+  EXPECT_TRUE(moved.empty());
+  EXPECT_EQ(moved.get("content-type"), "");
+}
+
+struct Parsed {
+  boost::system::error_code ec;
+  unsigned status = 0;
+  Fields fields;
+  std::string body;
+  bool keep_alive = false;
+  bool need_eof = false;
+};
+
+// Feeds `bytes` `step` bytes at a time (the parser keeps what it could not use, as a read loop
+// does), then the end of stream if the answer is still open.
+template <class Parser>
+void feed(Parser& parser, std::string_view bytes, size_t step, boost::system::error_code& ec) {
+  parser.eager(true);
+  std::string pending;
+  for (size_t at = 0; at < bytes.size() && !parser.is_done();) {
+    const size_t n = std::min(step, bytes.size() - at);
+    pending.append(bytes.substr(at, n));
+    at += n;
+    ec = {};
+    const size_t used = parser.put(boost::asio::buffer(pending), ec);
+    pending.erase(0, used);
+    if (ec == beast_http::error::need_more) ec = {};
+    if (ec) return;
+  }
+  if (!parser.is_done() && parser.got_some()) parser.put_eof(ec);
+}
+
+Parsed with_beast(std::string_view bytes, size_t step) {
+  Parsed out;
+  beast_http::response_parser<beast_http::string_body> parser;
+  feed(parser, bytes, step, out.ec);
+  if (out.ec || !parser.is_done()) return out;
+  out.status = parser.get().result_int();
+  for (const auto& f : parser.get()) {
+    out.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  }
+  out.body = parser.get().body();
+  out.keep_alive = parser.keep_alive();
+  out.need_eof = parser.need_eof();
+  return out;
+}
+
+Parsed with_flat(std::string_view bytes, size_t step) {
+  Parsed out;
+  FieldList fields;
+  ResponseParser parser(&fields);
+  parser.collect_body(&out.body);
+  feed(parser, bytes, step, out.ec);
+  if (out.ec || !parser.is_done()) return Parsed{.ec = out.ec};
+  out.status = parser.status();
+  out.fields = all_of(fields);
+  out.keep_alive = parser.keep_alive();
+  out.need_eof = parser.need_eof();
+  return out;
+}
+
+const std::vector<std::string_view> kAnswers = {
+    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n"
+    "x-request-id: abc\r\n\r\n{\"ok\":true}",
+    "HTTP/1.1 200 OK\r\nDate: Sat, 05 Dec 2026 10:00:00 GMT\r\nServer: uvicorn\r\n"
+    "Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "7\r\ndata: 1\r\n8;ext=1\r\n\ndata: 2\r\n0\r\nX-Trailer: t\r\n\r\n",
+    "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 4\r\n\r\nbusy",
+    "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end of stream",
+    "HTTP/1.1 204 No Content\r\nX-Empty:\r\nX-Padded:   value with spaces   \r\n\r\n",
+    "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n",
+};
+
+TEST(ResponseParser, GivesWhatBeastsParserGivesForTheSameBytes) {
+  for (std::string_view answer : kAnswers) {
+    for (size_t step : {answer.size(), size_t{1}, size_t{7}}) {
+      const Parsed beast = with_beast(answer, step);
+      const Parsed flat = with_flat(answer, step);
+      ASSERT_FALSE(beast.ec) << beast.ec.message() << " in " << answer;
+      EXPECT_FALSE(flat.ec) << flat.ec.message() << " in " << answer;
+      EXPECT_EQ(flat.status, beast.status) << answer;
+      EXPECT_EQ(flat.fields, beast.fields) << answer;
+      EXPECT_EQ(flat.body, beast.body) << answer;
+      EXPECT_EQ(flat.keep_alive, beast.keep_alive) << answer;
+      EXPECT_EQ(flat.need_eof, beast.need_eof) << answer;
+    }
+  }
+  // The cases themselves: trailers after the head's fields, a close, an answer to the end.
+  const Parsed chunked = with_flat(kAnswers[1], 3);
+  EXPECT_EQ(chunked.body, "data: 1\ndata: 2");
+  EXPECT_EQ(chunked.fields.back(), (std::pair<std::string, std::string>("X-Trailer", "t")));
+  EXPECT_FALSE(with_flat(kAnswers[2], 100).keep_alive);
+  EXPECT_TRUE(with_flat(kAnswers[3], 100).need_eof);
+}
+
+struct ParsedRequest {
+  boost::system::error_code ec;
+  Verb method = Verb::unknown;
+  std::string target;
+  Fields fields;
+  std::string body;
+  bool keep_alive = false;
+};
+
+ParsedRequest request_with_beast(std::string_view bytes, size_t step) {
+  ParsedRequest out;
+  beast_http::request_parser<beast_http::string_body> parser;
+  feed(parser, bytes, step, out.ec);
+  if (out.ec || !parser.is_done()) return out;
+  out.method = parser.get().method();
+  out.target = std::string(parser.get().target());
+  for (const auto& f : parser.get()) {
+    out.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  }
+  out.body = parser.get().body();
+  out.keep_alive = parser.keep_alive();
+  return out;
+}
+
+ParsedRequest request_with_flat(std::string_view bytes, size_t step) {
+  ParsedRequest out;
+  FieldList fields;
+  RequestParser parser(&fields);
+  parser.collect_body(&out.body);
+  feed(parser, bytes, step, out.ec);
+  if (out.ec || !parser.is_done()) return ParsedRequest{.ec = out.ec};
+  out.method = parser.method();
+  out.target = parser.target();
+  out.fields = all_of(fields);
+  out.keep_alive = parser.keep_alive();
+  return out;
+}
+
+TEST(RequestParser, GivesWhatBeastsParserGivesForTheSameBytes) {
+  const std::vector<std::string_view> requests = {
+      "POST /v1/completions?stream=1 HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+      "Content-Length: 14\r\nAuthorization: Bearer k\r\n\r\n{\"prompt\":\"a\"}",
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "4\r\n{\"a\"\r\n5\r\n:1}\r\n\r\n0\r\n\r\n",
+      "GET /health HTTP/1.0\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nConnection: close\r\nX-Dup: 1\r\nx-dup: 2\r\n\r\n",
+      "BREW /pot HTTP/1.1\r\nHost: gw\r\n\r\n",
+  };
+  for (std::string_view request : requests) {
+    for (size_t step : {request.size(), size_t{1}, size_t{5}}) {
+      const ParsedRequest beast = request_with_beast(request, step);
+      const ParsedRequest flat = request_with_flat(request, step);
+      ASSERT_FALSE(beast.ec) << beast.ec.message() << " in " << request;
+      EXPECT_FALSE(flat.ec) << flat.ec.message() << " in " << request;
+      EXPECT_EQ(flat.method, beast.method) << request;
+      EXPECT_EQ(flat.target, beast.target) << request;
+      EXPECT_EQ(flat.fields, beast.fields) << request;
+      EXPECT_EQ(flat.body, beast.body) << request;
+      EXPECT_EQ(flat.keep_alive, beast.keep_alive) << request;
+    }
+  }
+  const ParsedRequest chunked = request_with_flat(requests[1], 2);
+  EXPECT_EQ(chunked.body, "{\"a\":1}\r\n");
+  EXPECT_EQ(request_with_flat(requests[4], 100).method, Verb::unknown);
+  EXPECT_FALSE(request_with_flat(requests[2], 100).keep_alive);
+}
+
+TEST(ResponseParser, RefusesWhatBeastRefuses) {
+  FieldList fields;
+  std::string body;
+  {
+    ResponseParser parser(&fields);
+    parser.collect_body(&body);
+    parser.body_limit(4);
+    boost::system::error_code ec;
+    feed(parser, kAnswers[0], 1000, ec);
+    EXPECT_EQ(ec, beast_http::error::body_limit);
+  }
+  {
+    ResponseParser parser(&fields);
+    parser.collect_body(&body);
+    parser.header_limit(32);
+    boost::system::error_code ec;
+    feed(parser, kAnswers[1], 1000, ec);
+    EXPECT_EQ(ec, beast_http::error::header_limit);
+  }
+  {
+    ResponseParser parser(&fields);
+    parser.collect_body(&body);
+    boost::system::error_code ec;
+    feed(parser, "HTTP/1.1 200 OK\r\nbad header\r\n\r\n", 1000, ec);
+    EXPECT_TRUE(ec) << "a field without a colon";
+  }
+}
+
+// Piece by piece: each parse fills the room it was given and stops with need_buffer, and the
+// pieces join to the whole body, chunked or not.
+TEST(ResponseParser, FillsTheGivenRoomPieceByPiece) {
+  for (std::string_view answer : {kAnswers[0], kAnswers[1]}) {
+    FieldList fields;
+    ResponseParser parser(&fields);
+    boost::system::error_code ec;
+    std::string bytes(answer);
+    size_t used = parser.put(boost::asio::buffer(bytes), ec);
+    ASSERT_FALSE(ec && ec != beast_http::error::need_more) << ec.message();
+    ASSERT_TRUE(parser.is_header_done());
+    bytes.erase(0, used);
+    std::string joined;
+    char room[5];
+    while (!parser.is_done()) {
+      parser.set_piece(room, sizeof room);
+      ec = {};
+      used = parser.put(boost::asio::buffer(bytes), ec);
+      bytes.erase(0, used);
+      ASSERT_TRUE(!ec || ec == beast_http::error::need_buffer) << ec.message();
+      if (ec == beast_http::error::need_buffer) {
+        EXPECT_EQ(parser.piece_room(), 0u);
+      }
+      joined.append(room, sizeof room - parser.piece_room());
+    }
+    EXPECT_EQ(joined, with_beast(answer, answer.size()).body) << answer;
+  }
+  // No room: nothing of the body is taken.
+  FieldList fields;
+  ResponseParser parser(&fields);
+  parser.eager(true);
+  std::string bytes(kAnswers[0]);
+  boost::system::error_code ec;
+  parser.put(boost::asio::buffer(bytes), ec);
+  EXPECT_EQ(ec, beast_http::error::need_buffer);
+  EXPECT_EQ(parser.status(), 200u);
+  EXPECT_EQ(fields.get("X-REQUEST-ID"), "abc");
+}
+
+}  // namespace
+}  // namespace kvgate::http::detail

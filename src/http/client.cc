@@ -20,6 +20,7 @@
 #include "boost/beast/http/error.hpp"
 #include "http/detail/flat_parser.h"
 #include "http/detail/head_writer.h"
+#include "http/detail/quick_head.h"
 #include "http/detail/read_message.h"
 
 namespace kvgate::http {
@@ -99,6 +100,9 @@ net::awaitable<Result<std::unique_ptr<Connection>>> Connection::connect(std::str
 }
 
 namespace {
+// An answer's head, at most (Beast's default for a response parser).
+constexpr uint32_t kAnswerHeaderLimit = 8 << 10;
+
 // The errors a read or write meets when the server has closed or reset the connection.
 bool is_peer_close(const boost::system::error_code& ec) {
   return ec == beast_http::error::end_of_stream || ec == net::error::eof ||
@@ -164,11 +168,34 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request,
 net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& request) {
   if (Status s = co_await write_request(request, {}); !s.ok()) co_return s;
   ClientResponse out;
+  boost::system::error_code ec;
+  // The deadline set by write_request covers the whole exchange. The first read is made here, so
+  // that an answer of the common shape that arrived whole is taken without Beast.
+  if (buffer_.size() == 0 && detail::read_size(buffer_) > 0) {
+    const size_t n = co_await stream_.async_read_some(buffer_.prepare(detail::read_size(buffer_)),
+                                                      net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      failed_before_response_ = true;
+      co_return failure("read response",
+                        ec == net::error::eof ? beast_http::error::end_of_stream : ec);
+    }
+    buffer_.commit(n);
+  }
+  detail::QuickHead quick;
+  if (detail::quick_parse_response(
+          std::string_view(static_cast<const char*>(buffer_.data().data()), buffer_.size()),
+          kAnswerHeaderLimit, options_.body_limit, &quick, &out.headers)) {
+    out.status = quick.status;
+    out.body.assign(quick.body);
+    buffer_.consume(quick.size());
+    reusable_ = true;  // the common shape: HTTP/1.1 without a Connection field, with a length
+    stream_.expires_never();
+    co_return out;
+  }
   detail::ResponseParser parser(&out.headers);
   parser.collect_body(&out.body);
+  parser.header_limit(kAnswerHeaderLimit);
   parser.body_limit(options_.body_limit);
-  boost::system::error_code ec;
-  // The deadline set by write_request covers the whole exchange.
   ec = co_await detail::read_message(stream_, buffer_, parser, detail::ReadUntil::kWhole);
   if (ec) {
     failed_before_response_ = !parser.got_some();

@@ -31,6 +31,12 @@ FieldList::Field FieldList::operator[](size_t i) const {
                .value = std::string_view(bytes_.data() + s.at + s.name_size, s.value_size)};
 }
 
+void FieldList::truncate(size_t count) {
+  if (count >= spans_.size()) return;
+  bytes_.resize(spans_[count].at);
+  spans_.resize(count);
+}
+
 void FieldList::clear() {
   bytes_.clear();
   spans_.clear();

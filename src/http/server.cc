@@ -21,6 +21,7 @@
 #include "boost/beast/http/write.hpp"
 #include "http/detail/flat_parser.h"
 #include "http/detail/head_writer.h"
+#include "http/detail/quick_head.h"
 #include "http/detail/read_message.h"
 #include "http/detail/session.h"
 #include "kvgate/core/log.h"
@@ -204,10 +205,17 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     }
     s->idle.store(false, std::memory_order_release);
     s->stream.expires_after(st->options.read_timeout);
-    ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kHeader);
+    // A request of the common shape that arrived whole is taken as it is; any other is Beast's.
+    detail::QuickHead quick;
+    const bool quick_taken = detail::quick_parse_request(
+        std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size()),
+        st->options.header_limit, st->options.body_limit, &quick, &req.fields);
+    if (!quick_taken) {
+      ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kHeader);
+    }
     BodyReservation reservation(*st);
     if (!ec) {
-      const std::string_view target = parser.target();
+      const std::string_view target = quick_taken ? quick.target : parser.target();
       const std::string_view path = target.substr(0, target.find('?'));
       if (s->restricted &&
           !st->always_available.contains(absl::string_view(path.data(), path.size()))) {
@@ -215,8 +223,9 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
         co_await reject(*s, 503, "the server is at its connection limit; retry later");
         break;
       }
-      const uint64_t declared = parser.content_length().value_or(0);
-      const bool chunked = parser.chunked();
+      const uint64_t declared =
+          quick_taken ? quick.body.size() : parser.content_length().value_or(0);
+      const bool chunked = !quick_taken && parser.chunked();
       if (!reservation.take(chunked ? kChunkedReservation : declared)) {
         st->body_budget_refusals.fetch_add(1, std::memory_order_relaxed);
         const bool alone = declared > st->options.max_inflight_body_bytes;
@@ -227,43 +236,52 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
         break;
       }
     }
-    if (!ec && beast::iequals(req.fields.get("expect"), "100-continue")) {
-      beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
-      co_await beast_http::async_write(s->stream, cont,
-                                       net::redirect_error(net::use_awaitable, ec));
-    }
-    if (!ec && !parser.is_done()) {
-      ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kWhole);
-    }
-    if (ec) {
-      unsigned status = 0;
-      if (ec == beast_http::error::body_limit) {
-        status = 413;
-      } else if (ec == beast_http::error::header_limit) {
-        // The request line alone overran the limit (the parser never got past it, so the
-        // request has no target yet): a URI too long, not too many headers.
-        status = parser.target().empty() ? 414 : 431;
-      } else if (is_parse_error(ec)) {
-        status = 400;
+    if (quick_taken) {
+      req.verb = quick.method;
+      req.request_target.assign(quick.target);
+      req.payload.assign(quick.body);
+      buffer.consume(quick.size());
+    } else {
+      if (!ec && beast::iequals(req.fields.get("expect"), "100-continue")) {
+        beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
+        co_await beast_http::async_write(s->stream, cont,
+                                         net::redirect_error(net::use_awaitable, ec));
       }
-      if (status != 0) {
-        st->bad_requests.fetch_add(1, std::memory_order_relaxed);
-        co_await reject(*s, status,
-                        status == 413   ? "request body too large"
-                        : status == 414 ? "request line (URI) too long"
-                        : status == 431 ? "request header too large"
-                                        : "malformed HTTP request");
+      if (!ec && !parser.is_done()) {
+        ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kWhole);
       }
-      break;
+      if (ec) {
+        unsigned status = 0;
+        if (ec == beast_http::error::body_limit) {
+          status = 413;
+        } else if (ec == beast_http::error::header_limit) {
+          // The request line alone overran the limit (the parser never got past it, so the
+          // request has no target yet): a URI too long, not too many headers.
+          status = parser.target().empty() ? 414 : 431;
+        } else if (is_parse_error(ec)) {
+          status = 400;
+        }
+        if (status != 0) {
+          st->bad_requests.fetch_add(1, std::memory_order_relaxed);
+          co_await reject(*s, status,
+                          status == 413   ? "request body too large"
+                          : status == 414 ? "request line (URI) too long"
+                          : status == 431 ? "request header too large"
+                                          : "malformed HTTP request");
+        }
+        break;
+      }
+      if (parser.chunked() && req.payload.size() > kChunkedReservation) {
+        reservation.take(req.payload.size() - kChunkedReservation, /*force=*/true);
+      }
+      req.verb = parser.method();
+      req.request_target = std::move(parser.target());
     }
     st->requests.fetch_add(1, std::memory_order_relaxed);
-    if (parser.chunked() && req.payload.size() > kChunkedReservation) {
-      reservation.take(req.payload.size() - kChunkedReservation, /*force=*/true);
-    }
     ++served;
-    req.verb = parser.method();
-    req.request_target = std::move(parser.target());
-    Responder responder = s->responder(parser.keep_alive() && !st->draining.load());
+    // The common shape is HTTP/1.1 without a Connection field: it keeps the connection.
+    const bool keep_alive = quick_taken || parser.keep_alive();
+    Responder responder = s->responder(keep_alive && !st->draining.load());
     unsigned error_status = 0;
     const Handler* handler = st->find(req.method(), req.path(), &error_status);
     std::string failure;

@@ -4,6 +4,7 @@
 #   events_decode_fuzz    the KV-event batch decoder (what engines send), tests/events/fuzz/
 #   request_model_fuzz    a client's request body as routing reads it, tests/app/fuzz/
 #   engine_answers_fuzz   engines' answers: models, server info, load reports, /metrics
+#   quick_head_fuzz       the quick HTTP/1.1 head parser against Beast's, tests/http/fuzz/
 #
 #   tools/ci-extra/fuzz.sh            configure the `fuzz` preset in build/fuzz, build the targets,
 #                                     run each FUZZ_SECONDS (default 60)
@@ -22,15 +23,17 @@ seconds="${FUZZ_SECONDS:-60}"
 build_dir="${KVGATE_FUZZ_BUILD_DIR:-build/fuzz}"
 artifacts="${FUZZ_ARTIFACTS:-build/fuzz-artifacts}"
 jobs="${FUZZ_BUILD_JOBS:-2}"
-targets="${FUZZ_TARGETS:-events_decode_fuzz request_model_fuzz engine_answers_fuzz}"
+targets="${FUZZ_TARGETS:-events_decode_fuzz request_model_fuzz engine_answers_fuzz quick_head_fuzz}"
 
 # Each target: its seed corpus and the largest input worth trying.
 declare -A seeds=(
   [events_decode_fuzz]=tests/events/fuzz/corpus
   [request_model_fuzz]=tests/app/fuzz/corpus
   [engine_answers_fuzz]=tests/app/fuzz/engine_corpus
+  [quick_head_fuzz]=tests/http/fuzz/corpus
 )
-declare -A max_len=([events_decode_fuzz]=8192 [request_model_fuzz]=4096 [engine_answers_fuzz]=4096)
+declare -A max_len=([events_decode_fuzz]=8192 [request_model_fuzz]=4096 [engine_answers_fuzz]=4096
+  [quick_head_fuzz]=2048)
 for target in $targets; do
   [[ -n "${seeds[$target]:-}" ]] || { echo "fuzz: unknown target $target" >&2; exit 2; }
 done

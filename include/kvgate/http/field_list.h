@@ -37,6 +37,8 @@ class FieldList {
   size_t size() const { return spans_.size(); }
   bool empty() const { return spans_.empty(); }
   Field operator[](size_t i) const;
+  // Keeps the first `count` fields.
+  void truncate(size_t count);
   void clear();
 
  private:

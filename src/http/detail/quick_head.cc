@@ -1,0 +1,188 @@
+#include "http/detail/quick_head.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "boost/beast/http/verb.hpp"
+
+namespace kvgate::http::detail {
+namespace {
+
+// RFC 9110's tchar: what a field name or a method is made of.
+constexpr std::array<bool, 256> kToken = [] {
+  std::array<bool, 256> t{};
+  for (unsigned c = '0'; c <= '9'; ++c) t[c] = true;
+  for (unsigned c = 'a'; c <= 'z'; ++c) t[c] = true;
+  for (unsigned c = 'A'; c <= 'Z'; ++c) t[c] = true;
+  for (unsigned char c : std::string_view("!#$%&'*+-.^_`|~")) t[c] = true;
+  return t;
+}();
+
+// A field value's bytes here: visible ASCII, space and tab (no obs-text, no control).
+constexpr std::array<bool, 256> kValue = [] {
+  std::array<bool, 256> t{};
+  for (unsigned c = 0x20; c <= 0x7e; ++c) t[c] = true;
+  t['\t'] = true;
+  return t;
+}();
+
+bool is(unsigned char c, const std::array<bool, 256>& table) { return table[c]; }
+
+// Whether a token `name` is `lower` without regard to case. `lower` is lower-case letters and '-';
+// for a token, c | 0x20 equals such a character only when c is that character in either case.
+bool name_is(std::string_view name, std::string_view lower) {
+  if (name.size() != lower.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if ((static_cast<unsigned char>(name[i]) | 0x20) != static_cast<unsigned char>(lower[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The field lines from `p` up to the head's blank line at `blank`: each added to `fields`; the
+// Content-Length's value (at most one) in `*length`, -1 if there is none. False for anything out
+// of the shape.
+bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* length) {
+  *length = -1;
+  while (p < blank) {
+    const char* const name_start = p;
+    while (is(*p, kToken)) ++p;
+    if (p == name_start || *p != ':') return false;
+    const std::string_view name(name_start, p - name_start);
+    ++p;
+    while (*p == ' ' || *p == '\t') ++p;
+    const char* const value_start = p;
+    while (is(*p, kValue)) ++p;
+    if (p[0] != '\r' || p[1] != '\n') return false;
+    const char* value_end = p;
+    while (value_end > value_start && (value_end[-1] == ' ' || value_end[-1] == '\t')) --value_end;
+    p += 2;
+    const std::string_view value(value_start, value_end - value_start);
+    switch (name.size()) {
+      case 6:
+        if (name_is(name, "expect")) return false;
+        break;
+      case 7:
+        if (name_is(name, "upgrade")) return false;
+        break;
+      case 10:
+        if (name_is(name, "connection")) return false;
+        break;
+      case 14:
+        if (name_is(name, "content-length")) {
+          if (*length >= 0 || value.empty() || value.size() > 18) return false;
+          int64_t n = 0;
+          for (char c : value) {
+            if (c < '0' || c > '9') return false;
+            n = n * 10 + (c - '0');
+          }
+          *length = n;
+        }
+        break;
+      case 16:
+        if (name_is(name, "proxy-connection")) return false;
+        break;
+      case 17:
+        if (name_is(name, "transfer-encoding")) return false;
+        break;
+      default:
+        break;
+    }
+    fields->add(name, value);
+  }
+  return p == blank;
+}
+
+// Where the head ends (after its blank line) within the first `header_limit` bytes; 0 if it does
+// not.
+size_t head_end(std::string_view bytes, size_t header_limit) {
+  const size_t window = std::min(bytes.size(), header_limit);
+  const void* found = memmem(bytes.data(), window, "\r\n\r\n", 4);
+  if (found == nullptr) return 0;
+  return static_cast<const char*>(found) - bytes.data() + 4;
+}
+
+// The fields and the body after a start line ending at `line_end` (just past its CRLF); false
+// (with `fields` as it was) for anything out of the shape.
+bool finish(std::string_view bytes, size_t head_size, const char* line_end, bool length_required,
+            uint64_t body_limit, QuickHead* head, FieldList* fields) {
+  const size_t fields_before = fields->size();
+  int64_t length = -1;
+  const char* const blank = bytes.data() + head_size - 2;
+  if (line_end > blank || !parse_fields(line_end, blank, fields, &length) ||
+      (length < 0 && length_required) ||
+      static_cast<uint64_t>(std::max<int64_t>(length, 0)) >
+          std::min<uint64_t>(body_limit, bytes.size() - head_size)) {
+    fields->truncate(fields_before);
+    return false;
+  }
+  head->head_size = head_size;
+  head->body = bytes.substr(head_size, static_cast<size_t>(std::max<int64_t>(length, 0)));
+  return true;
+}
+
+constexpr std::string_view kVersion = "HTTP/1.1";
+
+}  // namespace
+
+bool quick_parse_request(std::string_view bytes, size_t header_limit, uint64_t body_limit,
+                         QuickHead* head, FieldList* fields) {
+  const size_t head_size = head_end(bytes, header_limit);
+  if (head_size == 0) return false;
+  // method SP target SP HTTP/1.1 CRLF; the head's blank line bounds every scan below.
+  const char* p = bytes.data();
+  const char* const method_start = p;
+  while (is(*p, kToken)) ++p;
+  if (p == method_start || *p != ' ') return false;
+  const std::string_view method(method_start, p - method_start);
+  ++p;
+  const char* const target_start = p;
+  while (static_cast<unsigned char>(*p) > 0x20 && static_cast<unsigned char>(*p) < 0x7f) ++p;
+  if (p == target_start || *p != ' ') return false;
+  const std::string_view target(target_start, p - target_start);
+  ++p;
+  const char* const head_last = bytes.data() + head_size;
+  if (head_last - p < static_cast<ptrdiff_t>(kVersion.size() + 2) ||
+      std::string_view(p, kVersion.size() + 2) != "HTTP/1.1\r\n") {
+    return false;
+  }
+  const Verb verb = boost::beast::http::string_to_verb(method);
+  if (verb == Verb::unknown) return false;
+  if (!finish(bytes, head_size, p + kVersion.size() + 2, /*length_required=*/false, body_limit,
+              head, fields)) {
+    return false;
+  }
+  head->method = verb;
+  head->target = target;
+  return true;
+}
+
+bool quick_parse_response(std::string_view bytes, size_t header_limit, uint64_t body_limit,
+                          QuickHead* head, FieldList* fields) {
+  const size_t head_size = head_end(bytes, header_limit);
+  if (head_size == 0) return false;
+  // HTTP/1.1 SP 3DIGIT SP reason CRLF
+  const char* p = bytes.data();
+  if (head_size < kVersion.size() + 1 || std::string_view(p, kVersion.size() + 1) != "HTTP/1.1 ") {
+    return false;
+  }
+  p += kVersion.size() + 1;
+  unsigned status = 0;
+  for (int i = 0; i < 3; ++i, ++p) {
+    if (*p < '0' || *p > '9') return false;
+    status = status * 10 + (*p - '0');
+  }
+  if (*p != ' ' || status < 200 || status > 599 || status == 204 || status == 304) return false;
+  ++p;
+  while (is(*p, kValue)) ++p;
+  if (p[0] != '\r' || p[1] != '\n') return false;
+  if (!finish(bytes, head_size, p + 2, /*length_required=*/true, body_limit, head, fields)) {
+    return false;
+  }
+  head->status = status;
+  return true;
+}
+
+}  // namespace kvgate::http::detail

@@ -93,6 +93,13 @@ affinity() {
 }
 grown() { local now; now="$(memberships)"; [[ "${now%.*}" -gt "${before:-0}" ]]; }
 kvg_poll 10 grown || fail "the prompt's blocks did not reach the gateway's index through the relay"
+# The count grows with the first batch of the prompt's blocks, or with a late one of the checks
+# above: the repeats wait until the gateway would route the prompt by its blocks.
+by_blocks() {
+  curl -sf --max-time 5 -H 'content-type: application/json' -d "$body" \
+    "$KVG_GATEWAY_URL/debug/route" | grep -q '"branch":"affinity"'
+}
+kvg_poll 10 by_blocks || fail "the gateway never routed the prompt by the relay's events"
 for i in 1 2 3 4 5; do
   curl -sf --max-time 10 -H 'content-type: application/json' -d "$body" \
     "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "the gateway did not answer"

@@ -206,6 +206,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     s->idle.store(false, std::memory_order_release);
     s->stream.expires_after(st->options.read_timeout);
     // A request of the common shape that arrived whole is taken as it is; any other is Beast's.
+    ec = {};
     detail::QuickHead quick;
     const bool quick_taken = detail::quick_parse_request(
         std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size()),

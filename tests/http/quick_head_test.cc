@@ -70,7 +70,9 @@ TEST(QuickHead, LeavesToBeastWhatItMustWorkOut) {
       "POST / HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\nx",
       "POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\nx",
       "POST / HTTP/1.1\r\nContent-Length: 1 1\r\n\r\nx",
-      "POST / HTTP/1.1\r\nContent-Length: 1234567890123456789\r\n\r\nx",
+      // 2^64 + 1: wraps to 1 in 64 bits, so its one body byte would be taken without the cap.
+      "POST / HTTP/1.1\r\nContent-Length: 18446744073709551617\r\n\r\nx",
+      "POST / HTTP/1.1\r\nContent-Length: 0000000000000000001\r\n\r\nx",
       "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nabc",  // the body has not all arrived
       "GET / HTTP/1.1\r\nHost: h\r\n",                    // nor the head
       "GET / HTTP/1.0\r\n\r\n",
@@ -95,7 +97,8 @@ TEST(QuickHead, LeavesToBeastWhatItMustWorkOut) {
       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end",  // no length
       "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
-      "HTTP/1.1 304 Not Modified\r\nContent-Length: 3\r\n\r\n",
+      "HTTP/1.1 304 Not Modified\r\nContent-Length: 3\r\n\r\nabc",
+      "HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\nabc",
       "HTTP/1.1 100 Continue\r\nContent-Length: 0\r\n\r\n",
       "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
       "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n",
@@ -107,6 +110,7 @@ TEST(QuickHead, LeavesToBeastWhatItMustWorkOut) {
     FieldList fields;
     QuickHead head;
     EXPECT_FALSE(quick_parse_response(a, 8192, 1 << 20, &head, &fields)) << a;
+    EXPECT_TRUE(fields.empty()) << a;
   }
   // The limits: a head past header_limit, a body past body_limit.
   FieldList fields;
@@ -114,6 +118,16 @@ TEST(QuickHead, LeavesToBeastWhatItMustWorkOut) {
   EXPECT_FALSE(quick_parse_request(kRequest, 40, 1 << 20, &head, &fields));
   EXPECT_FALSE(quick_parse_request(kRequest, 8192, 25, &head, &fields));
   EXPECT_TRUE(quick_parse_request(kRequest, 8192, 26, &head, &fields));
+  // At the limits' edges the two parsers agree, whichever takes the message.
+  const size_t head_size = head.head_size;
+  EXPECT_TRUE(quick_parse_request(kRequest, head_size, 26, &head, &fields));
+  EXPECT_FALSE(quick_parse_request(kRequest, head_size - 1, 26, &head, &fields));
+  for (size_t header_limit : {head_size - 1, head_size, head_size + 1}) {
+    for (uint64_t body_limit : {25, 26, 27}) {
+      EXPECT_EQ(quick_disagreement<true>(kRequest, header_limit, body_limit), "")
+          << header_limit << " " << body_limit;
+    }
+  }
 }
 
 // Every single-byte edit of the common messages (each byte replaced by each of a set of bytes

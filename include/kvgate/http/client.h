@@ -134,8 +134,8 @@ class Connection {
   ~Connection();
 
  private:
-  // A streamed exchange's parser and the fields it is filling: made once per connection, the
-  // parser renewed per exchange.
+  // A streamed exchange's parser and the fields it is filling (the head's move to the answer):
+  // allocated once per connection, the parser renewed per exchange.
   struct Streamed;
 
   boost::asio::awaitable<Status> write_request(const ClientRequest& request,

@@ -171,8 +171,8 @@ net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& req
   boost::system::error_code ec;
   // The deadline set by write_request covers the whole exchange. The first read is made here, so
   // that an answer of the common shape that arrived whole is taken without Beast.
-  if (buffer_.size() == 0 && detail::read_size(buffer_) > 0) {
-    const size_t n = co_await stream_.async_read_some(buffer_.prepare(detail::read_size(buffer_)),
+  if (const size_t size = detail::read_size(buffer_); buffer_.size() == 0 && size > 0) {
+    const size_t n = co_await stream_.async_read_some(buffer_.prepare(size),
                                                       net::redirect_error(net::use_awaitable, ec));
     if (ec) {
       failed_before_response_ = true;

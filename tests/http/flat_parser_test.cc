@@ -71,8 +71,12 @@ TEST(FieldList, KeepsArrivalOrderAndFindsTheFirstOfANameInAnyCase) {
   EXPECT_TRUE(fields.empty());
 }
 
+// What a parser gave: the request line (requests) or status (answers), fields, body, and whether
+// the connection is kept and ended by the peer.
 struct Parsed {
   boost::system::error_code ec;
+  Verb method = Verb::unknown;
+  std::string target;
   unsigned status = 0;
   Fields fields;
   std::string body;
@@ -99,12 +103,18 @@ void feed(Parser& parser, std::string_view bytes, size_t step, boost::system::er
   if (!parser.is_done() && parser.got_some()) parser.put_eof(ec);
 }
 
+template <bool kIsRequest>
 Parsed with_beast(std::string_view bytes, size_t step) {
   Parsed out;
-  beast_http::response_parser<beast_http::string_body> parser;
+  beast_http::parser<kIsRequest, beast_http::string_body> parser;
   feed(parser, bytes, step, out.ec);
   if (out.ec || !parser.is_done()) return out;
-  out.status = parser.get().result_int();
+  if constexpr (kIsRequest) {
+    out.method = parser.get().method();
+    out.target = std::string(parser.get().target());
+  } else {
+    out.status = parser.get().result_int();
+  }
   for (const auto& f : parser.get()) {
     out.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
   }
@@ -114,18 +124,44 @@ Parsed with_beast(std::string_view bytes, size_t step) {
   return out;
 }
 
+template <bool kIsRequest>
 Parsed with_flat(std::string_view bytes, size_t step) {
   Parsed out;
   FieldList fields;
-  ResponseParser parser(&fields);
+  FlatParser<kIsRequest> parser(&fields);
   parser.collect_body(&out.body);
   feed(parser, bytes, step, out.ec);
   if (out.ec || !parser.is_done()) return Parsed{.ec = out.ec};
-  out.status = parser.status();
+  if constexpr (kIsRequest) {
+    out.method = parser.method();
+    out.target = parser.target();
+  } else {
+    out.status = parser.status();
+  }
   out.fields = all_of(fields);
   out.keep_alive = parser.keep_alive();
   out.need_eof = parser.need_eof();
   return out;
+}
+
+// Each message, fed whole and in steps, parses the same with both.
+template <bool kIsRequest>
+void expect_same_as_beast(const std::vector<std::string_view>& messages, size_t step) {
+  for (std::string_view message : messages) {
+    for (size_t s : {message.size(), size_t{1}, step}) {
+      const Parsed beast = with_beast<kIsRequest>(message, s);
+      const Parsed flat = with_flat<kIsRequest>(message, s);
+      ASSERT_FALSE(beast.ec) << beast.ec.message() << " in " << message;
+      EXPECT_FALSE(flat.ec) << flat.ec.message() << " in " << message;
+      EXPECT_EQ(flat.method, beast.method) << message;
+      EXPECT_EQ(flat.target, beast.target) << message;
+      EXPECT_EQ(flat.status, beast.status) << message;
+      EXPECT_EQ(flat.fields, beast.fields) << message;
+      EXPECT_EQ(flat.body, beast.body) << message;
+      EXPECT_EQ(flat.keep_alive, beast.keep_alive) << message;
+      EXPECT_EQ(flat.need_eof, beast.need_eof) << message;
+    }
+  }
 }
 
 const std::vector<std::string_view> kAnswers = {
@@ -141,63 +177,13 @@ const std::vector<std::string_view> kAnswers = {
 };
 
 TEST(ResponseParser, GivesWhatBeastsParserGivesForTheSameBytes) {
-  for (std::string_view answer : kAnswers) {
-    for (size_t step : {answer.size(), size_t{1}, size_t{7}}) {
-      const Parsed beast = with_beast(answer, step);
-      const Parsed flat = with_flat(answer, step);
-      ASSERT_FALSE(beast.ec) << beast.ec.message() << " in " << answer;
-      EXPECT_FALSE(flat.ec) << flat.ec.message() << " in " << answer;
-      EXPECT_EQ(flat.status, beast.status) << answer;
-      EXPECT_EQ(flat.fields, beast.fields) << answer;
-      EXPECT_EQ(flat.body, beast.body) << answer;
-      EXPECT_EQ(flat.keep_alive, beast.keep_alive) << answer;
-      EXPECT_EQ(flat.need_eof, beast.need_eof) << answer;
-    }
-  }
+  expect_same_as_beast<false>(kAnswers, 7);
   // The cases themselves: trailers after the head's fields, a close, an answer to the end.
-  const Parsed chunked = with_flat(kAnswers[1], 3);
+  const Parsed chunked = with_flat<false>(kAnswers[1], 3);
   EXPECT_EQ(chunked.body, "data: 1\ndata: 2");
   EXPECT_EQ(chunked.fields.back(), (std::pair<std::string, std::string>("X-Trailer", "t")));
-  EXPECT_FALSE(with_flat(kAnswers[2], 100).keep_alive);
-  EXPECT_TRUE(with_flat(kAnswers[3], 100).need_eof);
-}
-
-struct ParsedRequest {
-  boost::system::error_code ec;
-  Verb method = Verb::unknown;
-  std::string target;
-  Fields fields;
-  std::string body;
-  bool keep_alive = false;
-};
-
-ParsedRequest request_with_beast(std::string_view bytes, size_t step) {
-  ParsedRequest out;
-  beast_http::request_parser<beast_http::string_body> parser;
-  feed(parser, bytes, step, out.ec);
-  if (out.ec || !parser.is_done()) return out;
-  out.method = parser.get().method();
-  out.target = std::string(parser.get().target());
-  for (const auto& f : parser.get()) {
-    out.fields.emplace_back(std::string(f.name_string()), std::string(f.value()));
-  }
-  out.body = parser.get().body();
-  out.keep_alive = parser.keep_alive();
-  return out;
-}
-
-ParsedRequest request_with_flat(std::string_view bytes, size_t step) {
-  ParsedRequest out;
-  FieldList fields;
-  RequestParser parser(&fields);
-  parser.collect_body(&out.body);
-  feed(parser, bytes, step, out.ec);
-  if (out.ec || !parser.is_done()) return ParsedRequest{.ec = out.ec};
-  out.method = parser.method();
-  out.target = parser.target();
-  out.fields = all_of(fields);
-  out.keep_alive = parser.keep_alive();
-  return out;
+  EXPECT_FALSE(with_flat<false>(kAnswers[2], 100).keep_alive);
+  EXPECT_TRUE(with_flat<false>(kAnswers[3], 100).need_eof);
 }
 
 TEST(RequestParser, GivesWhatBeastsParserGivesForTheSameBytes) {
@@ -210,23 +196,11 @@ TEST(RequestParser, GivesWhatBeastsParserGivesForTheSameBytes) {
       "GET /metrics HTTP/1.1\r\nConnection: close\r\nX-Dup: 1\r\nx-dup: 2\r\n\r\n",
       "BREW /pot HTTP/1.1\r\nHost: gw\r\n\r\n",
   };
-  for (std::string_view request : requests) {
-    for (size_t step : {request.size(), size_t{1}, size_t{5}}) {
-      const ParsedRequest beast = request_with_beast(request, step);
-      const ParsedRequest flat = request_with_flat(request, step);
-      ASSERT_FALSE(beast.ec) << beast.ec.message() << " in " << request;
-      EXPECT_FALSE(flat.ec) << flat.ec.message() << " in " << request;
-      EXPECT_EQ(flat.method, beast.method) << request;
-      EXPECT_EQ(flat.target, beast.target) << request;
-      EXPECT_EQ(flat.fields, beast.fields) << request;
-      EXPECT_EQ(flat.body, beast.body) << request;
-      EXPECT_EQ(flat.keep_alive, beast.keep_alive) << request;
-    }
-  }
-  const ParsedRequest chunked = request_with_flat(requests[1], 2);
+  expect_same_as_beast<true>(requests, 5);
+  const Parsed chunked = with_flat<true>(requests[1], 2);
   EXPECT_EQ(chunked.body, "{\"a\":1}\r\n");
-  EXPECT_EQ(request_with_flat(requests[4], 100).method, Verb::unknown);
-  EXPECT_FALSE(request_with_flat(requests[2], 100).keep_alive);
+  EXPECT_EQ(with_flat<true>(requests[4], 100).method, Verb::unknown);
+  EXPECT_FALSE(with_flat<true>(requests[2], 100).keep_alive);
 }
 
 TEST(ResponseParser, KeepsBeastsLimitsAndFieldRules) {
@@ -282,7 +256,7 @@ TEST(ResponseParser, FillsTheGivenRoomPieceByPiece) {
       }
       joined.append(room, sizeof room - parser.piece_room());
     }
-    EXPECT_EQ(joined, with_beast(answer, answer.size()).body) << answer;
+    EXPECT_EQ(joined, with_beast<false>(answer, answer.size()).body) << answer;
   }
   // No room: nothing of the body is taken.
   FieldList fields;

@@ -20,6 +20,13 @@
 
 namespace kvgate::http::detail {
 
+// The quick parser for a request or for an answer.
+inline bool quick_parse(bool request, std::string_view bytes, size_t header_limit,
+                        uint64_t body_limit, QuickHead* head, FieldList* fields) {
+  return request ? quick_parse_request(bytes, header_limit, body_limit, head, fields)
+                 : quick_parse_response(bytes, header_limit, body_limit, head, fields);
+}
+
 // What is wrong with the quick parser's answer for `bytes`, or "" when it took nothing (its
 // fields left as they were) or took what Beast takes, the same way.
 template <bool kIsRequest>
@@ -28,10 +35,7 @@ std::string quick_disagreement(std::string_view bytes, size_t header_limit = 819
   FieldList fields;
   fields.add("x-before", "kept");
   QuickHead quick;
-  const bool taken = kIsRequest
-                         ? quick_parse_request(bytes, header_limit, body_limit, &quick, &fields)
-                         : quick_parse_response(bytes, header_limit, body_limit, &quick, &fields);
-  if (!taken) {
+  if (!quick_parse(kIsRequest, bytes, header_limit, body_limit, &quick, &fields)) {
     if (fields.size() != 1 || fields[0].value != "kept") return "fields changed on a refusal";
     return "";
   }

@@ -148,8 +148,8 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request,
   const bool has_body =
       !body.empty() || request.method == Verb::post || request.method == Verb::put;
   // The head in one buffer and the caller's body bytes after it (a large body is not copied).
-  std::string head;
-  head.reserve(256);
+  std::string& head = head_;
+  head.clear();
   detail::append_request_head(head, request.method, request.target, host_header_, "kvgate",
                               has_body ? std::string_view(request.content_type) : "",
                               request.headers, body.size(), has_body);

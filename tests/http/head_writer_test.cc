@@ -46,6 +46,27 @@ TEST(HeadWriter, AHeaderThatWouldSplitTheHeadIsDropped) {
             "Content-Length: 2\r\n\r\n");
 }
 
+// The check for CR and LF reads words and overlapping tails: every length and position of one.
+TEST(HeadWriter, ACrOrLfAtAnyPlaceOfANameOrValueDropsTheHeader) {
+  for (size_t size = 1; size <= 40; ++size) {
+    for (size_t at = 0; at < size; ++at) {
+      for (const char bad : {'\r', '\n'}) {
+        std::string text(size, 'a');
+        const std::vector<Header> kept = {{"x-name", text}, {text, "value"}};
+        std::string out;
+        append_response_head(out, 200, "", "", kept, {}, true, 0);
+        ASSERT_NE(out.find("x-name: " + text + "\r\n"), std::string::npos) << size;
+        ASSERT_NE(out.find(text + ": value\r\n"), std::string::npos) << size;
+        text[at] = bad;
+        const std::vector<Header> dropped = {{"x-name", text}, {text, "value"}};
+        out.clear();
+        append_response_head(out, 200, "", "", dropped, {}, true, 0);
+        ASSERT_EQ(out, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") << size << " " << at;
+      }
+    }
+  }
+}
+
 TEST(HeadWriter, ARequestHead) {
   std::string post;
   const std::vector<Header> headers = {{"authorization", ""}, {"x-data-parallel-rank", "1"}};

@@ -131,9 +131,9 @@ TEST(QuickHead, LeavesToBeastWhatItMustWorkOut) {
 // same way.
 TEST(QuickHead, AgreesWithBeastOnEveryOneByteEdit) {
   const std::string_view replacements(
-      "\0\t\n\r :,;\"\x7f\x80\xff"
-      "0aZ-",
-      16);
+      "\0\t\n\r :,;\"\x7f\x80\xff\x1f"
+      "0aZ-~",
+      18);
   size_t taken = 0;
   size_t tried = 0;
   const auto check = [&](bool request, const std::string& bytes) {

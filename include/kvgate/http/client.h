@@ -146,6 +146,7 @@ class Connection {
 
   Stream stream_;
   boost::beast::flat_buffer buffer_;
+  std::string head_;  // the request head being written; its room is kept between exchanges
   std::unique_ptr<Streamed> streamed_;
   bool stream_keep_alive_ = false;  // the streamed answer's head allows keeping the connection
   std::unique_ptr<char[]> piece_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 
 #include "boost/beast/http/verb.hpp"
@@ -29,6 +30,29 @@ constexpr std::array<bool, 256> kValue = [] {
 
 bool is(unsigned char c, const std::array<bool, 256>& table) { return table[c]; }
 
+// Whether all eight bytes of `w` are visible ASCII or space (0x20-0x7e), the bulk of a field
+// value, tested at once. No step carries or borrows across a byte: the first test leaves only
+// bytes below 0x80, which +1 keeps below 0x100, and with every high bit set -0x20 cannot borrow.
+bool all_visible(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101;
+  constexpr uint64_t kHigh = kOnes * 0x80;
+  if ((w & kHigh) != 0) return false;                      // a byte of 0x80 or more
+  if (((w + kOnes) & kHigh) != 0) return false;            // a 0x7f
+  return (((w | kHigh) - kOnes * 0x20) & kHigh) == kHigh;  // every byte 0x20 or more
+}
+
+// Past the value bytes (kValue) from `p`; `end` bounds the eight-byte steps, not the last bytes.
+const char* skip_value(const char* p, const char* end) {
+  while (end - p >= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, sizeof w);
+    if (!all_visible(w)) break;
+    p += 8;
+  }
+  while (is(*p, kValue)) ++p;
+  return p;
+}
+
 // Whether a token `name` is `lower` without regard to case. `lower` is lower-case letters and '-';
 // for a token, c | 0x20 equals such a character only when c is that character in either case.
 bool name_is(std::string_view name, std::string_view lower) {
@@ -54,7 +78,7 @@ bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* 
     ++p;
     while (*p == ' ' || *p == '\t') ++p;
     const char* const value_start = p;
-    while (is(*p, kValue)) ++p;
+    p = skip_value(p, blank);
     if (p[0] != '\r' || p[1] != '\n') return false;
     const char* value_end = p;
     while (value_end > value_start && (value_end[-1] == ' ' || value_end[-1] == '\t')) --value_end;
@@ -97,11 +121,17 @@ bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* 
 
 // Where the head ends (after its blank line) within the first `header_limit` bytes; 0 if it does
 // not.
+// memchr from one CR to the next: a head has a few, and glibc's memmem costs about 500
+// instructions on a short head where this costs about 100 (callgrind).
 size_t head_end(std::string_view bytes, size_t header_limit) {
-  const size_t window = std::min(bytes.size(), header_limit);
-  const void* found = memmem(bytes.data(), window, "\r\n\r\n", 4);
-  if (found == nullptr) return 0;
-  return static_cast<const char*>(found) - bytes.data() + 4;
+  const char* const begin = bytes.data();
+  const char* const end = begin + std::min(bytes.size(), header_limit);
+  for (const char* p = begin; end - p >= 4; ++p) {
+    p = static_cast<const char*>(std::memchr(p, '\r', end - p - 3));
+    if (p == nullptr) return 0;
+    if (p[1] == '\n' && p[2] == '\r' && p[3] == '\n') return p - begin + 4;
+  }
+  return 0;
 }
 
 // The fields and the body after a start line ending at `line_end` (just past its CRLF); false

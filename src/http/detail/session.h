@@ -35,6 +35,8 @@ struct Session : std::enable_shared_from_this<Session> {
   // Request bytes read and not yet parsed: the read loop's, and on a TLS connection also what a
   // DisconnectWatch read while the handler waited (a pipelined request).
   boost::beast::flat_buffer input;
+  // The head of the answer being written (one at a time): its room is kept between answers.
+  std::string head_out;
   const ServerOptions& options;
   // Accepted beyond max_connections: only always-available routes are served on it.
   bool restricted = false;

@@ -168,8 +168,9 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
                          const std::string& worker, std::optional<DpRank> rank) {
   http::Response r;
   r.status = status;
+  // Assigned, not replaced: the default's room takes the usual "application/json".
   const std::string_view ct = head.header("content-type");
-  r.content_type = ct.empty() ? "application/json" : std::string(ct);
+  if (!ct.empty()) r.content_type.assign(ct);
   r.body = std::move(body);
   r.headers.reserve(4);  // these two, and the request id and decision the reply adds
   r.headers.emplace_back(std::string(kWorkerHeader), worker);

@@ -35,8 +35,9 @@ constexpr size_t kMaxPiece = 4;
 }  // namespace
 
 void TestTokenizer::encode(std::string_view text, std::vector<TokenId>* out, size_t limit) const {
-  out->reserve(out->size() +
-               std::min(text.size() / 3 + 1, limit == size_t(-1) ? limit : limit + 1));
+  // A piece is at least one byte: room for the most pieces the text (or the limit) allows, so
+  // the vector never grows (a third of the text's bytes was one growth short for prose).
+  out->reserve(out->size() + std::min(text.size(), limit == size_t(-1) ? limit : limit + 1));
   const uint32_t span = vocab_ - 256;
   size_t i = 0;
   while (i < text.size() && out->size() <= limit) {

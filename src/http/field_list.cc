@@ -1,5 +1,7 @@
 #include "kvgate/http/field_list.h"
 
+#include <cassert>
+
 #include "boost/beast/core/string.hpp"
 
 namespace kvgate::http {
@@ -7,11 +9,28 @@ namespace kvgate::http {
 void FieldList::add(std::string_view name, std::string_view value) {
   // One allocation for a usual head: an engine's answer carries a few short fields.
   if (bytes_.capacity() < 256) bytes_.reserve(256);
-  spans_.push_back(Span{.at = static_cast<uint32_t>(bytes_.size()),
+  const auto at = static_cast<uint32_t>(bytes_.size());
+  spans_.push_back(Span{.at = at,
+                        .value_at = at + static_cast<uint32_t>(name.size()),
                         .name_size = static_cast<uint32_t>(name.size()),
                         .value_size = static_cast<uint32_t>(value.size())});
   bytes_.append(name);
   bytes_.append(value);
+}
+
+void FieldList::add_all(std::string_view block, std::span<const Field> fields) {
+  const auto base = static_cast<uint32_t>(bytes_.size());
+  const auto offset = [&](std::string_view s) {
+    assert(s.data() >= block.data() && s.data() + s.size() <= block.data() + block.size());
+    return base + static_cast<uint32_t>(s.data() - block.data());
+  };
+  bytes_.append(block);
+  for (const Field& f : fields) {
+    spans_.push_back(Span{.at = offset(f.name),
+                          .value_at = offset(f.value),
+                          .name_size = static_cast<uint32_t>(f.name.size()),
+                          .value_size = static_cast<uint32_t>(f.value.size())});
+  }
 }
 
 std::string_view FieldList::get(std::string_view name) const {
@@ -19,7 +38,7 @@ std::string_view FieldList::get(std::string_view name) const {
     if (s.name_size != name.size()) continue;
     const std::string_view candidate(bytes_.data() + s.at, s.name_size);
     if (boost::beast::iequals(candidate, name)) {
-      return std::string_view(bytes_.data() + s.at + s.name_size, s.value_size);
+      return std::string_view(bytes_.data() + s.value_at, s.value_size);
     }
   }
   return {};
@@ -28,7 +47,7 @@ std::string_view FieldList::get(std::string_view name) const {
 FieldList::Field FieldList::operator[](size_t i) const {
   const Span& s = spans_[i];
   return Field{.name = std::string_view(bytes_.data() + s.at, s.name_size),
-               .value = std::string_view(bytes_.data() + s.at + s.name_size, s.value_size)};
+               .value = std::string_view(bytes_.data() + s.value_at, s.value_size)};
 }
 
 void FieldList::truncate(size_t count) {

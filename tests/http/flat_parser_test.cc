@@ -71,6 +71,30 @@ TEST(FieldList, KeepsArrivalOrderAndFindsTheFirstOfANameInAnyCase) {
   EXPECT_TRUE(fields.empty());
 }
 
+// A head's field lines taken as one block: the same fields as added one by one, after those already
+// there, and the block's own bytes no longer needed.
+TEST(FieldList, AddsTheFieldsOfABlockAfterThoseAlreadyThere) {
+  FieldList fields;
+  fields.add("Host", "w:1");
+  std::string block = "Content-Type: application/json\r\nX-Empty:\r\nx-id:  7 \r\n";
+  const std::string_view b = block;
+  const FieldList::Field found[] = {{b.substr(0, 12), b.substr(14, 16)},
+                                    {b.substr(32, 7), b.substr(40, 0)},
+                                    {b.substr(42, 4), b.substr(49, 1)}};
+  fields.add_all(block, found);
+  block.assign(block.size(), '#');  // the list holds its own copy
+  EXPECT_EQ(
+      all_of(fields),
+      (Fields{
+          {"Host", "w:1"}, {"Content-Type", "application/json"}, {"X-Empty", ""}, {"x-id", "7"}}));
+  EXPECT_EQ(fields.get("content-type"), "application/json");
+  EXPECT_EQ(fields.get("X-ID"), "7");
+  fields.truncate(2);
+  fields.add("x-after", "a");
+  EXPECT_EQ(all_of(fields),
+            (Fields{{"Host", "w:1"}, {"Content-Type", "application/json"}, {"x-after", "a"}}));
+}
+
 // What a parser gave: the request line (requests) or status (answers), fields, body, and whether
 // the connection is kept and ended by the peer.
 struct Parsed {

@@ -108,6 +108,18 @@ TEST(QuickHead, LeavesToBeastWhatItMustWorkOut) {
       EXPECT_TRUE(fields.empty()) << m;
     }
   }
+  // As many fields as the quick path holds, and one more.
+  std::string many = "GET / HTTP/1.1\r\n";
+  for (size_t i = 0; i < kMaxQuickFields; ++i) many += "X-F" + std::to_string(i) + ": v\r\n";
+  const std::string too_many = many + "X-Last: v\r\n\r\n";
+  many += "\r\n";
+  for (const std::string& m : {many, too_many}) {
+    FieldList fields;
+    QuickHead head;
+    EXPECT_EQ(quick_parse_request(m, 8192, 0, &head, &fields), m == many);
+    EXPECT_EQ(fields.size(), m == many ? kMaxQuickFields : 0u);
+    EXPECT_EQ(quick_disagreement<true>(m), "");
+  }
   // The limits: a head past header_limit, a body past body_limit.
   FieldList fields;
   QuickHead head;

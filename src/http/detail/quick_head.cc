@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "boost/beast/http/verb.hpp"
 
 namespace kvgate::http::detail {
@@ -65,12 +66,16 @@ bool name_is(std::string_view name, std::string_view lower) {
   return true;
 }
 
-// The field lines from `p` up to the head's blank line at `blank`: each added to `fields`; the
-// Content-Length's value (at most one) in `*length`, -1 if there is none. False for anything out
-// of the shape.
+// The field lines from `p` up to the head's blank line at `blank`, added to `fields` only when
+// all of them have the shape (one copy of their bytes); the Content-Length's value (at most one)
+// in `*length`, -1 if there is none.
 bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* length) {
   *length = -1;
+  // Not an array: one of kMaxQuickFields fields would be built (zeroed) on every call.
+  absl::InlinedVector<FieldList::Field, kMaxQuickFields> found;
+  const char* const block = p;
   while (p < blank) {
+    if (found.size() == kMaxQuickFields) return false;
     const char* const name_start = p;
     while (is(*p, kToken)) ++p;
     if (p == name_start || *p != ':') return false;
@@ -114,9 +119,11 @@ bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* 
       default:
         break;
     }
-    fields->add(name, value);
+    found.push_back({.name = name, .value = value});
   }
-  return p == blank;
+  if (p != blank) return false;
+  fields->add_all(std::string_view(block, p - block), found);
+  return true;
 }
 
 // Where the head ends (after its blank line) within the first `header_limit` bytes; 0 if it does
@@ -141,8 +148,8 @@ bool finish(std::string_view bytes, size_t head_size, const char* line_end, bool
   const size_t fields_before = fields->size();
   int64_t length = -1;
   const char* const blank = bytes.data() + head_size - 2;
-  if (line_end > blank || !parse_fields(line_end, blank, fields, &length) ||
-      (length < 0 && length_required) ||
+  if (line_end > blank || !parse_fields(line_end, blank, fields, &length)) return false;
+  if ((length < 0 && length_required) ||
       static_cast<uint64_t>(std::max<int64_t>(length, 0)) >
           std::min<uint64_t>(body_limit, bytes.size() - head_size)) {
     fields->truncate(fields_before);

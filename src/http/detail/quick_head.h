@@ -11,7 +11,8 @@
 //     `body_limit`;
 //   - HTTP/1.1; a request's method one Beast names and its target visible ASCII; a response's
 //     status 200-599 except 204 and 304 (the statuses whose body rules differ);
-//   - fields of token names and values of visible ASCII, spaces and tabs, without line folds;
+//   - at most kMaxQuickFields fields, of token names and values of visible ASCII, spaces and
+//     tabs, without line folds;
 //   - without Connection, Proxy-Connection, Transfer-Encoding, Upgrade or Expect (fields whose
 //     meaning Beast works out), with at most one Content-Length of at most 18 digits, which a
 //     response must have.
@@ -30,6 +31,9 @@
 #include "kvgate/http/message.h"
 
 namespace kvgate::http::detail {
+
+// More fields than this (a rare head) are Beast's to parse.
+constexpr size_t kMaxQuickFields = 32;
 
 struct QuickHead {
   Verb method = Verb::unknown;  // a request's

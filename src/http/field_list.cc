@@ -57,7 +57,11 @@ void FieldList::truncate(size_t count) {
 }
 
 void FieldList::clear() {
-  bytes_.clear();
+  if (bytes_.capacity() > kKeptRoom) {
+    std::string().swap(bytes_);
+  } else {
+    bytes_.clear();
+  }
   spans_.clear();
 }
 

@@ -71,6 +71,20 @@ TEST(FieldList, KeepsArrivalOrderAndFindsTheFirstOfANameInAnyCase) {
   EXPECT_TRUE(fields.empty());
 }
 
+// A list cleared for the next head keeps the room of a usual one, not that of a large one.
+TEST(FieldList, ClearKeepsTheRoomOfAUsualHeadOnly) {
+  FieldList fields;
+  fields.add("x-usual", std::string(1000, 'v'));
+  const size_t usual = fields.room();
+  fields.clear();
+  EXPECT_EQ(fields.room(), usual);
+  fields.add("x-large", std::string(2 * FieldList::kKeptRoom, 'v'));
+  EXPECT_GT(fields.room(), FieldList::kKeptRoom);
+  fields.clear();
+  EXPECT_LE(fields.room(), FieldList::kKeptRoom);
+  EXPECT_TRUE(fields.empty());
+}
+
 // A head's field lines taken as one block: the same fields as added one by one, after those already
 // there, and the block's own bytes no longer needed.
 TEST(FieldList, AddsTheFieldsOfABlockAfterThoseAlreadyThere) {

@@ -43,7 +43,12 @@ class FieldList {
   Field operator[](size_t i) const;
   // Keeps the first `count` fields.
   void truncate(size_t count);
+  // Keeps the room of a usual head (kKeptRoom) for the next one, not that of a large one.
   void clear();
+
+  static constexpr size_t kKeptRoom = 4096;
+  // The bytes of storage held, used or not.
+  size_t room() const { return bytes_.capacity(); }
 
  private:
   struct Span {

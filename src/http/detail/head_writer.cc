@@ -18,6 +18,7 @@ class Cursor {
  public:
   explicit Cursor(char* at) : at_(at) {}
   void put(std::string_view s) {
+    if (s.empty()) return;  // an empty view may have no data pointer, which memcpy must not get
     std::memcpy(at_, s.data(), s.size());
     at_ += s.size();
   }

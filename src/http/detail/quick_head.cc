@@ -71,7 +71,7 @@ bool name_is(std::string_view name, std::string_view lower) {
 // in `*length`, -1 if there is none.
 bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* length) {
   *length = -1;
-  // Not an array: one of kMaxQuickFields fields would be built (zeroed) on every call.
+  // Not a std::array, which would construct (zero) all kMaxQuickFields of them on every call.
   absl::InlinedVector<FieldList::Field, kMaxQuickFields> found;
   const char* const block = p;
   while (p < blank) {
@@ -127,8 +127,7 @@ bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* 
 }
 
 // Where the head ends (after its blank line) within the first `header_limit` bytes; 0 if it does
-// not.
-// memchr from one CR to the next: a head has a few, and glibc's memmem costs about 500
+// not. memchr from one CR to the next: a head has a few, and glibc's memmem cost about 500
 // instructions on a short head where this costs about 100 (callgrind).
 size_t head_end(std::string_view bytes, size_t header_limit) {
   const char* const begin = bytes.data();

@@ -296,6 +296,56 @@ TEST(Admission, ReplayEndingShortOfTheBufferResyncs) {
   EXPECT_TRUE(h.cursor.degraded());
 }
 
+TEST(Admission, BatchLostAfterTheStartReplayReadItsBufferIsAskedForAgain) {
+  // The engine read its buffer for the start's replay when it held batch 0; batch 2, published
+  // after that read, was lost on the wire. Nothing live was seen when the replay was asked for,
+  // so the replay could not have had it: asked again, not a resync.
+  Harness h;
+  EXPECT_EQ(h.start(), "Q0");
+  h.live(0);
+  h.live(1);
+  h.live(3);
+  EXPECT_EQ(h.replay(0), "R0");
+  EXPECT_EQ(h.end(), "A1 Q2");
+  EXPECT_EQ(h.cursor.buffered(), 1u);
+  EXPECT_EQ(h.replay(2), "R2");
+  EXPECT_EQ(h.replay(3), "R3");
+  EXPECT_EQ(h.end(), "");  // the held 3 is a duplicate now
+  EXPECT_EQ(h.live(4), "A4");
+  EXPECT_FALSE(h.cursor.degraded());
+  EXPECT_EQ(h.cursor.stats().replays, 2u);
+  for (uint64_t n : h.cursor.stats().resyncs) EXPECT_EQ(n, 0u);
+}
+
+TEST(Admission, BatchLostAfterAGapReplayReadItsBufferIsAskedForAgainOnce) {
+  Harness h;
+  h.live(0);
+  EXPECT_EQ(h.live(2), "Q1");  // newest live seq at the request: 2
+  h.live(3);
+  h.live(5);  // 4 lost on the wire, after the engine read its buffer (it held up to 3)
+  EXPECT_EQ(h.replay(1), "R1");
+  EXPECT_EQ(h.replay(2), "R2");
+  EXPECT_EQ(h.replay(3), "R3");
+  EXPECT_EQ(h.end(), "Q4");  // 4 is newer than every live seq seen at the request
+  EXPECT_EQ(h.replay(4), "R4");
+  EXPECT_EQ(h.replay(5), "R5");
+  EXPECT_EQ(h.end(), "");
+  EXPECT_FALSE(h.cursor.degraded());
+
+  // 3 and 4 missing after the first replay: asked again. The second replay does not have 3
+  // either, yet 5 was seen before it was asked for, so 3 was in the engine's buffer by then:
+  // the replay ended short.
+  Harness g;
+  g.live(0);
+  g.live(2);
+  g.live(5);  // held
+  g.replay(1);
+  g.replay(2);
+  EXPECT_EQ(g.end(), "Q3");
+  EXPECT_EQ(g.end(), "C:replay_incomplete A5");
+  EXPECT_TRUE(g.cursor.degraded());
+}
+
 TEST(Admission, ReplayHoleResyncs) {
   Harness h;
   h.live(0);

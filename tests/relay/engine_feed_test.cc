@@ -95,7 +95,8 @@ TEST_F(EngineFeedTest, BatchesLostOnTheWayToTheRelayAreRefilledThereSubscribersS
   TestPublisher pub({.window = 1000});
   ASSERT_TRUE(add(pub).ok());
   ASSERT_TRUE(pub.wait_subscriber());
-  // The subscription's start-up replay (of everything retained, nothing yet) settles first.
+  // The subscription's start-up replay (of everything retained) is asked for first. The engine
+  // may serve it before or among the batches below; what it misses is asked for again.
   ASSERT_TRUE(wait_until([&] {
     const auto st = feed_->stats();
     return !st.empty() && st[0].cursor.replays >= 1;

@@ -12,6 +12,13 @@
 //   live s >  c + 1        -> a gap: ask the replay socket from c + 1 and buffer live batches
 //                             (bounded) until the replay ends; replayed batches apply first, then
 //                             the buffer through these same rules.
+//   a gap left after a replay -> the engine read its buffer for the replay at some moment after
+//                             the request. A missing batch newer than every live batch seen at the
+//                             request may have been published after that read and lost on the
+//                             wire: the replay is asked again from it (which bounds the retries:
+//                             the next request has seen a newer live batch). A missing batch
+//                             older than that was in the engine's buffer for the replay: the
+//                             replay ended short (kReplayIncomplete).
 //   first batch s (nothing admitted yet, or after a restart): s == 0 applies; s > 0 is a gap from
 //                             the publisher's start and asks the replay from 0.
 //   a gap that cannot be replayed -> clear the holder (a resync), mark it degraded, and rebuild
@@ -149,7 +156,7 @@ class AdmissionCursor {
     if (!awaiting_) return;
     awaiting_ = false;
     speculative_ = false;
-    flush(ResyncReason::kReplayIncomplete, out);
+    release_held(/*replay_ended=*/true, out);
   }
 
   // The replay failed (timeout, socket error): what it could not deliver is lost.
@@ -159,15 +166,7 @@ class AdmissionCursor {
     if (std::exchange(speculative_, false) && !last_) {
       // The start's replay, and nothing of it arrived: nothing is lost by that. What the live
       // socket delivered meanwhile goes through the usual rules (a gap asks again).
-      std::deque<std::pair<uint64_t, T>> pending;
-      pending.swap(buffer_);
-      for (auto& [seq, payload] : pending) {
-        if (awaiting_) {
-          buffer_.emplace_back(seq, std::move(payload));
-        } else {
-          live(seq, std::move(payload), out, default_no_replay());
-        }
-      }
+      release_held(/*replay_ended=*/false, out);
       return;
     }
     resync_and_flush(reason, out);
@@ -239,10 +238,30 @@ class AdmissionCursor {
     first(seq, std::move(payload), out, default_no_replay());
   }
 
+  // Feeds the live batches held during a replay back through the rules; once one of them asks
+  // for a replay again, the rest are held for it. `replay_ended`: a gap the replay should have
+  // filled (see the rules above) is kReplayIncomplete instead of a new request.
+  void release_held(bool replay_ended, Actions* out) {
+    const std::optional<uint64_t> seen = live_at_request_;
+    std::deque<std::pair<uint64_t, T>> held;
+    held.swap(buffer_);
+    for (auto& [seq, payload] : held) {
+      if (awaiting_) {
+        buffer_.emplace_back(seq, std::move(payload));
+        continue;
+      }
+      std::optional<ResyncReason> no_replay = default_no_replay();
+      const uint64_t missing = last_ ? *last_ + 1 : 0;
+      if (replay_ended && seen && missing <= *seen) no_replay = ResyncReason::kReplayIncomplete;
+      live(seq, std::move(payload), out, no_replay);
+    }
+  }
+
   void request_replay(uint64_t from, Actions* out) {
     ++stats_.replays;
     awaiting_ = true;
     requested_ = from;
+    live_at_request_ = last_live_;
     Action a;
     a.kind = Action::Kind::kRequestReplay;
     a.seq = from;
@@ -309,6 +328,7 @@ class AdmissionCursor {
   bool awaiting_ = false;
   bool speculative_ = false;  // the replay in flight is on_start's, and nothing arrived yet
   uint64_t requested_ = 0;    // first seq of the replay in flight
+  std::optional<uint64_t> live_at_request_;  // the newest live seq seen when it was asked for
   bool degraded_ = false;
   std::optional<ResyncReason> pending_clear_;
   std::deque<std::pair<uint64_t, T>> buffer_;

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -365,7 +367,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          "prefixes)")
       ->group("Routing");
   app.add_option("--routing-key-header", c.routing_key_header,
-                 "Header consistent_hashing routes on")
+                 "Header consistent_hashing routes on (a session or user id the client sends)")
       ->capture_default_str()
       ->group("Routing");
   app.add_option(
@@ -659,6 +661,33 @@ void add_compatibility_flags(CLI::App& app, GatewayConfig& c) {
   }
 }
 
+// The routing key's header must be a header name, and not one that frames the request or is
+// unique to each request: consistent hashing on it would spread requests as randomly as
+// round_robin. (authorization is allowed: routing by API key keeps a caller on one worker.)
+Status check_routing_key_header(std::string_view name) {
+  const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+  });
+  if (!token) {
+    return absl::InvalidArgumentError(
+        "--routing-key-header must be an HTTP header name (letters, digits, '-', ...)");
+  }
+  for (std::string_view taken : {"content-type", "content-length", "host", "transfer-encoding",
+                                 "connection", "x-request-id"}) {
+    const auto same = [](char a, char b) {
+      return std::tolower(static_cast<unsigned char>(a)) == b;
+    };
+    if (std::ranges::equal(name, taken, same)) {
+      return absl::InvalidArgumentError(
+          "--routing-key-header cannot be " + std::string(taken) +
+          ": it frames the request or differs on every request; name the header that carries a "
+          "session or user id");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Status finish_config(GatewayConfig& c) {
@@ -672,6 +701,7 @@ Status finish_config(GatewayConfig& c) {
     return absl::InvalidArgumentError("--upstream-idle-timeout-secs must be above 0");
   if (c.max_payload_bytes < 1024)
     return absl::InvalidArgumentError("--max-payload-size must be at least 1024");
+  if (Status s = check_routing_key_header(c.routing_key_header); !s.ok()) return s;
   if (c.tls_cert_path.empty() != c.tls_key_path.empty()) {
     return absl::InvalidArgumentError(c.tls_cert_path.empty()
                                           ? "--tls-key-path needs --tls-cert-path"

@@ -137,6 +137,20 @@ TEST(Config, TlsFilesMustExistAndComeInPairs) {
   }
 }
 
+TEST(Config, TheRoutingKeyHeaderIsAHeaderNameThatVariesByCaller) {
+  EXPECT_EQ(parse({"--routing-key-header", "x-session-id"}).routing_key_header, "x-session-id");
+  EXPECT_EQ(parse({"--routing-key-header", "Authorization"}).routing_key_header, "Authorization");
+  for (const char* refused :
+       {"", "x session", "x-key:", "Content-Length", "host", "X-Request-Id"}) {
+    SCOPED_TRACE(refused);
+    GatewayConfig c;
+    c.routing_key_header = refused;
+    const Status s = finish_config(c);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(std::string(s.message()).find("--routing-key-header"), std::string::npos) << s;
+  }
+}
+
 TEST(Config, StateSyncDefaultsAndRefusals) {
   const GatewayConfig off = parse({});
   EXPECT_TRUE(off.state_sync_url.empty());

@@ -9,6 +9,7 @@ namespace kvgate::app {
 namespace {
 
 namespace od = simdjson::ondemand;
+using namespace std::string_view_literals;  // a literal compared as "x"sv costs no strlen
 
 Status bad(std::string_view field, std::string_view what) {
   return absl::InvalidArgumentError("'" + std::string(field) + "' " + std::string(what));
@@ -126,11 +127,11 @@ Status read_message(od::object msg, std::string_view field, bool null_content_ok
     if (f.unescaped_key().get(key) != simdjson::SUCCESS) return bad(field, "holds an invalid key");
     od::value val;
     if (f.value().get(val) != simdjson::SUCCESS) return bad(field, "is not valid JSON");
-    if (key == "role") {
+    if (key == "role"sv) {
       std::string_view r;
       if (val.get_string().get(r) != simdjson::SUCCESS) return bad(sub("role"), "must be a string");
       *role = r;
-    } else if (key == "content") {
+    } else if (key == "content"sv) {
       od::json_type t;
       if (val.type().get(t) != simdjson::SUCCESS) return bad(sub("content"), "is not valid JSON");
       if (t == od::json_type::string) {
@@ -407,17 +408,17 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) return not_json();
     od::value v;
     if (field.value().get(v) != simdjson::SUCCESS) return not_json();
-    if (key == "model") {
+    if (key == "model"sv) {
       std::string_view m;
       if (v.get_string().get(m) != simdjson::SUCCESS) return bad("model", "must be a string");
       out->model = m;
-    } else if (key == "stream") {
+    } else if (key == "stream"sv) {
       bool b = false;
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
       if (v.get_bool().get(b) != simdjson::SUCCESS) return bad("stream", "must be a boolean");
       out->stream = b;
-    } else if (key == "stream_options") {
+    } else if (key == "stream_options"sv) {
       out->has_stream_options = true;  // even null: the body keeps the client's own key
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
@@ -429,60 +430,60 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
       const simdjson::error_code e = so["include_usage"].get_bool().get(b);
       if (e == simdjson::SUCCESS) out->include_usage = b;
       if (broken(e)) return bad("stream_options", "is not valid JSON");
-    } else if (key == "cache_salt") {
+    } else if (key == "cache_salt"sv) {
       std::string_view s;
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
       if (v.get_string().get(s) != simdjson::SUCCESS) return bad("cache_salt", "must be a string");
       out->cache_salt = s;
-    } else if (route == ApiRoute::kCompletions && key == "prompt") {
+    } else if (route == ApiRoute::kCompletions && key == "prompt"sv) {
       if (Status s = read_prompt(v, "prompt", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
-    } else if (route == ApiRoute::kChatCompletions && key == "messages") {
+    } else if (route == ApiRoute::kChatCompletions && key == "messages"sv) {
       if (Status s = read_messages(v, &chat); !s.ok()) return s;
       have_prompt = true;
-    } else if (route == ApiRoute::kChatCompletions && key == "tools") {
+    } else if (route == ApiRoute::kChatCompletions && key == "tools"sv) {
       if (Status s = read_raw(v, key, /*list=*/true, &chat.tools_json); !s.ok()) return s;
-    } else if (route == ApiRoute::kChatCompletions && key == "chat_template_kwargs") {
+    } else if (route == ApiRoute::kChatCompletions && key == "chat_template_kwargs"sv) {
       if (Status s = read_raw(v, key, /*list=*/false, &chat.kwargs_json); !s.ok()) return s;
     } else if (route == ApiRoute::kChatCompletions &&
-               (key == "add_generation_prompt" || key == "continue_final_message")) {
+               (key == "add_generation_prompt"sv || key == "continue_final_message"sv)) {
       bool b = false;
       if (v.get_bool().get(b) != simdjson::SUCCESS) return bad(key, "must be a boolean");
-      (key == "add_generation_prompt" ? chat.add_generation_prompt : chat.continue_final_message) =
-          b;
-    } else if (route == ApiRoute::kGenerate && key == "input_ids") {
+      (key == "add_generation_prompt"sv ? chat.add_generation_prompt
+                                        : chat.continue_final_message) = b;
+    } else if (route == ApiRoute::kGenerate && key == "input_ids"sv) {
       if (Status s = read_prompt(v, "input_ids", tokenizer, max_prompt_tokens, out); !s.ok())
         return s;
       have_prompt = true;
-    } else if ((route == ApiRoute::kEmbeddings && key == "input") ||
-               (route == ApiRoute::kScore && key == "text_1")) {
+    } else if ((route == ApiRoute::kEmbeddings && key == "input"sv) ||
+               (route == ApiRoute::kScore && key == "text_1"sv)) {
       if (Status s = read_prompt(v, key, tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
-    } else if (route == ApiRoute::kScore && key == "text_2") {
+    } else if (route == ApiRoute::kScore && key == "text_2"sv) {
       have_second = true;
-    } else if (route == ApiRoute::kRerank && key == "query") {
+    } else if (route == ApiRoute::kRerank && key == "query"sv) {
       std::string_view q;
       if (v.get_string().get(q) != simdjson::SUCCESS) return bad("query", "must be a string");
       if (Status s = encode_within(tokenizer, q, max_prompt_tokens, &out->tokens); !s.ok())
         return s;
       have_prompt = true;
-    } else if (route == ApiRoute::kRerank && key == "documents") {
+    } else if (route == ApiRoute::kRerank && key == "documents"sv) {
       od::array docs;
       if (v.get_array().get(docs) != simdjson::SUCCESS)
         return bad("documents", "must be a list of texts");
       have_second = true;
-    } else if (route == ApiRoute::kResponses && key == "instructions") {
+    } else if (route == ApiRoute::kResponses && key == "instructions"sv) {
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
       std::string_view text;
       if (v.get_string().get(text) != simdjson::SUCCESS)
         return bad("instructions", "must be a string");
       instructions = text;
-    } else if (route == ApiRoute::kResponses && key == "input") {
+    } else if (route == ApiRoute::kResponses && key == "input"sv) {
       if (Status s = read_response_input(v, &roles, &texts); !s.ok()) return s;
       have_prompt = true;
-    } else if (route == ApiRoute::kGenerate && key == "text") {
+    } else if (route == ApiRoute::kGenerate && key == "text"sv) {
       od::json_type t;
       if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
       if (Status s = read_prompt(v, "text", tokenizer, max_prompt_tokens, out); !s.ok()) return s;

@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "boost/beast/core/string.hpp"
+#include "http/detail/kept_room.h"
 
 namespace kvgate::http {
 
@@ -57,11 +58,7 @@ void FieldList::truncate(size_t count) {
 }
 
 void FieldList::clear() {
-  if (bytes_.capacity() > kKeptRoom) {
-    std::string().swap(bytes_);
-  } else {
-    bytes_.clear();
-  }
+  detail::clear_keeping_room(bytes_, kKeptRoom);
   spans_.clear();
 }
 

@@ -1,7 +1,5 @@
 #include "kvgate/http/server.h"
 
-#include <array>
-#include <cstdio>
 #include <exception>
 #include <utility>
 
@@ -20,7 +18,7 @@
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
 #include "http/detail/flat_parser.h"
-#include "http/detail/head_writer.h"
+#include "http/detail/kept_room.h"
 #include "http/detail/quick_head.h"
 #include "http/detail/read_message.h"
 #include "http/detail/session.h"
@@ -191,11 +189,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
     req.verb = Verb::get;
     req.request_target.clear();
     req.fields.clear();
-    if (req.payload.capacity() > kKeptBodyRoom) {
-      std::string().swap(req.payload);
-    } else {
-      req.payload.clear();
-    }
+    detail::clear_keeping_room(req.payload, kKeptBodyRoom);
     detail::RequestParser parser(&req.fields);
     parser.collect_body(&req.payload);
     parser.body_limit(st->options.body_limit);
@@ -452,152 +446,6 @@ void close_acceptor(std::shared_ptr<tcp::acceptor> acceptor) {
 }
 
 }  // namespace
-
-// ---- Responder ----
-
-Status Responder::fail(const char* what, const boost::system::error_code& ec) {
-  failed_ = true;
-  keep_alive_ = false;
-  state_ = State::kDone;
-  return absl::UnavailableError(std::string(what) + ": " + ec.message());
-}
-
-Status Responder::failed_sink(Status s) {
-  if (!s.ok()) {
-    failed_ = true;
-    state_ = State::kDone;
-  }
-  return s;
-}
-
-std::vector<Header> Responder::with_added(std::span<const Header> headers) const {
-  std::vector<Header> all(headers.begin(), headers.end());
-  for (const Header& h : added_headers_) {
-    std::erase_if(all, [&](const Header& o) { return beast::iequals(o.first, h.first); });
-    all.push_back(h);
-  }
-  return all;
-}
-
-boost::asio::any_io_executor Responder::get_executor() const {
-  return sink_ != nullptr ? sink_->executor() : session_->stream.get_executor();
-}
-
-net::awaitable<Status> Responder::send(Response response) {
-  if (state_ != State::kIdle || failed_) {
-    co_return absl::FailedPreconditionError("response already started");
-  }
-  state_ = State::kDone;
-  status_ = response.status;
-  if (sink_ != nullptr) {
-    response.headers = with_added(response.headers);
-    co_return failed_sink(co_await sink_->send(std::move(response)));
-  }
-  keep_alive_ = keep_alive_ && !response.close;
-  if (detail::status_has_no_body(response.status)) response.body.clear();
-  std::string& head = session_->head_out;
-  head.clear();
-  detail::append_response_head(head, response.status, session_->options.server_name,
-                               response.content_type, response.headers, added_headers_, keep_alive_,
-                               response.body.size());
-  // Head and body in one gathered write.
-  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(response.body)};
-  session_->stream.expires_after(session_->options.write_timeout);
-  const boost::system::error_code ec =
-      co_await detail::write_parts(session_->stream, buffers, write_scratch_);
-  if (ec) co_return fail("write", ec);
-  co_return Status();
-}
-
-net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view content_type,
-                                               std::span<const Header> headers, bool hold) {
-  if (state_ != State::kIdle || failed_) {
-    co_return absl::FailedPreconditionError("response already started");
-  }
-  state_ = State::kStreaming;
-  status_ = status;
-  if (sink_ != nullptr) {
-    const std::vector<Header> all = with_added(headers);
-    co_return failed_sink(co_await sink_->start(status, content_type, all));
-  }
-  std::string head;
-  head.reserve(256);
-  detail::append_response_head(head, status, session_->options.server_name, content_type, headers,
-                               added_headers_, keep_alive_, /*content_length=*/std::nullopt);
-  if (hold) {
-    held_head_ = std::move(head);
-    co_return Status();
-  }
-  session_->stream.expires_after(session_->options.write_timeout);
-  boost::system::error_code ec;
-  co_await net::async_write(session_->stream, net::buffer(head),
-                            net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return fail("write header", ec);
-  co_return Status();
-}
-
-void Responder::add_header(std::string name, std::string value) {
-  added_headers_.emplace_back(std::move(name), std::move(value));
-}
-
-net::awaitable<Status> Responder::start_sse(unsigned status) {
-  static const std::vector<Header> kSseHeaders = {{"Cache-Control", "no-cache"},
-                                                  {"X-Accel-Buffering", "no"}};
-  co_return co_await start_stream(status, "text/event-stream", kSseHeaders);
-}
-
-net::awaitable<boost::system::error_code> Responder::write_chunk(std::string_view data, bool end) {
-  session_->stream.expires_after(session_->options.write_timeout);
-  // A held head, the chunk (its size in hex, the data, CRLF; none for empty data) and with `end`
-  // the terminating chunk, in one gathered write.
-  char size_line[24];
-  const int n =
-      data.empty() ? 0 : std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
-  const std::array<net::const_buffer, 5> parts = {
-      net::buffer(held_head_), net::buffer(size_line, static_cast<size_t>(n)),
-      net::buffer(data.data(), data.size()), net::buffer("\r\n", data.empty() ? 0 : 2),
-      net::buffer("0\r\n\r\n", end ? 5 : 0)};
-  const boost::system::error_code ec =
-      co_await detail::write_parts(session_->stream, parts, write_scratch_);
-  held_head_.clear();
-  co_return ec;
-}
-
-net::awaitable<Status> Responder::write(std::string_view data) {
-  if (state_ != State::kStreaming) {
-    co_return failed_ ? absl::UnavailableError("connection failed")
-                      : absl::FailedPreconditionError("no stream started");
-  }
-  if (data.empty()) co_return Status();
-  if (sink_ != nullptr) co_return failed_sink(co_await sink_->write(data));
-  const boost::system::error_code ec = co_await write_chunk(data, /*end=*/false);
-  if (ec) co_return fail("write chunk", ec);
-  co_return Status();
-}
-
-net::awaitable<Status> Responder::write_sse(std::string_view payload) {
-  sse_scratch_.clear();
-  sse_scratch_.append("data: ").append(payload).append("\n\n");
-  co_return co_await write(sse_scratch_);
-}
-
-net::awaitable<Status> Responder::finish(std::string_view last) {
-  if (state_ != State::kStreaming) {
-    co_return failed_ ? absl::UnavailableError("connection failed")
-                      : absl::FailedPreconditionError("no stream started");
-  }
-  if (sink_ != nullptr) {
-    if (!last.empty()) {
-      if (Status s = co_await write(last); !s.ok()) co_return s;
-    }
-    state_ = State::kDone;
-    co_return failed_sink(co_await sink_->finish());
-  }
-  state_ = State::kDone;
-  const boost::system::error_code ec = co_await write_chunk(last, /*end=*/true);
-  if (ec) co_return fail("write last chunk", ec);
-  co_return Status();
-}
 
 // ---- Server ----
 

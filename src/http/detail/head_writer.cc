@@ -6,6 +6,7 @@
 
 #include "boost/beast/core/string.hpp"
 #include "boost/beast/http/status.hpp"
+#include "http/detail/words.h"
 
 namespace kvgate::http::detail {
 namespace {
@@ -43,30 +44,21 @@ class Cursor {
 // no byte loop runs for the tail. Names and values are mostly short, where two memchr calls each
 // cost more than this whole test.
 bool splits_head(std::string_view s) {
-  constexpr uint64_t kOnes = 0x0101010101010101;
-  constexpr uint64_t kHigh = kOnes * 0x80;
-  const auto holds = [](uint64_t w) {
-    const uint64_t cr = w ^ (kOnes * '\r');
-    const uint64_t lf = w ^ (kOnes * '\n');
-    return (((cr - kOnes) & ~cr) | ((lf - kOnes) & ~lf)) & kHigh;
-  };
+  const auto holds = [](uint64_t w) { return (has_byte(w, '\r') | has_byte(w, '\n')) != 0; };
   const char* const p = s.data();
   const size_t n = s.size();
   if (n >= 8) {
-    uint64_t w;
     for (size_t i = 0; i + 8 < n; i += 8) {
-      std::memcpy(&w, p + i, 8);
-      if (holds(w) != 0) return true;
+      if (holds(load_word(p + i))) return true;
     }
-    std::memcpy(&w, p + n - 8, 8);
-    return holds(w) != 0;
+    return holds(load_word(p + n - 8));
   }
   if (n >= 4) {
     uint32_t head;
     uint32_t tail;
     std::memcpy(&head, p, 4);
     std::memcpy(&tail, p + n - 4, 4);
-    return holds(uint64_t{head} << 32 | tail) != 0;
+    return holds(uint64_t{head} << 32 | tail);
   }
   for (size_t i = 0; i < n; ++i) {
     if (p[i] == '\r' || p[i] == '\n') return true;

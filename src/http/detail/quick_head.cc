@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "boost/beast/http/verb.hpp"
+#include "http/detail/words.h"
 
 namespace kvgate::http::detail {
 namespace {
@@ -35,21 +36,15 @@ bool is(unsigned char c, const std::array<bool, 256>& table) { return table[c]; 
 // value, tested at once. No step carries or borrows across a byte: the first test leaves only
 // bytes below 0x80, which +1 keeps below 0x100, and with every high bit set -0x20 cannot borrow.
 bool all_visible(uint64_t w) {
-  constexpr uint64_t kOnes = 0x0101010101010101;
-  constexpr uint64_t kHigh = kOnes * 0x80;
-  if ((w & kHigh) != 0) return false;                      // a byte of 0x80 or more
-  if (((w + kOnes) & kHigh) != 0) return false;            // a 0x7f
-  return (((w | kHigh) - kOnes * 0x20) & kHigh) == kHigh;  // every byte 0x20 or more
+  if ((w & kHighBits) != 0) return false;                // a byte of 0x80 or more
+  if (((w + kEachByte) & kHighBits) != 0) return false;  // a 0x7f
+  return (((w | kHighBits) - kEachByte * 0x20) & kHighBits) ==
+         kHighBits;  // every byte 0x20 or more
 }
 
 // Past the value bytes (kValue) from `p`; `end` bounds the eight-byte steps, not the last bytes.
 const char* skip_value(const char* p, const char* end) {
-  while (end - p >= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, sizeof w);
-    if (!all_visible(w)) break;
-    p += 8;
-  }
+  while (end - p >= 8 && all_visible(load_word(p))) p += 8;
   while (is(*p, kValue)) ++p;
   return p;
 }

@@ -2,14 +2,14 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <optional>
 
+#include "boost/beast/core/string.hpp"
 #include "kvgate/core/clock.h"
+#include "kvgate/http/message.h"
 #include "kvgate/sync/state_sync.h"
 #include "kvgate/workers/registry.h"
 
@@ -665,20 +665,13 @@ void add_compatibility_flags(CLI::App& app, GatewayConfig& c) {
 // unique to each request: consistent hashing on it would spread requests as randomly as
 // round_robin. (authorization is allowed: routing by API key keeps a caller on one worker.)
 Status check_routing_key_header(std::string_view name) {
-  const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) ||
-           std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
-  });
-  if (!token) {
+  if (!http::is_token(name)) {
     return absl::InvalidArgumentError(
         "--routing-key-header must be an HTTP header name (letters, digits, '-', ...)");
   }
   for (std::string_view taken : {"content-type", "content-length", "host", "transfer-encoding",
                                  "connection", "x-request-id"}) {
-    const auto same = [](char a, char b) {
-      return std::tolower(static_cast<unsigned char>(a)) == b;
-    };
-    if (std::ranges::equal(name, taken, same)) {
+    if (boost::beast::iequals(name, taken)) {
       return absl::InvalidArgumentError(
           "--routing-key-header cannot be " + std::string(taken) +
           ": it frames the request or differs on every request; name the header that carries a "

@@ -1,5 +1,8 @@
 #include "kvgate/http/message.h"
 
+#include <algorithm>
+
+#include "http/detail/token_chars.h"
 #include "kvgate/core/json_writer.h"
 
 namespace kvgate::http {
@@ -80,6 +83,12 @@ std::string_view error_type_for(unsigned status) {
     default:
       return status >= 500 ? "server_error" : "invalid_request_error";
   }
+}
+
+bool is_token(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return detail::kToken[static_cast<unsigned char>(c)];
+  });
 }
 
 }  // namespace kvgate::http

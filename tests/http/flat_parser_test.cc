@@ -16,6 +16,7 @@
 #include "boost/beast/http/parser.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "kvgate/http/field_list.h"
+#include "kvgate/http/message.h"
 
 namespace kvgate::http::detail {
 namespace {
@@ -69,6 +70,18 @@ TEST(FieldList, KeepsArrivalOrderAndFindsTheFirstOfANameInAnyCase) {
   EXPECT_EQ(all_of(fields), (Fields{{"X-Trailer", "t"}}));
   fields.truncate(0);
   EXPECT_TRUE(fields.empty());
+}
+
+// A field name is one or more of RFC 9110's tchar: no separators, spaces, controls or high bytes.
+TEST(FieldList, IsTokenTakesOnlyTchar) {
+  EXPECT_TRUE(is_token("x-session-id"));
+  EXPECT_TRUE(is_token("X_Key.1!#$%&'*+^`|~"));
+  for (std::string_view bad :
+       {std::string_view(), std::string_view("x key"), std::string_view("x-key:"),
+        std::string_view("x\x7fkey"), std::string_view("x\x80key"), std::string_view("x\0key", 5),
+        std::string_view("(x)"), std::string_view("a,b")}) {
+    EXPECT_FALSE(is_token(bad)) << bad;
+  }
 }
 
 // A list cleared for the next head keeps the room of a usual one, not that of a large one.

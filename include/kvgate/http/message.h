@@ -60,4 +60,7 @@ struct Response {
 // worker that failed or did not answer (502, 504) an upstream_error.
 std::string_view error_type_for(unsigned status);
 
+// Whether `s` is an HTTP token (RFC 9110): one or more tchar, what a field name is made of.
+bool is_token(std::string_view s);
+
 }  // namespace kvgate::http

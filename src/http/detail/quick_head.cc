@@ -7,20 +7,11 @@
 
 #include "absl/container/inlined_vector.h"
 #include "boost/beast/http/verb.hpp"
+#include "http/detail/token_chars.h"
 #include "http/detail/words.h"
 
 namespace kvgate::http::detail {
 namespace {
-
-// RFC 9110's tchar: what a field name or a method is made of.
-constexpr std::array<bool, 256> kToken = [] {
-  std::array<bool, 256> t{};
-  for (unsigned c = '0'; c <= '9'; ++c) t[c] = true;
-  for (unsigned c = 'a'; c <= 'z'; ++c) t[c] = true;
-  for (unsigned c = 'A'; c <= 'Z'; ++c) t[c] = true;
-  for (unsigned char c : std::string_view("!#$%&'*+-.^_`|~")) t[c] = true;
-  return t;
-}();
 
 // A field value's bytes here: visible ASCII, space and tab (no obs-text, no control).
 constexpr std::array<bool, 256> kValue = [] {
@@ -38,8 +29,8 @@ bool is(unsigned char c, const std::array<bool, 256>& table) { return table[c]; 
 bool all_visible(uint64_t w) {
   if ((w & kHighBits) != 0) return false;                // a byte of 0x80 or more
   if (((w + kEachByte) & kHighBits) != 0) return false;  // a 0x7f
-  return (((w | kHighBits) - kEachByte * 0x20) & kHighBits) ==
-         kHighBits;  // every byte 0x20 or more
+  // Every byte 0x20 or more: each high bit survives the subtraction.
+  return (((w | kHighBits) - kEachByte * 0x20) & kHighBits) == kHighBits;
 }
 
 // Past the value bytes (kValue) from `p`; `end` bounds the eight-byte steps, not the last bytes.

@@ -15,10 +15,13 @@
 //   GET  /workers     every worker with its state
 //   POST /workers     {"url": "http://host:port", "kv_events_endpoints": [{"dp_rank": 0,
 //                     "endpoint": "tcp://..", "replay_endpoint": "tcp://..", "topic": ""}]}
-//                     (endpoints optional: discovered from the worker otherwise) -> 201, 409 if
-//                     present
+//                     (endpoints optional: discovered from the worker otherwise), and optionally
+//                     "api_key": the worker's own key, sent as its Bearer token and never shown
+//                     -> 201, 409 if present
 //   DELETE /workers?url=http://host:port (or a body {"url": ...}) -> 200, 404 if absent
 #include <simdjson.h>
+
+#include <algorithm>
 
 #include "app/cache_report.h"
 #include "app/gateway_impl.h"
@@ -161,7 +164,7 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
       fwd.method = req.method();
       fwd.target = path;
       fwd.body_view = req.body();  // the request outlives this exchange
-      const std::string auth = authorization_for(req, *pick);
+      const std::string auth = authorization_for(req, *pick, config_);
       if (!auth.empty()) fwd.headers.emplace_back("authorization", auth);
       answer = co_await lease->conn->send(fwd);
     }
@@ -274,7 +277,14 @@ void GatewayImpl::add_admin_routes() {
               eps.push_back(std::move(k));
             }
           }
-          const Status s = add_worker(url, std::move(eps));
+          // The worker's own key: used, never shown, and not shared with peer replicas.
+          std::string_view api_key;
+          if (doc["api_key"].get_string().get(api_key) == simdjson::SUCCESS &&
+              (api_key.empty() || !std::all_of(api_key.begin(), api_key.end(),
+                                               [](char ch) { return ch > 0x20 && ch < 0x7f; }))) {
+            return http::Response::error(400, "\"api_key\" must be printable ASCII without spaces");
+          }
+          const Status s = add_worker(url, std::move(eps), api_key);
           if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))
             return http::Response::error(409, message_of(s), "conflict_error");
           if (absl::IsFailedPrecondition(s)) return http::Response::error(503, message_of(s));

@@ -531,6 +531,20 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                  "system's roots); the certificate must also name the worker's host")
       ->check(CLI::ExistingFile)
       ->group("Upstream");
+  app.add_option("--worker-api-key", c.worker_api_key,
+                 "The workers' own key (engines started with --api-key): every request kvgate "
+                 "sends a worker carries \"Authorization: Bearer KEY\" (forwarded requests, "
+                 "health checks, discovery, load polls). A worker with credentials of its own "
+                 "(user:password@ in its URL, or \"api_key\" in POST /workers) gets those "
+                 "instead. Also from $KVGATE_WORKER_API_KEY. Never logged or shown")
+      ->envname("KVGATE_WORKER_API_KEY")
+      ->group("Upstream");
+  app.add_flag("--forward-client-authorization", c.forward_client_authorization,
+               "Pass each client's own Authorization header on to workers without credentials "
+               "of their own (engines that check per-user keys). Without this flag a client's "
+               "header reaches no worker while kvgate checks keys (--api-key), so the gateway's "
+               "key never leaves it; without --api-key the header is always passed on")
+      ->group("Upstream");
   secs("--request-timeout-secs", c.request_timeout,
        "A whole non-streamed answer (8k tokens at 15 tokens/s take 9 minutes)", "Upstream");
   secs("--first-byte-timeout-secs", c.first_byte_timeout,

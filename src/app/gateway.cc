@@ -351,7 +351,17 @@ Status GatewayImpl::start() {
     }
   }
   started_ = true;
-  control_->set_listen_address(config_.host, server_->port());
+  // Every listener, so no worker URL leads back to any of them.
+  control_->add_listener("HTTP", config_.host, server_->port());
+  if (metrics_server_) {
+    control_->add_listener("Prometheus",
+                           config_.prometheus_host.empty() ? config_.host : config_.prometheus_host,
+                           metrics_server_->port());
+  }
+  if (grpc_front_) {
+    control_->add_listener("gRPC", config_.grpc_host.empty() ? config_.host : config_.grpc_host,
+                           grpc_front_->port());
+  }
   for (const auto& url : config_.worker_urls) {
     const std::string normalized = workers::WorkerRegistry::normalize_url(url).value_or(url);
     std::vector<workers::KvEndpoint> eps;
@@ -367,10 +377,10 @@ Status GatewayImpl::start() {
   return absl::OkStatus();
 }
 
-Status GatewayImpl::add_worker(std::string_view url,
-                               std::vector<workers::KvEndpoint> kv_endpoints) {
+Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
+                               std::string_view api_key) {
   std::vector<workers::KvEndpoint> shared = kv_endpoints;
-  const Status s = control_->add(url, std::move(kv_endpoints));
+  const Status s = control_->add(url, std::move(kv_endpoints), api_key);
   if (s.ok() && fleet_sync_) {
     fleet_sync_->added(url, shared);
     state_sync_->sync_soon();

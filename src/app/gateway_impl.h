@@ -48,9 +48,11 @@ inline constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
 // The request's id: the client's when it sent a usable one, else made here; on every answer.
 inline constexpr std::string_view kRequestIdHeader = "x-request-id";
 
-// proxy.cc: what a request to worker `w` carries as its authorization (the worker's own
-// credentials, else the client's header).
-std::string authorization_for(const http::Request& req, const workers::Worker& w);
+// proxy.cc: what a request to worker `w` carries as its authorization: the worker's own
+// credentials (worker_control.h's engine_authorization), else the client's header when `config`
+// forwards it, else none.
+std::string authorization_for(const http::Request& req, const workers::Worker& w,
+                              const GatewayConfig& config);
 // A worker's answer as the client gets it: its status, content type (JSON when it named none)
 // and body, and the worker (and rank) that produced it.
 http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
@@ -102,7 +104,9 @@ class GatewayImpl {
   http::Handler guarded(Access access, http::Handler handler, bool logs_own_access = false) const;
   // A worker an operator adds or removes here (command line, POST / DELETE /workers, the
   // library): registered or unregistered, and, with state sync, shared with the peer replicas.
-  Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints);
+  // `api_key`: the worker's own credential (WorkerControl::add), kept on this replica only.
+  Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
+                    std::string_view api_key = {});
   bool remove_worker(std::string_view url);
   // --state-sync: the fleet's sharing, built here and started by start().
   Status init_state_sync();

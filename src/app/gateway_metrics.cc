@@ -165,12 +165,14 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
       reg, "kvgate_http_refusals_total",
       "Requests refused before a handler saw them: bad_request (malformed, 413/414/431), "
       "connection_limit (503 on a reserved connection), body_budget (429/413 at "
-      "--max-inflight-body-bytes).");
+      "--max-inflight-body-bytes), framing (400/501: a head whose end could be read two ways, "
+      "as smuggled requests are).");
   static constexpr const char* kFront[] = {"accepted", "idle_shed", "refused",
                                            "tls_handshake_failed"};
-  static constexpr const char* kRefusals[] = {"bad_request", "connection_limit", "body_budget"};
+  static constexpr const char* kRefusals[] = {"bad_request", "connection_limit", "body_budget",
+                                              "framing"};
   for (size_t i = 0; i < 4; ++i) front_[i] = &front_events.Add({{"event", kFront[i]}});
-  for (size_t i = 0; i < 3; ++i) front_[4 + i] = &refusals.Add({{"reason", kRefusals[i]}});
+  for (size_t i = 0; i < 4; ++i) front_[4 + i] = &refusals.Add({{"reason", kRefusals[i]}});
   lookups_ = sharded(
       metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({}));
   lookup_seconds_ = sharded(
@@ -366,9 +368,10 @@ void GatewayMetrics::sync_front_end(const http::ServerStats& s) {
   MutexLock lock(&mu_);
   front_connections_->Set(static_cast<double>(s.open_connections));
   const auto totals = [](const http::ServerStats& t) {
-    return std::array<uint64_t, 7>{t.connections_accepted,   t.idle_shed,    t.refused_connections,
-                                   t.tls_handshake_failures, t.bad_requests, t.restricted_refusals,
-                                   t.body_budget_refusals};
+    return std::array<uint64_t, 8>{t.connections_accepted, t.idle_shed,
+                                   t.refused_connections,  t.tls_handshake_failures,
+                                   t.bad_requests,         t.restricted_refusals,
+                                   t.body_budget_refusals, t.framing_refusals};
   };
   add_growth(front_, totals(s), totals(front_seen_));
   front_seen_ = s;

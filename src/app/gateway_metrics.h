@@ -153,8 +153,8 @@ class GatewayMetrics {
   UpstreamPoolStats upstream_seen_ KVGATE_GUARDED_BY(mu_);  // the pool's totals at the last scrape
   metrics::Gauge* front_connections_ = nullptr;
   // accepted, idle_shed, refused, tls_handshake_failed; then bad_request, connection_limit,
-  // body_budget (kvgate_http_connections_total, kvgate_http_refusals_total).
-  std::array<metrics::Counter*, 7> front_{};
+  // body_budget, framing (kvgate_http_connections_total, kvgate_http_refusals_total).
+  std::array<metrics::Counter*, 8> front_{};
   http::ServerStats front_seen_ KVGATE_GUARDED_BY(mu_);
   std::array<metrics::Counter*, 4> answers_{};  // encoded, no_answer, failed, dropped
   metrics::Counter* answer_seconds_ = nullptr;

@@ -114,8 +114,8 @@ http::ClientRequest upstream_request(const http::Request& req, std::string_view 
   // The body parsed as JSON, whatever the client called it: engines refuse anything else (curl -d
   // sends application/x-www-form-urlencoded).
   c.content_type = "application/json";
-  c.headers.reserve(6);  // at most the six below: one allocation
-  c.headers.emplace_back("authorization", std::string(req.header("authorization")));
+  c.headers.reserve(6);                                    // at most the six below: one allocation
+  c.headers.emplace_back("authorization", std::string());  // set per attempt
   c.headers.emplace_back(std::string(kRankHeader), std::string());  // set per attempt
   c.headers.emplace_back(std::string(kRequestIdHeader), std::string(request_id));
   for (std::string_view h : {"traceparent", "tracestate"}) {
@@ -159,9 +159,11 @@ std::string sse_error(std::string_view message, unsigned code) {
 
 }  // namespace
 
-// A worker with credentials of its own gets them instead of the client's authorization.
-std::string authorization_for(const http::Request& req, const workers::Worker& w) {
-  return w.authorization().empty() ? std::string(req.header("authorization")) : w.authorization();
+std::string authorization_for(const http::Request& req, const workers::Worker& w,
+                              const GatewayConfig& config) {
+  if (!w.authorization().empty()) return w.authorization();
+  if (config.forwards_client_authorization()) return std::string(req.header("authorization"));
+  return {};
 }
 
 http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
@@ -389,7 +391,7 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
     worker_url = worker->url();
     ++rec.attempts;
     Attempt a;
-    upstream_req.headers[0].second = authorization_for(req, *worker);
+    upstream_req.headers[0].second = authorization_for(req, *worker, config_);
     const std::optional<DpRank> rank =
         d.rank >= 0 ? std::optional<DpRank>(static_cast<DpRank>(d.rank)) : std::nullopt;
     upstream_req.headers[1].second = rank ? std::to_string(*rank) : std::string();

@@ -105,7 +105,11 @@ std::vector<std::string> resolve_host(const std::string& host) {
         a->ai_family == AF_INET
             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
-    if (inet_ntop(a->ai_family, addr, buf, sizeof buf) != nullptr) out.emplace_back(buf);
+    if (inet_ntop(a->ai_family, addr, buf, sizeof buf) == nullptr) continue;
+    // One spelling per address: an IPv4-mapped IPv6 address as its IPv4 address.
+    boost::system::error_code ec;
+    const net::ip::address parsed = net::ip::make_address(buf, ec);
+    out.push_back(ec ? std::string(buf) : canonical(parsed).to_string());
   }
   freeaddrinfo(res);
   std::sort(out.begin(), out.end());
@@ -113,40 +117,29 @@ std::vector<std::string> resolve_host(const std::string& host) {
   return out;
 }
 
-// Whether `ip` is an address of this machine: loopback, or one of its interfaces'.
-bool is_local_address(const std::string& ip) {
-  if (ip.rfind("127.", 0) == 0 || ip == "::1" || ip == "0.0.0.0" || ip == "::") return true;
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) != 0) return false;
-  bool local = false;
-  for (ifaddrs* i = ifs; i != nullptr && !local; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    const int family = i->ifa_addr->sa_family;
-    if (family != AF_INET && family != AF_INET6) continue;
-    char buf[INET6_ADDRSTRLEN] = {};
-    const void* addr =
-        family == AF_INET
-            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr)
-            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr);
-    if (inet_ntop(family, addr, buf, sizeof buf) != nullptr) local = ip == buf;
-  }
-  freeifaddrs(ifs);
-  return local;
-}
-
-bool is_wildcard(const std::string& host) {
-  return host == "0.0.0.0" || host == "::" || host.empty();
-}
-
 }  // namespace
 
-void WorkerControl::set_listen_address(std::string host, uint16_t port) {
-  MutexLock lock(&mu_);
-  listen_host_ = std::move(host);
-  listen_port_ = port;
+std::string engine_authorization(const workers::WorkerAddress& address, std::string_view api_key,
+                                 std::string_view fleet_api_key) {
+  if (!address.authorization.empty()) return address.authorization;
+  if (!api_key.empty()) return "Bearer " + std::string(api_key);
+  if (!fleet_api_key.empty()) return "Bearer " + std::string(fleet_api_key);
+  return {};
 }
 
-Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints) {
+void WorkerControl::add_listener(std::string name, const std::string& host, uint16_t port) {
+  // A listener's host as the server bound it: an address, or a name bound at its first address.
+  std::vector<std::string> addresses = resolve_host(host);
+  MutexLock lock(&mu_);
+  for (const std::string& a : addresses) {
+    boost::system::error_code ec;
+    const net::ip::address address = net::ip::make_address(a, ec);
+    if (!ec) self_.add({.name = name, .address = address, .port = port});
+  }
+}
+
+Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
+                          std::string_view api_key) {
   auto address = workers::parse_worker_url(url);
   if (!address.ok()) return address.status();
   // Where the URL leads, resolved once here: the same engine under two names is one worker, and
@@ -156,14 +149,13 @@ Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint>
   {
     MutexLock lock(&mu_);
     if (stopped_) return absl::FailedPreconditionError("the gateway is stopping");
-    if (address->port == listen_port_) {
-      for (const std::string& ip : ips) {
-        if (is_local_address(ip) && (is_wildcard(listen_host_) || ip == listen_host_ ||
-                                     resolve_host(listen_host_) == std::vector<std::string>{ip})) {
-          return absl::InvalidArgumentError(address->url +
-                                            " is this gateway's own address: a worker must be an "
-                                            "engine, not the gateway itself");
-        }
+    for (const std::string& ip : ips) {
+      boost::system::error_code ec;
+      const Listener* self = self_.reached(net::ip::make_address(ip, ec), address->port);
+      if (!ec && self != nullptr) {
+        return absl::InvalidArgumentError(
+            address->url + " reaches this gateway's own " + self->name + " listener (" + ip + ":" +
+            std::to_string(address->port) + "): a worker must be an engine, not the gateway");
       }
     }
     if (entries_.size() >= deps_.config->max_workers) {
@@ -184,7 +176,8 @@ Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint>
         }
       }
     }
-    auto worker = deps_.registry->add(url);
+    auto worker = deps_.registry->add(
+        url, {}, engine_authorization(*address, api_key, deps_.config->worker_api_key));
     if (!worker.ok()) return worker.status();
     e->worker = *worker;
     e->host = address->host;

@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "app/gateway_metrics.h"
 #include "app/relay_follow_metrics.h"
+#include "app/self_address.h"
 #include "app/upstream_pool.h"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/steady_timer.hpp"
@@ -54,24 +55,34 @@ struct WorkerControlDeps {
   std::shared_ptr<boost::asio::ssl::context> worker_tls;
 };
 
+// What the gateway's own requests to a worker carry as their Authorization: the credentials of
+// its URL (user:password@), else its own `api_key` (POST /workers), else the fleet's
+// (--worker-api-key); empty when it has none. Never a client's key (proxy.cc decides that).
+std::string engine_authorization(const workers::WorkerAddress& address, std::string_view api_key,
+                                 std::string_view fleet_api_key);
+
 class WorkerControl {
  public:
   explicit WorkerControl(WorkerControlDeps deps);
   ~WorkerControl();
 
   // Registers the worker and starts its control loop. `kv_endpoints` (may be empty) replace
-  // discovery of its KV event streams. Refused: a URL that leads back to the gateway
+  // discovery of its KV event streams. The gateway's requests to it carry, as their
+  // Authorization, the URL's credentials, else `api_key` (the worker's own), else
+  // --worker-api-key (engine_authorization()). Refused: a URL that leads back to the gateway
   // (InvalidArgument), one that reaches an engine already registered under another name
   // (AlreadyExists), one past --max-workers (ResourceExhausted). Resolves the URL's host name
   // (blocking, once).
-  Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});
+  Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {},
+             std::string_view api_key = {});
   // False if the worker was not registered.
   bool remove(std::string_view url);
   // Probes the worker's health at its loop's next tick instead of at its interval (a peer
   // replica saw it fail). False if the worker is not registered.
   bool probe_soon(std::string_view url);
-  // The gateway's own listening address: add() refuses a worker URL that leads back to it.
-  void set_listen_address(std::string host, uint16_t port);
+  // One of the gateway's own listeners (`name` says which: HTTP, Prometheus, gRPC): add()
+  // refuses a worker URL that reaches it (self_address.h). Resolves `host` (blocking, once).
+  void add_listener(std::string name, const std::string& host, uint16_t port);
   // Stops every loop (workers stay registered). Idempotent.
   void stop();
 
@@ -102,8 +113,7 @@ class WorkerControl {
   Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Entry>> entries_ KVGATE_GUARDED_BY(mu_);
   bool stopped_ KVGATE_GUARDED_BY(mu_) = false;
-  std::string listen_host_ KVGATE_GUARDED_BY(mu_);
-  uint16_t listen_port_ KVGATE_GUARDED_BY(mu_) = 0;
+  SelfAddresses self_ KVGATE_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::app

@@ -18,6 +18,7 @@
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
 #include "http/detail/flat_parser.h"
+#include "http/detail/framing.h"
 #include "http/detail/kept_room.h"
 #include "http/detail/quick_head.h"
 #include "http/detail/read_message.h"
@@ -220,6 +221,14 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
         st->options.header_limit, st->options.body_limit, &quick, &req.fields);
     if (!quick_taken) {
       ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kHeader);
+      // A head whose end a proxy in front could place elsewhere: refused before its body is read.
+      if (!ec) {
+        if (auto refusal = detail::request_framing_refusal(req.fields, parser.version())) {
+          st->framing_refusals.fetch_add(1, std::memory_order_relaxed);
+          co_await reject(*s, refusal->status, refusal->reason);
+          break;
+        }
+      }
     }
     BodyReservation reservation(*st);
     if (!ec) {
@@ -270,7 +279,13 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
           status = 400;
         }
         if (status != 0) {
-          st->bad_requests.fetch_add(1, std::memory_order_relaxed);
+          // Beast's own refusals of conflicting lengths and codings, and folded lines (FlatParser),
+          // are framing refusals too.
+          const bool framing = ec == beast_http::error::bad_transfer_encoding ||
+                               ec == beast_http::error::bad_content_length ||
+                               ec == beast_http::error::bad_obs_fold;
+          (framing ? st->framing_refusals : st->bad_requests)
+              .fetch_add(1, std::memory_order_relaxed);
           co_await reject(*s, status,
                           status == 413   ? "request body too large"
                           : status == 414 ? "request line (URI) too long"
@@ -590,6 +605,7 @@ ServerStats Server::stats() const {
   s.connections_accepted = state_->connections_accepted.load(std::memory_order_relaxed);
   s.requests = state_->requests.load(std::memory_order_relaxed);
   s.bad_requests = state_->bad_requests.load(std::memory_order_relaxed);
+  s.framing_refusals = state_->framing_refusals.load(std::memory_order_relaxed);
   s.idle_shed = state_->idle_shed.load(std::memory_order_relaxed);
   s.refused_connections = state_->refused_connections.load(std::memory_order_relaxed);
   s.restricted_refusals = state_->restricted_refusals.load(std::memory_order_relaxed);

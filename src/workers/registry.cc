@@ -114,7 +114,8 @@ Result<std::string> WorkerRegistry::normalize_url(std::string_view url) {
   return std::move(a->url);
 }
 
-Result<std::shared_ptr<Worker>> WorkerRegistry::add(std::string_view url, WorkerInfo info) {
+Result<std::shared_ptr<Worker>> WorkerRegistry::add(std::string_view url, WorkerInfo info,
+                                                    std::string authorization) {
   auto address = parse_worker_url(url);
   if (!address.ok()) return address.status();
   MutexLock lock(&mu_);
@@ -122,8 +123,9 @@ Result<std::shared_ptr<Worker>> WorkerRegistry::add(std::string_view url, Worker
     if (w->url() == address->url)
       return absl::AlreadyExistsError("worker already registered: " + address->url);
   }
+  if (authorization.empty()) authorization = std::move(address->authorization);
   auto worker = std::make_shared<Worker>(WorkerId(next_id_++), address->url, options_, clock_,
-                                         address->authorization);
+                                         std::move(authorization));
   worker->set_info(std::make_shared<const WorkerInfo>(std::move(info)));
   workers_.push_back(worker);
   publish_locked();

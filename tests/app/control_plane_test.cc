@@ -9,6 +9,7 @@
 
 #include "app/gateway_fixture.h"
 #include "kvgate/http/server.h"
+#include "support/ports.h"
 
 namespace kvgate::app {
 namespace {
@@ -18,18 +19,33 @@ namespace net = boost::asio;
 
 std::string worker_body(const std::string& url) { return R"({"url":")" + url + "\"}"; }
 
-TEST_F(GatewayTest, AWorkerUrlLeadingBackToTheGatewayIsRefused) {
+TEST_F(GatewayTest, AWorkerUrlLeadingBackToTheGatewayIsRefusedUnderEveryName) {
   GatewayConfig cfg = base_config();
+  cfg.prometheus_port = kvgate::testing::free_port();
+  cfg.grpc_port = 0;  // the OS picks
   start_gateway(cfg);
   auto c = client();
-  const std::string port = std::to_string(gateway_->port());
-  for (const std::string& self : {"http://127.0.0.1:" + port, "http://localhost:" + port}) {
+  std::vector<std::string> aliases;
+  for (const uint16_t p : {gateway_->port(), gateway_->metrics_port(), gateway_->grpc_port()}) {
+    ASSERT_NE(p, 0);
+    const std::string port = std::to_string(p);
+    for (const char* host :
+         {"127.0.0.1", "localhost", "0.0.0.0", "[::]", "[::ffff:127.0.0.1]", "[::ffff:0.0.0.0]"}) {
+      aliases.push_back(std::string("http://") + host + ":" + port);
+    }
+  }
+  for (const std::string& self : aliases) {
     auto r = c.post("/workers", worker_body(self));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->status, 400u) << self << ": " << r->body;
-    EXPECT_NE(r->body.find("own address"), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("this gateway's own"), std::string::npos) << r->body;
   }
   EXPECT_TRUE(gateway_->registry().snapshot()->workers.empty());
+  // Another loopback address is another host as far as the listener on 127.0.0.1 knows.
+  auto other =
+      c.post("/workers", worker_body("http://127.0.0.2:" + std::to_string(gateway_->port())));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->status, 201u) << other->body;
 }
 
 TEST_F(GatewayTest, ARequestThatComesRoundAgainIsRefused) {

@@ -8,18 +8,12 @@
 #include "app/gateway_fixture.h"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
+#include "support/ports.h"
 
 namespace kvgate::app {
 namespace {
 
 using MetricsExpositionTest = GatewayTest;
-
-// A port nothing listens on right now (the kernel's pick, released at once).
-uint16_t free_port() {
-  boost::asio::io_context ctx;
-  boost::asio::ip::tcp::acceptor a(ctx, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();
-}
 
 // promtool's verdict on `text` ("" when it accepts it).
 std::string promtool_check(const std::string& text) {
@@ -38,7 +32,7 @@ std::string promtool_check(const std::string& text) {
 }
 
 TEST_F(MetricsExpositionTest, PromtoolAcceptsItAndTheStandardSeriesAreThere) {
-  const uint16_t metrics_port = free_port();
+  const uint16_t metrics_port = kvgate::testing::free_port();
   ASSERT_TRUE(start(1, [&](GatewayConfig& c) { c.prometheus_port = metrics_port; }));
   EXPECT_EQ(gateway_->metrics_port(), metrics_port);
   auto c = client();

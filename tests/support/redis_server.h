@@ -3,10 +3,6 @@
 // three of them).
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -16,28 +12,9 @@
 #include <vector>
 
 #include "support/child_process.h"
+#include "support/ports.h"
 
 namespace kvgate::testing {
-
-// Binds a loopback TCP port (0: any) and closes it; the port bound, or 0 if it was taken.
-inline uint16_t try_port(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  uint16_t out = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    out = ntohs(a.sin_port);
-  }
-  close(fd);
-  return out;
-}
-
-// A TCP port that was free a moment ago.
-inline uint16_t free_port() { return try_port(0); }
 
 // A free port whose cluster-bus port (+10000) is free too, so below 55536.
 inline uint16_t free_cluster_port() {

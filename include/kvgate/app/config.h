@@ -65,6 +65,16 @@ struct GatewayConfig {
   std::string tls_key_path;
   // PEM roots that https:// workers' certificates must chain to (empty: the system's roots).
   std::string worker_ca_path;
+  // Sent to every worker as "Authorization: Bearer <worker_api_key>" (empty: none), unless the
+  // worker has credentials of its own (its URL's, or POST /workers' "api_key").
+  std::string worker_api_key;
+  // Workers without credentials of their own get each client's own Authorization header. Off,
+  // a client's key reaches no engine; it is on regardless while kvgate checks no key itself
+  // (api_key empty: the client's key is then the engines' to check).
+  bool forward_client_authorization = false;
+  bool forwards_client_authorization() const {
+    return forward_client_authorization || api_key.empty();
+  }
   // The models' tokenizers: "PATH" (every model) or "MODEL=PATH", PATH a tokenizer.json or a
   // model folder holding one. Empty: the built-in test tokenizer (the mock engine's).
   std::vector<std::string> tokenizers;

@@ -98,8 +98,10 @@ class WorkerRegistry {
 
   // Registers a worker by URL (normalized: scheme and host lower-cased, no trailing slash, no
   // credentials). Fails with AlreadyExists if the URL is registered, InvalidArgument if it is not
-  // http[s]://[user:password@]host:port.
-  Result<std::shared_ptr<Worker>> add(std::string_view url, WorkerInfo info = {});
+  // http[s]://[user:password@]host:port. `authorization`, when given, is what the gateway's
+  // requests to the worker carry instead of the URL's credentials.
+  Result<std::shared_ptr<Worker>> add(std::string_view url, WorkerInfo info = {},
+                                      std::string authorization = {});
   // Unregisters; returns the worker so the caller can tear down what hangs off it.
   std::shared_ptr<Worker> remove(std::string_view url);
   // Replaces a worker's description and republishes. False if the worker is gone.

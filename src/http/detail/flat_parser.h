@@ -4,7 +4,7 @@
 // buffer with Beast's buffer_body rules (the client's start_streaming() and next_piece()).
 //
 // Beast parses: framing, chunked decoding, limits (header_limit, body_limit), keep_alive() and
-// need_eof() are its own. This class only stores what it is handed.
+// need_eof() are its own. This class stores what it is handed, and refuses folded field lines.
 //
 // Threading: none of its own; one message of one connection.
 #pragma once
@@ -39,8 +39,10 @@ class FlatParser final : public boost::beast::http::basic_parser<kIsRequest> {
   }
   size_t piece_room() const { return piece_room_; }
 
-  // A request's line: verb::unknown for a method Beast does not name; the target as sent.
+  // A request's line: verb::unknown for a method Beast does not name; the target as sent; the
+  // version as Beast counts it (11 for HTTP/1.1).
   Verb method() const { return method_; }
+  unsigned version() const { return version_; }
   std::string& target() { return target_; }
   // A response's status.
   unsigned status() const { return status_; }
@@ -49,9 +51,10 @@ class FlatParser final : public boost::beast::http::basic_parser<kIsRequest> {
   using error_code = boost::system::error_code;
   using string_view = boost::beast::string_view;
 
-  void on_request_impl(Verb method, string_view /*method_str*/, string_view target, int /*version*/,
+  void on_request_impl(Verb method, string_view /*method_str*/, string_view target, int version,
                        error_code& /*ec*/) override {
     method_ = method;
+    version_ = static_cast<unsigned>(version);
     target_.assign(target.data(), target.size());
   }
   void on_response_impl(int code, string_view /*reason*/, int /*version*/,
@@ -59,7 +62,11 @@ class FlatParser final : public boost::beast::http::basic_parser<kIsRequest> {
     status_ = static_cast<unsigned>(code);
   }
   void on_field_impl(boost::beast::http::field /*known*/, string_view name, string_view value,
-                     error_code& /*ec*/) override {
+                     error_code& ec) override {
+    if (folded(name)) {
+      ec = boost::beast::http::error::bad_obs_fold;
+      return;
+    }
     fields_->add(std::string_view(name.data(), name.size()),
                  std::string_view(value.data(), value.size()));
   }
@@ -76,6 +83,17 @@ class FlatParser final : public boost::beast::http::basic_parser<kIsRequest> {
     return take(body, ec);
   }
   void on_finish_impl(error_code& /*ec*/) override {}
+
+  // Whether the field named `name` went on over a folded line (obs-fold: CRLF, then a space or
+  // tab). Beast joins such lines into one value; RFC 9112 §5.2 lets a server refuse them instead,
+  // and kvgate does: a proxy in front that reads the fold as a new, malformed line frames the
+  // request differently. `name` lies in Beast's input, which holds the whole field line and the
+  // byte after its CRLF (Beast reads that byte to tell a fold from the next field).
+  static bool folded(string_view name) {
+    const char* p = name.data() + name.size();
+    while (*p != '\r') ++p;
+    return p[2] == ' ' || p[2] == '\t';
+  }
 
   size_t take(string_view body, error_code& ec) {
     if (whole_body_ != nullptr) {
@@ -96,6 +114,7 @@ class FlatParser final : public boost::beast::http::basic_parser<kIsRequest> {
   char* piece_ = nullptr;
   size_t piece_room_ = 0;
   Verb method_ = Verb::unknown;
+  unsigned version_ = 11;
   std::string target_;
   unsigned status_ = 0;
 };

@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "boost/beast/http/verb.hpp"
+#include "http/detail/framing.h"
 #include "http/detail/token_chars.h"
 #include "http/detail/words.h"
 
@@ -54,9 +55,12 @@ bool name_is(std::string_view name, std::string_view lower) {
 
 // The field lines from `p` up to the head's blank line at `blank`, added to `fields` only when
 // all of them have the shape (one copy of their bytes); the Content-Length's value (at most one)
-// in `*length`, -1 if there is none.
-bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* length) {
+// in `*length`, -1 if there is none; the number of Host fields (at most one, of a valid value) in
+// `*hosts`.
+bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* length,
+                  size_t* hosts) {
   *length = -1;
+  *hosts = 0;
   // Not a std::array, which would construct (zero) all kMaxQuickFields of them on every call.
   absl::InlinedVector<FieldList::Field, kMaxQuickFields> found;
   const char* const block = p;
@@ -76,6 +80,9 @@ bool parse_fields(const char* p, const char* blank, FieldList* fields, int64_t* 
     p += 2;
     const std::string_view value(value_start, value_end - value_start);
     switch (name.size()) {
+      case 4:
+        if (name_is(name, "host") && (++*hosts > 1 || !valid_host(value))) return false;
+        break;
       case 6:
         if (name_is(name, "expect")) return false;
         break;
@@ -128,13 +135,15 @@ size_t head_end(std::string_view bytes, size_t header_limit) {
 
 // The fields and the body after a start line ending at `line_end` (just past its CRLF); false
 // (with `fields` as it was) for anything out of the shape.
-bool finish(std::string_view bytes, size_t head_size, const char* line_end, bool length_required,
+bool finish(std::string_view bytes, size_t head_size, const char* line_end, bool request,
             uint64_t body_limit, QuickHead* head, FieldList* fields) {
   const size_t fields_before = fields->size();
   int64_t length = -1;
+  size_t hosts = 0;
   const char* const blank = bytes.data() + head_size - 2;
-  if (line_end > blank || !parse_fields(line_end, blank, fields, &length)) return false;
-  if ((length < 0 && length_required) ||
+  if (line_end > blank || !parse_fields(line_end, blank, fields, &length, &hosts)) return false;
+  // A request has exactly one Host (framing.h refuses any other); an answer, a Content-Length.
+  if ((request && hosts != 1) || (length < 0 && !request) ||
       static_cast<uint64_t>(std::max<int64_t>(length, 0)) >
           std::min<uint64_t>(body_limit, bytes.size() - head_size)) {
     fields->truncate(fields_before);
@@ -172,8 +181,8 @@ bool quick_parse_request(std::string_view bytes, size_t header_limit, uint64_t b
   }
   const Verb verb = boost::beast::http::string_to_verb(method);
   if (verb == Verb::unknown) return false;
-  if (!finish(bytes, head_size, p + kVersion.size() + 2, /*length_required=*/false, body_limit,
-              head, fields)) {
+  if (!finish(bytes, head_size, p + kVersion.size() + 2, /*request=*/true, body_limit, head,
+              fields)) {
     return false;
   }
   head->method = verb;
@@ -200,7 +209,7 @@ bool quick_parse_response(std::string_view bytes, size_t header_limit, uint64_t 
   ++p;
   while (is(*p, kValue)) ++p;
   if (p[0] != '\r' || p[1] != '\n') return false;
-  if (!finish(bytes, head_size, p + 2, /*length_required=*/true, body_limit, head, fields)) {
+  if (!finish(bytes, head_size, p + 2, /*request=*/false, body_limit, head, fields)) {
     return false;
   }
   head->status = status;

@@ -15,7 +15,8 @@
 //     tabs, without line folds;
 //   - without Connection, Proxy-Connection, Transfer-Encoding, Upgrade or Expect (fields whose
 //     meaning Beast works out), with at most one Content-Length of at most 18 digits, which a
-//     response must have.
+//     response must have; a request with exactly one Host, of a valid value (framing.h refuses
+//     any other, after Beast has parsed it).
 // What it takes, it gives as Beast would: the same fields in the same order, values trimmed of
 // surrounding spaces and tabs, the same body; keep-alive holds (HTTP/1.1 without Connection).
 // A differential test and a fuzz target check that against Beast's own parser.

@@ -92,6 +92,7 @@ struct ServerState {
   std::atomic<uint64_t> connections_accepted{0};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bad_requests{0};
+  std::atomic<uint64_t> framing_refusals{0};
   std::atomic<uint64_t> idle_shed{0};
   std::atomic<uint64_t> refused_connections{0};
   std::atomic<uint64_t> restricted_refusals{0};

@@ -1,0 +1,105 @@
+// An engine stand-in that keeps every request it receives (method, target, fields, body), for
+// tests that check what the gateway sends a worker: credentials, forwarded fields, bodies. It
+// answers like a small OpenAI server: GET /health 200, GET /v1/models one model, any POST a
+// one-token completion (an SSE stream of one event and [DONE] when the body asks for a stream);
+// any other GET 404.
+//
+// Threading: its server runs on its own pool; requests() may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kvgate/http/server.h"
+
+namespace kvgate::testing {
+
+class RecordingWorker {
+ public:
+  struct Received {
+    http::Verb method = http::Verb::get;
+    std::string target;
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::string body;
+    // The value of the first field called `name` (lower case), "" if none.
+    std::string field(std::string_view name) const {
+      for (const auto& [n, v] : fields) {
+        if (n.size() == name.size() &&
+            std::equal(n.begin(), n.end(), name.begin(),
+                       [](char a, char b) { return std::tolower(a) == b; })) {
+          return v;
+        }
+      }
+      return {};
+    }
+  };
+
+  explicit RecordingWorker(std::string model = "mock-8b") : model_(std::move(model)) {
+    pool_.start();
+    server_ = std::make_unique<http::Server>(pool_, http::ServerOptions{});
+    server_->route_every_path(
+        http::Verb::get,
+        [this](const http::Request& r, http::Responder& res) { return serve(r, res); });
+    server_->route_every_path(
+        http::Verb::post,
+        [this](const http::Request& r, http::Responder& res) { return serve(r, res); });
+    (void)server_->start();
+  }
+  ~RecordingWorker() {
+    server_->stop();
+    pool_.stop();
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
+  uint16_t port() const { return server_->port(); }
+  std::vector<Received> requests() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return received_;
+  }
+
+ private:
+  boost::asio::awaitable<void> serve(const http::Request& req, http::Responder& res) {
+    Received r{.method = req.method(), .target = std::string(req.target()), .body = req.body()};
+    for (size_t i = 0; i < req.fields.size(); ++i) {
+      r.fields.emplace_back(std::string(req.fields[i].name), std::string(req.fields[i].value));
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      received_.push_back(std::move(r));
+    }
+    const std::string_view path = req.path();
+    if (req.method() == http::Verb::get) {
+      http::Response out =
+          path == "/health" ? http::Response::json(200, "{}")
+          : path == "/v1/models"
+              ? http::Response::json(200, R"({"object":"list","data":[{"id":")" + model_ +
+                                              R"(","object":"model","max_model_len":4096}]})")
+              : http::Response::error(404, "no such route");
+      (void)co_await res.send(std::move(out));
+      co_return;
+    }
+    const std::string choice =
+        R"({"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x",)"
+        R"("finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,)"
+        R"("total_tokens":2}})";
+    if (req.body().find(R"("stream":true)") == std::string::npos) {
+      http::Response out = http::Response::json(200, choice);
+      (void)co_await res.send(std::move(out));
+      co_return;
+    }
+    if (!(co_await res.start_stream(200, "text/event-stream")).ok()) co_return;
+    const std::string events = "data: " + choice + "\n\ndata: [DONE]\n\n";
+    (void)co_await res.finish(events);
+  }
+
+  const std::string model_;
+  http::IoPool pool_{1};
+  std::unique_ptr<http::Server> server_;
+  mutable std::mutex mu_;
+  std::vector<Received> received_;
+};
+
+}  // namespace kvgate::testing

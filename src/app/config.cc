@@ -546,12 +546,25 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
                "key never leaves it; without --api-key the header is always passed on")
       ->group("Upstream");
   secs("--request-timeout-secs", c.request_timeout,
-       "A whole non-streamed answer (8k tokens at 15 tokens/s take 9 minutes)", "Upstream");
+       "A whole answer, streamed or not, from the request's start (8k tokens at 15 tokens/s take "
+       "9 minutes); a stream past it ends with an error event",
+       "Upstream");
   secs("--first-byte-timeout-secs", c.first_byte_timeout,
        "A stream's first token: queueing plus prefill (a 128k-token prompt at 5k tokens/s is 26 s)",
        "Upstream");
   secs("--stream-idle-timeout-secs", c.stream_idle_timeout,
-       "Silence allowed between two pieces of a running stream", "Upstream");
+       "Silence allowed between two events of a running stream (bytes that end no event, such "
+       "as a trickle or comments, do not count); also the rest of a whole answer once its first "
+       "bytes came",
+       "Upstream");
+  app.add_option(
+         "--max-answer-bytes", c.max_answer_bytes,
+         "A worker's answer, streamed or whole, in bytes; past it a stream ends with an "
+         "error event and a whole answer fails (kvgate_request_errors_total{reason=\"answer_"
+         "too_large\"})")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group("Upstream");
   app.add_option(
          "--max-retries,--retry-max-retries", c.max_retries,
          "Retries on another worker after a connection error, 408, 429 or 5xx, before the first "

@@ -207,7 +207,8 @@ Status GatewayImpl::init() {
   upstream_ = std::make_unique<UpstreamPool>(
       io_, UpstreamPoolOptions{.client = {.connect_timeout = config_.connect_timeout,
                                           .request_timeout = config_.request_timeout,
-                                          .idle_timeout = config_.stream_idle_timeout},
+                                          .idle_timeout = config_.stream_idle_timeout,
+                                          .body_limit = config_.max_answer_bytes},
                                .worker_tls = *worker_tls,
                                .idle_per_worker = config_.idle_connections_per_worker,
                                .idle_timeout = config_.upstream_idle_timeout});

@@ -62,6 +62,14 @@ const char* error_reason_name(ErrorReason r) {
       return "queue_full";
     case ErrorReason::kQueueTimeout:
       return "queue_timeout";
+    case ErrorReason::kNotEventStream:
+      return "not_event_stream";
+    case ErrorReason::kStreamSilent:
+      return "stream_silent";
+    case ErrorReason::kStreamDeadline:
+      return "stream_deadline";
+    case ErrorReason::kAnswerTooLarge:
+      return "answer_too_large";
     case ErrorReason::kCount:
       break;
   }

@@ -48,6 +48,10 @@ enum class ErrorReason : uint8_t {
   kDraining,           // the gateway is shutting down: refused, or cut at the grace period (503)
   kQueueFull,          // --max-concurrent-requests running and --queue-size waiting (429)
   kQueueTimeout,       // waited --queue-timeout-secs for a slot (429)
+  kNotEventStream,     // a worker answered a stream with another content type (retried)
+  kStreamSilent,       // a stream sent no event for --stream-idle-timeout-secs
+  kStreamDeadline,     // a stream ran past --request-timeout-secs
+  kAnswerTooLarge,     // a stream grew past --max-answer-bytes
   kCount,
 };
 const char* error_reason_name(ErrorReason r);

@@ -7,11 +7,13 @@
 #include "app/attempt.h"
 #include "app/cache_report.h"
 #include "app/gateway_impl.h"
+#include "app/stream_guard.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "boost/beast/core/string.hpp"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
 #include "kvgate/policy/explain.h"
@@ -142,6 +144,16 @@ net::awaitable<std::string> read_error_body(http::Connection& conn) {
     body.append(*piece);
   }
   co_return body;
+}
+
+// Whether a content type is SSE's (parameters aside); an answer that names none is taken as one.
+bool is_event_stream(std::string_view ct) {
+  constexpr std::string_view kSse = "text/event-stream";
+  if (ct.empty()) return true;
+  if (ct.size() < kSse.size() || !boost::beast::iequals(ct.substr(0, kSse.size()), kSse)) {
+    return false;
+  }
+  return ct.size() == kSse.size() || ct[kSse.size()] == ';' || ct[kSse.size()] == ' ';
 }
 
 std::string sse_error(std::string_view message, unsigned code) {
@@ -476,6 +488,19 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
           break;
         }
         liveness.note_contact();
+        const std::string_view ct = head->header("content-type");
+        if (p.stream && head->status == 200 && !is_event_stream(ct)) {
+          // A worker that answers a stream with something else is broken (or not an engine):
+          // counted against its breaker now, and the request goes elsewhere.
+          conn.close();
+          metrics_->error(ErrorReason::kNotEventStream);
+          a.failure = absl::UnavailableError("worker " + worker->url() +
+                                             " answered a streamed request with content type '" +
+                                             std::string(ct) + "', not text/event-stream");
+          a.retry = true;
+          dispatch.set(Outcome::kServerError);
+          break;
+        }
         if (!p.stream || head->status != 200) {
           dispatch.prefilled();
           // An answer to forward whole: a non-streamed one, or a worker refusing a stream.
@@ -522,8 +547,10 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         dispatch.prefilled();
         a.done = true;
         veto.client_started();
-        liveness.note_progress();
-        const std::string_view ct = head->header("content-type");
+        // Progress is an event with data, not a byte (stream_guard.h).
+        StreamGuard guard(t0, clock_.now(), config_.request_timeout, config_.stream_idle_timeout,
+                          config_.max_answer_bytes);
+        if (guard.add(*piece, clock_.now())) liveness.note_progress();
         // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.)
         // An SSE stream must reach the client piece by piece: no-cache, and no buffering by an
         // nginx in front (X-Accel-Buffering).
@@ -550,17 +577,28 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
         UsageStrip strip;    // with strip_usage
         AnswerCapture said;  // with remember_answer
         for (;;) {
+          const StreamEnd bound = guard.check(clock_.now());
+          if (bound != StreamEnd::kNone) {
+            conn.close();  // not read to its end: the engine stops, the connection is not reused
+            piece = absl::DeadlineExceededError(std::string(stream_end_reason(bound)));
+          }
           if (!piece.ok()) {
-            // The worker failed mid-stream, or a veto cut it: end the client's stream with an
-            // error event.
-            const std::string why = veto.fired() ? veto_message(*worker, *veto.fired())
-                                                 : "the worker failed mid-stream: " +
-                                                       std::string(message_of(piece.status()));
-            dispatch.set(veto.fired() ? Outcome::kCancelled : outcome_of_failure(piece.status()));
-            metrics_->error(!veto.fired() ? ErrorReason::kUpstreamMidStream
-                            : veto.fired() == workers::VetoKind::kShutdown
-                                ? ErrorReason::kDraining
-                                : ErrorReason::kWorkerVetoed);
+            // The worker failed mid-stream, passed a bound, or a veto cut it: end the client's
+            // stream with an error event.
+            const std::string why =
+                veto.fired() ? veto_message(*worker, *veto.fired())
+                : bound != StreamEnd::kNone
+                    ? "worker " + worker->url() + ": " + std::string(stream_end_reason(bound))
+                    : "the worker failed mid-stream: " + std::string(message_of(piece.status()));
+            dispatch.set(veto.fired()                    ? Outcome::kCancelled
+                         : bound == StreamEnd::kTooLarge ? Outcome::kServerError
+                                                         : outcome_of_failure(piece.status()));
+            metrics_->error(veto.fired() == workers::VetoKind::kShutdown ? ErrorReason::kDraining
+                            : veto.fired()                  ? ErrorReason::kWorkerVetoed
+                            : bound == StreamEnd::kSilent   ? ErrorReason::kStreamSilent
+                            : bound == StreamEnd::kDeadline ? ErrorReason::kStreamDeadline
+                            : bound == StreamEnd::kTooLarge ? ErrorReason::kAnswerTooLarge
+                                                            : ErrorReason::kUpstreamMidStream);
             KVGATE_LOG_EVERY_MS(proxy_log(), spdlog::level::warn, 1000, "stream from {} ended: {}",
                                 worker->url(), why);
             const bool shutdown = veto.fired() == workers::VetoKind::kShutdown;
@@ -603,12 +641,12 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
             client_abort();
             break;
           }
-          piece = co_await conn.next_piece();
+          piece = co_await conn.next_piece(guard.next_wait(clock_.now()));
           if (watch.fired()) {
             client_abort();
             break;
           }
-          if (piece.ok()) liveness.note_progress();
+          if (piece.ok() && guard.add(*piece, clock_.now())) liveness.note_progress();
         }
         break;
       }

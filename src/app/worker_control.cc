@@ -18,6 +18,7 @@
 #include "boost/asio/use_awaitable.hpp"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
+#include "kvgate/http/sse.h"
 #include "kvgate/index/indexer.h"
 
 namespace kvgate::app {
@@ -609,6 +610,25 @@ void WorkerControl::on_liveness(Entry& e, const workers::LivenessTransition& t) 
       e.worker->url(), to, why, told);
 }
 
+namespace {
+
+// Whether a stream's body brings an event with data before `deadline`: a token, not a byte (a
+// worker that trickles bytes or sends junk makes no progress, as on the request path).
+net::awaitable<bool> first_event(http::Connection& conn,
+                                 std::chrono::steady_clock::time_point deadline) {
+  http::SseEventCounter events;
+  for (;;) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) co_return false;
+    auto piece = co_await conn.next_piece(left);
+    if (!piece.ok() || piece->empty()) co_return false;
+    if (events.feed(*piece) > 0) co_return true;
+  }
+}
+
+}  // namespace
+
 net::awaitable<void> WorkerControl::probe_wedged(std::shared_ptr<Entry> e) {
   const GatewayConfig& c = *deps_.config;
   workers::LivenessTracker& liveness = e->worker->liveness();
@@ -637,9 +657,9 @@ net::awaitable<void> WorkerControl::probe_wedged(std::shared_ptr<Entry> e) {
     auto conn = co_await http::Connection::connect(e->host, e->port, opts);
     if (conn.ok()) {
       auto head = co_await (*conn)->start_streaming(req);
-      if (head.ok() && head->status == 200) {
-        auto piece = co_await (*conn)->next_piece();
-        if (piece.ok()) liveness.note_progress();  // a token: the engine generates again
+      if (head.ok() && head->status == 200 &&
+          co_await first_event(**conn, std::chrono::steady_clock::now() + wait)) {
+        liveness.note_progress();  // a token: the engine generates again
       }
       (*conn)->close();
     } else {

@@ -2,8 +2,10 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -166,6 +168,7 @@ net::awaitable<Status> Connection::write_request(const ClientRequest& request,
 }
 
 net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& request) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
   if (Status s = co_await write_request(request, {}); !s.ok()) co_return s;
   ClientResponse out;
   boost::system::error_code ec;
@@ -180,6 +183,11 @@ net::awaitable<Result<ClientResponse>> Connection::send(const ClientRequest& req
                         ec == net::error::eof ? beast_http::error::end_of_stream : ec);
     }
     buffer_.commit(n);
+    // A whole answer is written at once, when its generation ends: once its first bytes came,
+    // the rest has idle_timeout (a peer that trickles it does not hold the request for the whole
+    // request_timeout).
+    stream_.expires_after(std::min<std::chrono::steady_clock::duration>(
+        deadline - std::chrono::steady_clock::now(), options_.idle_timeout));
   }
   detail::QuickHead quick;
   if (detail::quick_parse_response(

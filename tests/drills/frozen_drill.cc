@@ -12,8 +12,6 @@
 namespace kvgate::drills {
 namespace {
 
-constexpr double kWedgeSecs = 3;  // the gateway's default --worker-wedge-secs
-
 TEST(Drill, EngineFrozenBySigstop) {
   TwoEngines f;
   ASSERT_TRUE(f.ready());

@@ -25,6 +25,9 @@ namespace kvgate::drills {
 using testing::Child;
 using SteadyClock = std::chrono::steady_clock;
 
+// The gateway's default --worker-wedge-secs, which drills run with.
+constexpr double kWedgeSecs = 3;
+
 // Seconds since the process's drill origin.
 double now_s();
 void sleep_s(double s);

@@ -155,7 +155,10 @@ struct GatewayConfig {
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds request_timeout{600'000};     // a whole non-streamed answer
   std::chrono::milliseconds first_byte_timeout{120'000};  // a stream's head and first token
-  std::chrono::milliseconds stream_idle_timeout{60'000};  // between two pieces of a stream
+  std::chrono::milliseconds stream_idle_timeout{60'000};  // between two events of a stream
+  // A worker's answer, streamed or whole, in bytes: past it the stream ends with an error event
+  // (a whole answer fails). 64 MiB holds a 128k-token answer with top-5 logprobs.
+  uint64_t max_answer_bytes = 64 << 20;
   uint32_t max_retries = 3;
   std::chrono::milliseconds retry_initial_backoff{50};
   std::chrono::milliseconds retry_max_backoff{2'000};

@@ -15,8 +15,10 @@
 //
 // A connection is reusable() after a complete response that allowed keep-alive; the gateway's
 // upstream pool keeps such connections per worker. Timeouts: connecting is bounded by
-// connect_timeout; a whole send() and the response head of send_streaming() by request_timeout;
-// each body read of send_streaming() by idle_timeout (a stream may run long, but not go quiet).
+// connect_timeout; a whole send() and the response head of send_streaming() by request_timeout,
+// and send()'s answer, once its first bytes came, by idle_timeout too (an answer is written at
+// once); each body read of send_streaming() by idle_timeout (a stream may run long, but not go
+// quiet).
 //
 // Threading: a Connection is used by one coroutine at a time, on the executor it was connected
 // on. SyncClient is not thread-safe; use one per thread.

@@ -160,8 +160,11 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->group("Listening");
   app.add_option("--max-inflight-body-bytes", c.max_inflight_body_bytes,
-                 "Request bodies held at once, in bytes; a request beyond gets 429 (413 if it "
-                 "alone is larger) before its body is kept")
+                 "Request bodies held at once, in bytes (a body is held until its request ends); "
+                 "a request beyond gets 429 (413 if it alone is larger) before its body is read. "
+                 "The default keeps a flood of maximal bodies under 200 MB; a gateway with "
+                 "thousands of long prompts in flight at once (1,000 of 100 KB hold 100 MB) "
+                 "raises it")
       ->capture_default_str()
       ->group("Listening");
   app.add_option_function<double>(

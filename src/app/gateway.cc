@@ -232,6 +232,8 @@ Status GatewayImpl::init() {
                                .server_name = "kvgate",
                                .max_connections = config_.max_connections,
                                .max_inflight_body_bytes = config_.max_inflight_body_bytes,
+                               .body_limit_name = "--max-payload-size",
+                               .inflight_limit_name = "--max-inflight-body-bytes",
                                .tls_cert_path = config_.tls_cert_path,
                                .tls_key_path = config_.tls_key_path});
   // Orchestrators' probes and the scrape stay reachable at the connection limit.

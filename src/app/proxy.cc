@@ -282,12 +282,13 @@ net::awaitable<void> GatewayImpl::serve_generation(ApiRoute route, const http::R
   ParsedRequest p;
   Status parsed;
   if (req.body().size() <= kInlineParseBytes) {
-    parsed = parse_request(route, req.body(), tokenizers_, max_prompt_tokens, &p);
+    parsed = parse_request(route, req.body(), tokenizers_, max_prompt_tokens, &p, req.body_room());
   } else {
     // A large body is parsed on the parse thread, one at a time: the executors keep serving
     // (health checks among them) and only one large parse holds its memory at once.
     const auto parse = [&]() -> net::awaitable<Status> {
-      co_return parse_request(route, req.body(), tokenizers_, max_prompt_tokens, &p);
+      co_return parse_request(route, req.body(), tokenizers_, max_prompt_tokens, &p,
+                              req.body_room());
     };
     auto parsing = net::co_spawn(parse_context_, parse(), net::use_awaitable);
     parsed = co_await std::move(parsing);

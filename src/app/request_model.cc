@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -25,11 +26,13 @@ bool broken(simdjson::error_code e) {
   return e != simdjson::SUCCESS && e != simdjson::NO_SUCH_FIELD && e != simdjson::INCORRECT_TYPE;
 }
 
+// OpenAI's words (clients read the limit from them), then where the limit comes from.
 Status too_long(size_t limit, size_t at_least) {
-  return absl::OutOfRangeError("This model's maximum context length is " + std::to_string(limit) +
-                               " tokens. However, your prompt has at least " +
-                               std::to_string(at_least) +
-                               " tokens. Please reduce the length of the prompt.");
+  return absl::OutOfRangeError(
+      "This model's maximum context length is " + std::to_string(limit) +
+      " tokens. However, your prompt has at least " + std::to_string(at_least) +
+      " tokens. Please reduce the length of the prompt. (The limit is the longest max_model_len "
+      "the workers report, else kvgate's --max-model-len.)");
 }
 
 // Tokenizes `text` unless it cannot fit: its bytes alone bound its tokens from below, so a text
@@ -116,11 +119,33 @@ Status read_prompt(od::value v, std::string_view field, const PromptTokenizer& t
   return absl::OkStatus();
 }
 
+// The prompt's texts as they are met, measured before one is decoded: a string of n raw bytes
+// decodes to at least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many
+// over max_token_bytes tokens. A body of megabytes of messages is refused before its texts are
+// copied, joined, rendered or tokenized.
+class TextBudget {
+ public:
+  TextBudget(size_t max_tokens, size_t max_token_bytes)
+      : max_tokens_(max_tokens), max_token_bytes_(std::max<size_t>(max_token_bytes, 1)) {}
+  // Takes string value `v` (not yet read) into the sum; OutOfRange once the sum cannot fit.
+  Status take(od::value& v) {
+    if (max_tokens_ == kNoTokenLimit) return absl::OkStatus();
+    raw_bytes_ += v.raw_json_token().size();
+    const size_t at_least = raw_bytes_ / 6 / max_token_bytes_;
+    return at_least > max_tokens_ ? too_long(max_tokens_, at_least) : absl::OkStatus();
+  }
+
+ private:
+  const size_t max_tokens_;
+  const size_t max_token_bytes_;
+  size_t raw_bytes_ = 0;
+};
+
 // One chat-style message object: its role and its content (a text, or a list of typed parts
 // whose "text" members are joined; null as empty where `null_content_ok`). `field` names the
 // list it came from in errors ("messages", "input").
-Status read_message(od::object msg, std::string_view field, bool null_content_ok, std::string* role,
-                    std::string* content) {
+Status read_message(od::object msg, std::string_view field, bool null_content_ok,
+                    TextBudget& budget, std::string* role, std::string* content) {
   const auto sub = [&](const char* name) { return std::string(field) + "." + name; };
   for (auto f : msg) {
     std::string_view key;
@@ -135,6 +160,7 @@ Status read_message(od::object msg, std::string_view field, bool null_content_ok
       od::json_type t;
       if (val.type().get(t) != simdjson::SUCCESS) return bad(sub("content"), "is not valid JSON");
       if (t == od::json_type::string) {
+        if (Status s = budget.take(val); !s.ok()) return s;
         std::string_view c;
         if (val.get_string().get(c) != simdjson::SUCCESS)
           return bad(sub("content"), "is not a valid string");
@@ -147,8 +173,13 @@ Status read_message(od::object msg, std::string_view field, bool null_content_ok
           od::object part;
           if (p.get_object().get(part) != simdjson::SUCCESS)
             return bad(sub("content"), "parts must be objects");
+          od::value text_value;
+          simdjson::error_code e = part["text"].get(text_value);
           std::string_view text;
-          const simdjson::error_code e = part["text"].get_string().get(text);
+          if (e == simdjson::SUCCESS) {
+            if (Status s = budget.take(text_value); !s.ok()) return s;
+            e = text_value.get_string().get(text);
+          }
           if (e == simdjson::SUCCESS) content->append(text);
           if (broken(e)) return bad(sub("content"), "is not valid JSON");
         }
@@ -169,7 +200,7 @@ struct ChatFields {
 };
 
 // The messages, checked, and kept as sent for the template.
-Status read_messages(od::value v, ChatFields* chat) {
+Status read_messages(od::value v, TextBudget& budget, ChatFields* chat) {
   od::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS)
     return bad("messages", "must be a list of messages");
@@ -177,7 +208,7 @@ Status read_messages(od::value v, ChatFields* chat) {
     od::object msg;
     if (el.get_object().get(msg) != simdjson::SUCCESS) return bad("messages", "must hold objects");
     std::string role, content;
-    if (Status s = read_message(msg, "messages", /*null_content_ok=*/true, &role, &content);
+    if (Status s = read_message(msg, "messages", /*null_content_ok=*/true, budget, &role, &content);
         !s.ok())
       return s;
     if (role.empty()) return bad("messages.role", "is required");
@@ -233,11 +264,12 @@ Status encode_chat(const PromptTokenizer& tok, const ChatFields& f, size_t limit
 
 // A Responses input: a text (one user message) or message items ({role, content}; items of other
 // types, without a role, are skipped). Appends to `roles` and `texts`.
-Status read_response_input(od::value v, std::vector<std::string>* roles,
+Status read_response_input(od::value v, TextBudget& budget, std::vector<std::string>* roles,
                            std::vector<std::string>* texts) {
   od::json_type t;
   if (v.type().get(t) != simdjson::SUCCESS) return bad("input", "is not valid JSON");
   if (t == od::json_type::string) {
+    if (Status s = budget.take(v); !s.ok()) return s;
     std::string_view text;
     if (v.get_string().get(text) != simdjson::SUCCESS) return bad("input", "is not a valid string");
     roles->emplace_back("user");
@@ -251,7 +283,8 @@ Status read_response_input(od::value v, std::vector<std::string>* roles,
     od::object item;
     if (el.get_object().get(item) != simdjson::SUCCESS) return bad("input", "must hold objects");
     std::string role, content;
-    if (Status s = read_message(item, "input", /*null_content_ok=*/false, &role, &content); !s.ok())
+    if (Status s = read_message(item, "input", /*null_content_ok=*/false, budget, &role, &content);
+        !s.ok())
       return s;
     if (role.empty()) continue;  // not a message item (a tool call's output, a reference)
     roles->push_back(std::move(role));
@@ -352,7 +385,7 @@ std::optional<size_t> top_level_string_bytes(std::string_view body, std::string_
 }
 
 Status parse_request(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
-                     size_t max_prompt_tokens, ParsedRequest* out) {
+                     size_t max_prompt_tokens, ParsedRequest* out, size_t readable_past_end) {
   *out = ParsedRequest{};
   // A huge text prompt is refused before the body is parsed: a string of n raw bytes decodes
   // to at least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many
@@ -375,10 +408,16 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
   std::optional<ParserState> own;
   if (body.size() > kKeptParserBytes) own.emplace();
   ParserState& st = own ? *own : tl_state;
-  st.buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);
-  std::memcpy(st.buffer.data(), body.data(), body.size());
+  // A large body whose room allows it is parsed where it lies (simdjson reads past the end, never
+  // writes); any other is copied into padded room first.
+  const bool in_place = own && readable_past_end >= simdjson::SIMDJSON_PADDING;
+  if (!in_place) {
+    st.buffer.resize(body.size() + simdjson::SIMDJSON_PADDING);
+    std::memcpy(st.buffer.data(), body.data(), body.size());
+  }
+  const char* const json = in_place ? body.data() : st.buffer.data();
   od::document doc;
-  if (st.parser.iterate(st.buffer.data(), body.size(), st.buffer.size()).get(doc) !=
+  if (st.parser.iterate(json, body.size(), body.size() + simdjson::SIMDJSON_PADDING).get(doc) !=
       simdjson::SUCCESS) {
     return not_json();
   }
@@ -401,6 +440,7 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
   std::string instructions;  // a Responses request's, the system message before its input
   std::vector<std::string> roles, texts;
   ChatFields chat;
+  TextBudget budget(max_prompt_tokens, tokenizers.max_token_bytes());
   for (auto field : obj) {
     // (A member's reader returns on any break it meets; this catches one it let pass.)
     if (!doc.is_alive()) return not_json();
@@ -440,7 +480,7 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
       if (Status s = read_prompt(v, "prompt", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
       have_prompt = true;
     } else if (route == ApiRoute::kChatCompletions && key == "messages"sv) {
-      if (Status s = read_messages(v, &chat); !s.ok()) return s;
+      if (Status s = read_messages(v, budget, &chat); !s.ok()) return s;
       have_prompt = true;
     } else if (route == ApiRoute::kChatCompletions && key == "tools"sv) {
       if (Status s = read_raw(v, key, /*list=*/true, &chat.tools_json); !s.ok()) return s;
@@ -481,7 +521,7 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
         return bad("instructions", "must be a string");
       instructions = text;
     } else if (route == ApiRoute::kResponses && key == "input"sv) {
-      if (Status s = read_response_input(v, &roles, &texts); !s.ok()) return s;
+      if (Status s = read_response_input(v, budget, &roles, &texts); !s.ok()) return s;
       have_prompt = true;
     } else if (route == ApiRoute::kGenerate && key == "text"sv) {
       od::json_type t;

@@ -60,11 +60,14 @@ struct ParsedRequest {
 inline constexpr size_t kNoTokenLimit = static_cast<size_t>(-1);
 
 // Fills `out` from `body`. InvalidArgument (-> 400) names the offending field; OutOfRange (-> 400)
-// says the prompt has more than `max_prompt_tokens` tokens, found without tokenizing all of it
-// (a huge text prompt is refused from its byte length before the body is even parsed).
-// Text is tokenized with the request's model's tokenizer.
+// says the prompt has more than `max_prompt_tokens` tokens, found without tokenizing all of it,
+// and before any of it is copied: a huge text prompt is refused from its byte length before the
+// body is parsed, chat messages and Responses input from the raw length of their texts, summed
+// as they are met, before one is decoded or rendered. Text is tokenized with the request's
+// model's tokenizer. `readable_past_end`: bytes after the body that may be read (not written);
+// with http::kPayloadPadding of them a large body is parsed where it lies, without a copy.
 Status parse_request(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
-                     size_t max_prompt_tokens, ParsedRequest* out);
+                     size_t max_prompt_tokens, ParsedRequest* out, size_t readable_past_end = 0);
 
 // The raw length in bytes (escapes undecoded) of the string value of top-level `key` in the JSON
 // object `body`, found by a scan that decodes nothing; nullopt when the key is absent, its value

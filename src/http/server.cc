@@ -164,175 +164,221 @@ net::awaitable<void> reject(Session& s, unsigned status, std::string_view messag
   }
 }
 
-net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_ptr<Session> s) {
-  beast::flat_buffer& buffer = s->input;
+// The TLS handshake of a new connection; false when it failed (counted and logged).
+net::awaitable<bool> handshake(ServerState& st, Session& s, const tcp::endpoint& remote) {
+  Stream::TlsStream* tls = s.stream.tls();
+  if (tls == nullptr) co_return true;
   boost::system::error_code ec;
-  tcp::endpoint remote = s->stream.socket().remote_endpoint(ec);
-  if (Stream::TlsStream* tls = s->stream.tls()) {
-    s->stream.expires_after(st->options.read_timeout);
-    co_await tls->async_handshake(net::ssl::stream_base::server,
-                                  net::redirect_error(net::use_awaitable, ec));
-    if (ec) {
-      st->tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
-      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 1000, "TLS handshake with {} failed: {}",
-                          remote.address().to_string(), ec.message());
-      s->stream.close();
-      unregister(*st, s->id);
-      co_return;
-    }
+  s.stream.expires_after(st.options.read_timeout);
+  co_await tls->async_handshake(net::ssl::stream_base::server,
+                                net::redirect_error(net::use_awaitable, ec));
+  if (!ec) co_return true;
+  st.tls_handshake_failures.fetch_add(1, std::memory_order_relaxed);
+  KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 1000, "TLS handshake with {} failed: {}",
+                      remote.address().to_string(), ec.message());
+  co_return false;
+}
+
+// The keep-alive wait: until the next request's first byte (or what the last read buffered).
+// False when the connection should close instead (the peer left, the wait timed out, a drain).
+net::awaitable<bool> await_request(ServerState& st, Session& s, uint64_t served) {
+  if (s.input.size() > 0) co_return true;
+  s.idle_since_ns.store(steady_ns(), std::memory_order_relaxed);
+  s.idle.store(true, std::memory_order_release);
+  // No next request on a kept-alive connection while draining; a new connection's first request
+  // is still read and answered (a readiness probe learns the gateway is draining).
+  s.awaiting_next.store(served > 0);
+  if (served > 0 && st.draining.load()) co_return false;
+  s.stream.expires_after(st.options.idle_timeout);
+  boost::system::error_code ec;
+  const size_t n = co_await s.stream.async_read_some(s.input.prepare(1024),
+                                                     net::redirect_error(net::use_awaitable, ec));
+  s.idle.store(false, std::memory_order_release);
+  s.awaiting_next.store(false);
+  if (ec) co_return false;
+  s.input.commit(n);
+  co_return true;
+}
+
+// The answer to a request whose reading failed with `ec` (0: none, the peer left or timed out).
+net::awaitable<void> refuse_unread(ServerState& st, Session& s, boost::system::error_code ec,
+                                   bool line_read) {
+  unsigned status = 0;
+  std::string why;
+  if (ec == beast_http::error::body_limit) {
+    status = 413;
+    why = "the request body is larger than " + std::to_string(st.options.body_limit) + " bytes (" +
+          st.options.body_limit_name + ")";
+  } else if (ec == beast_http::error::header_limit) {
+    // The request line alone overran the limit (the parser never got past it): a URI too long,
+    // not too many headers.
+    status = line_read ? 431 : 414;
+    why = line_read ? "request header too large" : "request line (URI) too long";
+  } else if (is_parse_error(ec)) {
+    status = 400;
+    why = "malformed HTTP request";
   }
-  uint64_t served = 0;  // requests read on this connection
-  // One request object for the connection: its strings keep their room from one request to the
-  // next (three allocations fewer per request), but not a large body's or head's while idle.
-  Request req;
-  req.remote = remote;
-  for (;;) {
-    req.verb = Verb::get;
-    req.request_target.clear();
-    req.fields.clear();
-    detail::clear_keeping_room(req.payload, kKeptBodyRoom);
-    detail::RequestParser parser(&req.fields);
-    parser.collect_body(&req.payload);
-    parser.body_limit(st->options.body_limit);
-    parser.header_limit(st->options.header_limit);
-    // The keep-alive wait: until the next request's first byte (or what the last read buffered).
-    if (buffer.size() == 0) {
-      s->idle_since_ns.store(steady_ns(), std::memory_order_relaxed);
-      s->idle.store(true, std::memory_order_release);
-      // No next request on a kept-alive connection while draining; a new connection's first
-      // request is still read and answered (a readiness probe learns the gateway is draining).
-      s->awaiting_next.store(served > 0);
-      if (served > 0 && st->draining.load()) break;
-      s->stream.expires_after(st->options.idle_timeout);
-      const size_t n = co_await s->stream.async_read_some(
-          buffer.prepare(1024), net::redirect_error(net::use_awaitable, ec));
-      s->idle.store(false, std::memory_order_release);
-      s->awaiting_next.store(false);
-      if (ec) break;
-      buffer.commit(n);
-    }
-    s->idle.store(false, std::memory_order_release);
-    s->stream.expires_after(st->options.read_timeout);
-    // A request of the common shape that arrived whole is taken as it is; any other is Beast's.
-    ec = {};
-    detail::QuickHead quick;
-    const bool quick_taken = detail::quick_parse_request(
-        std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size()),
-        st->options.header_limit, st->options.body_limit, &quick, &req.fields);
-    if (!quick_taken) {
-      ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kHeader);
-      // A head whose end a proxy in front could place elsewhere: refused before its body is read.
-      if (!ec) {
-        if (auto refusal = detail::request_framing_refusal(req.fields, parser.version())) {
-          st->framing_refusals.fetch_add(1, std::memory_order_relaxed);
-          co_await reject(*s, refusal->status, refusal->reason);
-          break;
-        }
-      }
-    }
-    BodyReservation reservation(*st);
-    if (!ec) {
-      const std::string_view target = quick_taken ? quick.target : parser.target();
-      const std::string_view path = target.substr(0, target.find('?'));
-      if (s->restricted &&
-          !st->always_available.contains(absl::string_view(path.data(), path.size()))) {
-        st->restricted_refusals.fetch_add(1, std::memory_order_relaxed);
-        co_await reject(*s, 503, "the server is at its connection limit; retry later");
-        break;
-      }
-      const uint64_t declared =
-          quick_taken ? quick.body.size() : parser.content_length().value_or(0);
-      const bool chunked = !quick_taken && parser.chunked();
-      if (!reservation.take(chunked ? kChunkedReservation : declared)) {
-        st->body_budget_refusals.fetch_add(1, std::memory_order_relaxed);
-        const bool alone = declared > st->options.max_inflight_body_bytes;
-        co_await reject(*s, alone ? 413 : 429,
-                        alone ? "request body larger than the server holds at once"
-                              : "too many request bytes in flight; retry later",
-                        std::min<size_t>(declared, st->options.body_limit));
-        break;
-      }
-    }
-    if (quick_taken) {
-      req.verb = quick.method;
-      req.request_target.assign(quick.target);
-      req.payload.assign(quick.body);
-      buffer.consume(quick.size());
+  if (status == 0) co_return;
+  // Beast's own refusals of conflicting lengths and codings, and folded lines (FlatParser), are
+  // framing refusals.
+  const bool framing = ec == beast_http::error::bad_transfer_encoding ||
+                       ec == beast_http::error::bad_content_length ||
+                       ec == beast_http::error::bad_obs_fold;
+  (framing ? st.framing_refusals : st.bad_requests).fetch_add(1, std::memory_order_relaxed);
+  co_await reject(s, status, why);
+}
+
+// Whether a request whose head names `path` and a body of `declared` bytes (`chunked`: not yet
+// known) may be read: on a connection beyond the limit only always-available routes are, and its
+// body must fit the in-flight budget. Refuses it (the answer sent) when not.
+net::awaitable<bool> admit_head(ServerState& st, Session& s, std::string_view path,
+                                uint64_t declared, bool chunked, BodyReservation& reservation) {
+  if (s.restricted && !st.always_available.contains(absl::string_view(path.data(), path.size()))) {
+    st.restricted_refusals.fetch_add(1, std::memory_order_relaxed);
+    co_await reject(s, 503, "the server is at its connection limit; retry later");
+    co_return false;
+  }
+  if (reservation.take(chunked ? kChunkedReservation : declared)) co_return true;
+  st.body_budget_refusals.fetch_add(1, std::memory_order_relaxed);
+  const bool alone = declared > st.options.max_inflight_body_bytes;
+  const std::string why = (alone ? "a request body of " + std::to_string(declared) +
+                                       " bytes is larger than the server holds at once: "
+                                 : std::string("too many request bytes in flight; retry later: ")) +
+                          std::to_string(st.options.max_inflight_body_bytes) + " bytes (" +
+                          st.options.inflight_limit_name + ")";
+  co_await reject(s, alone ? 413 : 429, why, std::min<size_t>(declared, st.options.body_limit));
+  co_return false;
+}
+
+// Reads the rest of a request Beast parses (its head read, admitted): the body, after a
+// 100-continue when asked. False when the connection must close (refused, or the peer left).
+net::awaitable<bool> read_body(ServerState& st, Session& s, detail::RequestParser& parser,
+                               Request& req, BodyReservation& reservation) {
+  boost::system::error_code ec;
+  if (beast::iequals(req.fields.get("expect"), "100-continue")) {
+    beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
+    co_await beast_http::async_write(s.stream, cont, net::redirect_error(net::use_awaitable, ec));
+  }
+  if (!ec && !parser.is_done()) {
+    ec = co_await detail::read_message(s.stream, s.input, parser, detail::ReadUntil::kWhole);
+  }
+  if (ec) {
+    co_await refuse_unread(st, s, ec, /*line_read=*/true);
+    co_return false;
+  }
+  if (parser.chunked() && req.payload.size() > kChunkedReservation) {
+    reservation.take(req.payload.size() - kChunkedReservation, /*force=*/true);
+  }
+  req.payload.reserve(req.payload.size() + kPayloadPadding);  // a chunked body's grew as read
+  req.verb = parser.method();
+  req.request_target = std::move(parser.target());
+  co_return true;
+}
+
+// Reads the next request into `req`: a request of the common shape that arrived whole is taken
+// as it is, any other is Beast's (its framing checked before its body is read). False when the
+// connection must close (refused with an answer, or the peer left); `keep_alive` is the request's.
+net::awaitable<bool> read_request(ServerState& st, Session& s, Request& req,
+                                  BodyReservation& reservation, bool* keep_alive) {
+  s.stream.expires_after(st.options.read_timeout);
+  detail::QuickHead quick;
+  if (detail::quick_parse_request(
+          std::string_view(static_cast<const char*>(s.input.data().data()), s.input.size()),
+          st.options.header_limit, st.options.body_limit, &quick, &req.fields)) {
+    const std::string_view path = quick.target.substr(0, quick.target.find('?'));
+    if (!co_await admit_head(st, s, path, quick.body.size(), false, reservation)) co_return false;
+    req.verb = quick.method;
+    req.request_target.assign(quick.target);
+    req.payload.reserve(quick.body.size() + kPayloadPadding);
+    req.payload.assign(quick.body);
+    s.input.consume(quick.size());
+    *keep_alive = true;  // HTTP/1.1 without a Connection field
+    co_return true;
+  }
+  detail::RequestParser parser(&req.fields);
+  parser.collect_body(&req.payload);
+  parser.body_limit(st.options.body_limit);
+  parser.header_limit(st.options.header_limit);
+  const boost::system::error_code ec =
+      co_await detail::read_message(s.stream, s.input, parser, detail::ReadUntil::kHeader);
+  if (ec) {
+    co_await refuse_unread(st, s, ec, /*line_read=*/!parser.target().empty());
+    co_return false;
+  }
+  // A head whose end a proxy in front could place elsewhere: refused before its body is read.
+  if (auto refusal = detail::request_framing_refusal(req.fields, parser.version())) {
+    st.framing_refusals.fetch_add(1, std::memory_order_relaxed);
+    co_await reject(s, refusal->status, refusal->reason);
+    co_return false;
+  }
+  const std::string_view target = parser.target();
+  if (!co_await admit_head(st, s, target.substr(0, target.find('?')),
+                           parser.content_length().value_or(0), parser.chunked(), reservation) ||
+      !co_await read_body(st, s, parser, req, reservation)) {
+    co_return false;
+  }
+  *keep_alive = parser.keep_alive();
+  co_return true;
+}
+
+// Runs the request's handler (or answers 404 / 405) and makes sure an answer went out whole.
+// False when the connection must close.
+net::awaitable<bool> serve(ServerState& st, Session& s, const Request& req, bool keep_alive) {
+  Responder responder = s.responder(keep_alive && !st.draining.load());
+  unsigned error_status = 0;
+  const Handler* handler = st.find(req.method(), req.path(), &error_status);
+  std::string failure;
+  try {
+    if (handler != nullptr) {
+      co_await (*handler)(req, responder);
     } else {
-      if (!ec && beast::iequals(req.fields.get("expect"), "100-continue")) {
-        beast_http::response<beast_http::empty_body> cont{beast_http::status::continue_, 11};
-        co_await beast_http::async_write(s->stream, cont,
-                                         net::redirect_error(net::use_awaitable, ec));
-      }
-      if (!ec && !parser.is_done()) {
-        ec = co_await detail::read_message(s->stream, buffer, parser, detail::ReadUntil::kWhole);
-      }
-      if (ec) {
-        unsigned status = 0;
-        if (ec == beast_http::error::body_limit) {
-          status = 413;
-        } else if (ec == beast_http::error::header_limit) {
-          // The request line alone overran the limit (the parser never got past it, so the
-          // request has no target yet): a URI too long, not too many headers.
-          status = parser.target().empty() ? 414 : 431;
-        } else if (is_parse_error(ec)) {
-          status = 400;
-        }
-        if (status != 0) {
-          // Beast's own refusals of conflicting lengths and codings, and folded lines (FlatParser),
-          // are framing refusals too.
-          const bool framing = ec == beast_http::error::bad_transfer_encoding ||
-                               ec == beast_http::error::bad_content_length ||
-                               ec == beast_http::error::bad_obs_fold;
-          (framing ? st->framing_refusals : st->bad_requests)
-              .fetch_add(1, std::memory_order_relaxed);
-          co_await reject(*s, status,
-                          status == 413   ? "request body too large"
-                          : status == 414 ? "request line (URI) too long"
-                          : status == 431 ? "request header too large"
-                                          : "malformed HTTP request");
-        }
-        break;
-      }
-      if (parser.chunked() && req.payload.size() > kChunkedReservation) {
-        reservation.take(req.payload.size() - kChunkedReservation, /*force=*/true);
-      }
-      req.verb = parser.method();
-      req.request_target = std::move(parser.target());
-    }
-    st->requests.fetch_add(1, std::memory_order_relaxed);
-    ++served;
-    // The common shape is HTTP/1.1 without a Connection field: it keeps the connection.
-    const bool keep_alive = quick_taken || parser.keep_alive();
-    Responder responder = s->responder(keep_alive && !st->draining.load());
-    unsigned error_status = 0;
-    const Handler* handler = st->find(req.method(), req.path(), &error_status);
-    std::string failure;
-    try {
-      if (handler != nullptr) {
-        co_await (*handler)(req, responder);
-      } else {
-        Response r = Response::error(error_status,
-                                     error_status == 404 ? "no such route" : "method not allowed",
-                                     error_type_for(error_status));
-        (void)co_await responder.send(std::move(r));
-      }
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty()) {
-      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::err, 1000, "handler for {} threw: {}",
-                          std::string(req.path()), failure);
-    }
-    if (!responder.started()) {
-      Response r = Response::error(500, "handler sent no response", "server_error");
+      Response r = Response::error(error_status,
+                                   error_status == 404 ? "no such route" : "method not allowed",
+                                   error_type_for(error_status));
       (void)co_await responder.send(std::move(r));
-    } else if (responder.streaming()) {
-      (void)co_await responder.finish();
     }
-    if (responder.failed() || !responder.keep_alive()) break;
+  } catch (const std::exception& e) {
+    failure = e.what();
   }
-  s->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (!failure.empty()) {
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::err, 1000, "handler for {} threw: {}",
+                        std::string(req.path()), failure);
+  }
+  if (!responder.started()) {
+    Response r = Response::error(500, "handler sent no response", "server_error");
+    (void)co_await responder.send(std::move(r));
+  } else if (responder.streaming()) {
+    (void)co_await responder.finish();
+  }
+  co_return !responder.failed() && responder.keep_alive();
+}
+
+net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_ptr<Session> s) {
+  boost::system::error_code ec;
+  const tcp::endpoint remote = s->stream.socket().remote_endpoint(ec);
+  if (co_await handshake(*st, *s, remote)) {
+    uint64_t served = 0;  // requests read on this connection
+    // One request object for the connection: its strings keep their room from one request to
+    // the next (three allocations fewer per request), but not a large body's or head's while
+    // idle.
+    Request req;
+    req.remote = remote;
+    for (;;) {
+      req.verb = Verb::get;
+      req.request_target.clear();
+      req.fields.clear();
+      detail::clear_keeping_room(req.payload, kKeptBodyRoom);
+      if (!co_await await_request(*st, *s, served)) break;
+      s->idle.store(false, std::memory_order_release);
+      BodyReservation reservation(*st);  // released when the request's handler returns
+      bool keep_alive = false;
+      if (!co_await read_request(*st, *s, req, reservation, &keep_alive)) break;
+      st->requests.fetch_add(1, std::memory_order_relaxed);
+      ++served;
+      if (!co_await serve(*st, *s, req, keep_alive)) break;
+    }
+    s->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
   s->stream.close();
   unregister(*st, s->id);
 }

@@ -166,6 +166,54 @@ TEST(RequestModel, AHugeTextPromptIsRefusedFromItsLengthBeforeParsing) {
   EXPECT_LT(ms, 200.0 * testing_support::kSlowdown);
 }
 
+// Chat messages and Responses input are measured as they are met, before a text is decoded:
+// each body here ends its huge text with an invalid escape, which decoding would report as a bad
+// string (InvalidArgument). Refused from the raw length, they are OutOfRange.
+TEST(RequestModel, HugeChatTextsAreRefusedBeforeOneIsDecoded) {
+  // A text of 1 MiB is at least this many tokens; the limit takes one, not two.
+  const size_t mib_tokens = (1 << 20) / 6 / kTok.max_token_bytes();
+  const size_t limit = mib_tokens * 3 / 2;
+  const std::string mib(1 << 20, 'a');
+  const std::string bad = mib + "\\q";  // 1 MiB, then an escape decoding would refuse
+  const std::vector<std::pair<ApiRoute, std::string>> bodies = {
+      {ApiRoute::kChatCompletions,
+       R"({"messages":[{"role":"user","content":")" + mib + bad + R"("}]})"},
+      {ApiRoute::kChatCompletions,
+       R"({"messages":[{"role":"user","content":[{"type":"text","text":")" + mib + bad +
+           R"("}]}]})"},
+      // Texts that fit one by one and not together.
+      {ApiRoute::kChatCompletions, R"({"messages":[{"role":"system","content":")" + mib +
+                                       R"("},{"role":"user","content":")" + bad + R"("}]})"},
+      {ApiRoute::kChatCompletions,
+       R"({"messages":[{"role":"user","content":[{"type":"text","text":")" + mib +
+           R"("},{"type":"text","text":")" + bad + R"("}]}]})"},
+      {ApiRoute::kResponses, R"({"input":")" + mib + bad + R"("})"},
+      {ApiRoute::kResponses, R"({"instructions":"be brief","input":[{"role":"user","content":")" +
+                                 mib + R"("},{"role":"user","content":")" + bad + R"("}]})"},
+  };
+  for (const auto& [route, body] : bodies) {
+    for (const size_t room : {size_t{0}, size_t{64}}) {  // copied, and parsed where it lies
+      std::string padded = body;
+      padded.reserve(body.size() + room);
+      ParsedRequest p;
+      const Status s =
+          parse_request(route, padded, kTok, limit, &p, padded.capacity() - padded.size());
+      EXPECT_TRUE(absl::IsOutOfRange(s)) << api_route_name(route) << ": " << s;
+      EXPECT_NE(std::string(message_of(s)).find("--max-model-len"), std::string::npos) << s;
+    }
+  }
+  // Within the limit the same shapes parse, in place or not.
+  for (const size_t room : {size_t{0}, size_t{64}}) {
+    std::string body = R"({"messages":[{"role":"user","content":")" + mib + R"("}]})";
+    body.reserve(body.size() + room);
+    ParsedRequest p;
+    const Status s = parse_request(ApiRoute::kChatCompletions, body, kTok, kNoTokenLimit, &p,
+                                   body.capacity() - body.size());
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_FALSE(p.tokens.empty());
+  }
+}
+
 TEST(RequestModel, TopLevelStringBytesFindsOnlyTopLevelStrings) {
   EXPECT_EQ(top_level_string_bytes(R"({"a":{"prompt":"nested"},"prompt":"abc\"d"})", "prompt"), 6u);
   EXPECT_EQ(top_level_string_bytes(R"({"prompt":[1,2]})", "prompt"), std::nullopt);

@@ -48,8 +48,9 @@ struct GatewayConfig {
   // its hard limit: half of it, each request also holds an upstream connection). At the limit the
   // longest-idle connection is closed first; a few more stay reserved for health and metrics.
   size_t max_connections = 0;
-  // Request bodies held at once, bytes: a request beyond gets 429 before its body is kept.
-  size_t max_inflight_body_bytes = 256 << 20;
+  // Request bodies held at once, bytes: a request beyond gets 429 before its body is kept. Eight
+  // maximal requests (--max-payload-size) at once then grow the process by less than 200 MB.
+  size_t max_inflight_body_bytes = 128 << 20;
   // Prompt tokens at most when no worker reports its context length (0: no bound then).
   size_t max_model_len = 0;
   // On SIGTERM / SIGINT, how long requests in flight may run before they are ended (Gateway::

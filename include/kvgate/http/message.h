@@ -19,11 +19,15 @@ using Verb = beast_http::verb;
 using Header = std::pair<std::string, std::string>;
 
 // One parsed request. It owns its storage; the views it returns stay valid while it lives.
+// Bytes of room a server's request body keeps past its end: a JSON parser that reads ahead
+// (simdjson) can parse a large body where it lies instead of copying it.
+inline constexpr size_t kPayloadPadding = 64;
+
 struct Request {
   Verb verb = Verb::get;             // verb::unknown for a method Beast does not name
   std::string request_target = "/";  // as sent: the path and the query
   FieldList fields;                  // in arrival order
-  std::string payload;               // the body, a chunked one decoded
+  std::string payload;  // the body, a chunked one decoded; kPayloadPadding of room past its end
   boost::asio::ip::tcp::endpoint remote;
 
   Verb method() const { return verb; }
@@ -37,6 +41,8 @@ struct Request {
   // The first value of a header (any case), empty if absent.
   std::string_view header(std::string_view name) const { return fields.get(name); }
   const std::string& body() const { return payload; }
+  // Bytes past the body's end that may be read (at least kPayloadPadding from a server).
+  size_t body_room() const { return payload.capacity() - payload.size(); }
 };
 
 // A whole response.

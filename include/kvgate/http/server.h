@@ -80,6 +80,10 @@ struct ServerOptions {
   // handler returns. A request beyond the budget gets 429 (413 if it alone is larger) before its
   // body is kept.
   size_t max_inflight_body_bytes = 0;
+  // What a refusal calls body_limit and max_inflight_body_bytes, so a client learns which knob
+  // bounds it (a program names its flags: "--max-payload-size").
+  std::string body_limit_name = "the body limit";
+  std::string inflight_limit_name = "the in-flight body budget";
   // TLS: with both set every connection is HTTPS (a PEM certificate chain and its private key;
   // TLS 1.2 and later), with neither plain HTTP. start() fails naming a file it cannot load. The
   // handshake must complete within read_timeout.

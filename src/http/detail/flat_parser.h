@@ -73,8 +73,11 @@ class FlatParser final : public boost::beast::http::basic_parser<kIsRequest> {
   void on_header_impl(error_code& /*ec*/) override {}
   void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                          error_code& /*ec*/) override {
-    // basic_parser has checked the length against body_limit() already.
-    if (whole_body_ != nullptr && content_length) whole_body_->reserve(*content_length);
+    // basic_parser has checked the length against body_limit() already. The room past the end is
+    // Request's promise (kPayloadPadding).
+    if (whole_body_ != nullptr && content_length) {
+      whole_body_->reserve(*content_length + kPayloadPadding);
+    }
   }
   size_t on_body_impl(string_view body, error_code& ec) override { return take(body, ec); }
   void on_chunk_header_impl(std::uint64_t /*size*/, string_view /*extensions*/,

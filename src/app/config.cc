@@ -175,7 +175,8 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
          },
          "On SIGTERM or SIGINT: /readiness answers 503, new requests get 503, and requests in "
          "flight have this long to finish; then streams end with an error event and the rest "
-         "with a 503, and kvgate exits 0. A second signal exits at once")
+         "with a 503, and kvgate exits 0. A second signal exits at once, with status 1. SIGHUP "
+         "never stops kvgate (it is logged)")
       ->default_str("180")
       ->group("Listening");
   app.add_option("--api-key", c.api_key,

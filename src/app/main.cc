@@ -19,6 +19,9 @@
 #include "kvgate/core/stop_signals.h"
 
 int main(int argc, char** argv) {
+  // Before anything else can start a thread (the log writer, gRPC, ZMQ): every thread inherits
+  // the mask, so a stop signal reaches only the sigwait() below, in any phase of the process.
+  const sigset_t stop_signals = kvgate::block_stop_signals();
 #ifdef NDEBUG
   // Debian's Abseil is built with its debug checks on, so every Mutex::Lock would also record the
   // lock order in a process-wide graph behind a lock of its own (about a microsecond a request on
@@ -75,9 +78,6 @@ int main(int argc, char** argv) {
     logger->warn("{} has no effect: kvgate's index follows the engines' KV events", flag);
   }
 
-  // Block the stop signals before any thread starts, so only sigwait() below sees them.
-  const sigset_t stop_signals = kvgate::block_stop_signals();
-
   // Every client connection holds an upstream one: take every descriptor the system allows.
   if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
     lim.rlim_cur = lim.rlim_max;
@@ -107,15 +107,15 @@ int main(int argc, char** argv) {
                config.host, (*gateway)->port(), kvgate::policy::policy_kind_name(config.policy),
                kvgate::index::index_kind_name(config.kv_index), config.worker_urls.size());
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  // A signal that came while the gateway started is taken here: the drain runs as for any.
+  const int sig = kvgate::await_stop_signal(stop_signals, "main");
   // A second signal while draining means "now": exit without waiting for anything.
   std::thread([stop_signals, logger] {
-    int again = 0;
-    sigwait(&stop_signals, &again);
-    logger->warn("signal {} while draining: exiting at once", again);
+    const int again = kvgate::await_stop_signal(stop_signals, "main");
+    logger->warn("signal {} while draining: exiting at once with status {}", again,
+                 kvgate::kExitSecondSignal);
     kvgate::log::shutdown();
-    std::_Exit(1);
+    std::_Exit(kvgate::kExitSecondSignal);
   }).detach();
   const auto grace = config.shutdown_grace_period;
   logger->info("signal {}: draining (new requests get 503; {} s for those in flight)", sig,

@@ -321,8 +321,7 @@ int run_relay(int argc, char** argv) {
   for (const std::string& url : engines) {
     discovery.emplace_back([&, url] { discover(url, c, feed, stop, mu, cv); });
   }
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  const int sig = await_stop_signal(stop_signals, "relay");
   logger->info("signal {}: stopping", sig);
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -1,14 +1,18 @@
 // Graceful shutdown of the kvgate process: SIGTERM with requests in flight. Within the grace
 // period every request finishes; at its end what still runs ends with the documented error (an
 // SSE error event in a stream, a 503 otherwise). Meanwhile /readiness answers 503 and a new
-// request is refused with 503; the process exits 0.
+// request is refused with 503; the process exits 0. A second signal ends the drain at once, with
+// the documented status; SIGHUP never stops the process.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 
 #include "drills/harness.h"
 #include "kvgate/http/client.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace {
@@ -130,9 +134,56 @@ TEST(Drain, ASecondSignalExitsAtOnce) {
   ASSERT_TRUE(gw.process().signal(SIGINT));
   const auto code = gw.process().wait(10s);
   ASSERT_TRUE(code.has_value());
-  EXPECT_NE(*code, 0);
+  EXPECT_EQ(*code, 1) << "the documented status, not a death by the signal";
+  EXPECT_NE(gw.process().errors().find("exiting at once"), std::string::npos)
+      << gw.process().errors();
   EXPECT_LT(now_s() - second_at, 3);
   streams.stop(10);
+}
+
+// Every thread of the process but the main one, the libraries' included, blocks the stop signals:
+// only the main thread's wait takes them, whatever phase the process is in. SIGHUP is logged and
+// changes nothing.
+TEST(Signals, EveryThreadBlocksThemAndSighupKeepsServing) {
+  MockFleet fleet(1, {});
+  ASSERT_TRUE(fleet.ready());
+  GatewayProcess gw(fleet.urls(), {"--log-level", "warn", "--grpc-port", "0"});
+  ASSERT_TRUE(gw.ready());
+  ASSERT_TRUE(gw.wait_routable(1, 20));
+  const std::string tasks = "/proc/" + std::to_string(gw.process().pid()) + "/task";
+  size_t threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    // The main thread waits for them in sigwait(), which unblocks them for the wait's length.
+    if (task.path().filename() == std::to_string(gw.process().pid())) continue;
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    uint64_t blocked = 0;
+    bool found = false;
+    while (std::getline(status, line)) {
+      if (line.rfind("SigBlk:", 0) != 0) continue;
+      blocked = std::stoull(line.substr(7), nullptr, 16);
+      found = true;
+    }
+    if (!found) continue;  // the thread ended meanwhile
+    ++threads;
+    for (const int sig : {SIGHUP, SIGINT, SIGTERM}) {
+      EXPECT_TRUE(blocked & (uint64_t{1} << (sig - 1)))
+          << "thread " << task.path().filename() << " takes signal " << sig;
+    }
+  }
+  EXPECT_GE(threads, 5u) << "the gateway's own threads, the log writer's, gRPC's";
+  ASSERT_TRUE(gw.process().signal(SIGHUP));
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return gw.process().errors().find("SIGHUP") != std::string::npos; }, 10s));
+  EXPECT_FALSE(gw.process().wait(0ms).has_value()) << "SIGHUP ended it";
+  http::SyncClient c("127.0.0.1", gw.port());
+  auto r = c.post("/v1/completions", R"({"model":"mock-8b","prompt":"still here","max_tokens":2})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200u);
+  ASSERT_TRUE(gw.process().signal(SIGTERM));
+  const auto code = gw.process().wait(30s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << "a drain after a SIGHUP is a drain";
 }
 
 }  // namespace

@@ -1,15 +1,27 @@
-// A daemon's stop signals: SIGINT and SIGTERM blocked in the calling thread before it starts any
-// other (threads inherit the mask), so only the main thread's sigwait() sees them; SIGPIPE
-// ignored (a peer that closes a socket is an error code, not a death).
+// A daemon's signals: SIGINT, SIGTERM and SIGHUP blocked in the calling thread before it starts
+// any other (threads inherit the mask, libraries' threads included), so only a sigwait() sees
+// them and no thread dies of one; SIGPIPE ignored (a peer that closes a socket is an error code,
+// not a death).
 //
-// Threading: call from main before any thread starts.
+// SIGHUP never ends the process: await_stop_signal() logs it and waits on (kvgate has no
+// configuration to reload yet; a reload will hang from here).
+//
+// Threading: block_stop_signals() from main before any thread starts (the first thing main
+// does); await_stop_signal() from any thread, each signal going to one waiter.
 #pragma once
 
 #include <signal.h>
 
 namespace kvgate {
 
-// Returns the set to sigwait() on.
+// Returns the set to wait on.
 sigset_t block_stop_signals();
+
+// Waits for SIGINT or SIGTERM and returns it; a SIGHUP meanwhile is logged (logger `name`, at
+// warning: an operator who sent it expected something) and waited past.
+int await_stop_signal(const sigset_t& signals, const char* name);
+
+// The exit status of a process that a second stop signal ended during its drain.
+inline constexpr int kExitSecondSignal = 1;
 
 }  // namespace kvgate

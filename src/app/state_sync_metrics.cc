@@ -60,8 +60,10 @@ StateSyncMetrics::StateSyncMetrics(metrics::Registry& r)
   workers_added_ = &changes.Add({{"change", "added"}});
   workers_removed_ = &changes.Add({{"change", "removed"}});
   adds_refused_ = &changes.Add({{"change", "refused"}});
-  auto& errors = metrics::counter_family(r, "kvgate_sync_errors_total",
-                                         "State-sync failures with Redis, by operation.");
+  auto& errors =
+      metrics::counter_family(r, "kvgate_sync_errors_total",
+                              "State-sync failures with Redis, by operation: connect, pull, "
+                              "push, and probe (a PING each period while Redis is away).");
   for (size_t i = 0; i < errors_.size(); ++i)
     errors_[i] = &errors.Add({{"op", sync::sync_op_name(static_cast<sync::SyncOp>(i))}});
   auto& bad = metrics::counter_family(

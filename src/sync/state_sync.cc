@@ -43,6 +43,8 @@ const char* sync_op_name(SyncOp op) {
       return "pull";
     case SyncOp::kPush:
       return "push";
+    case SyncOp::kProbe:
+      return "probe";
     case SyncOp::kCount:
       break;
   }
@@ -91,30 +93,46 @@ SyncStats StateSync::stats() const {
 void StateSync::loop() {
   for (;;) {
     (void)run_once();
-    const auto wait = next_wait();
-    const bool failing = failures_ > 0;
-    MutexLock l(&mu_);
-    const auto until = std::chrono::steady_clock::now() + wait;
-    while (!stop_ && !(soon_ && !failing) && std::chrono::steady_clock::now() < until)
-      wake_.wait_for(&mu_, until - std::chrono::steady_clock::now());
-    soon_ = false;
-    if (stop_) return;
+    do {
+      if (!pause(next_wait())) return;
+    } while (failures_ > 0 && !probe());
   }
+}
+
+bool StateSync::pause(std::chrono::milliseconds wait) {
+  const bool failing = failures_ > 0;
+  MutexLock l(&mu_);
+  const auto until = std::chrono::steady_clock::now() + wait;
+  while (!stop_ && !(soon_ && !failing) && std::chrono::steady_clock::now() < until)
+    wake_.wait_for(&mu_, until - std::chrono::steady_clock::now());
+  soon_ = false;
+  return !stop_;
+}
+
+bool StateSync::probe() {
+  Status s = redis_.connect(key_prefix(config_.ns));
+  if (s.ok()) {
+    auto pong = redis_.command({"PING"});
+    s = !pong.ok()         ? pong.status()
+        : pong->is_error() ? absl::UnavailableError("PING: " + pong->str)
+                           : Status();
+  }
+  if (!s.ok()) {
+    redis_.disconnect();
+    went_away_ = true;
+    forget_peers_when_expired();
+    MutexLock l(&mu_);
+    ++stats_.errors[static_cast<size_t>(SyncOp::kProbe)];
+    return false;
+  }
+  return went_away_ || clock_.now() >= retry_after_;
 }
 
 std::chrono::milliseconds StateSync::next_wait() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_real_distribution<double> spread(1.0 - config_.jitter, 1.0 + config_.jitter);
-  auto base = config_.period;
-  if (failures_ > 0) {
-    // One period after the first failure, doubling up to max_backoff.
-    const uint32_t doublings = std::min<uint32_t>(failures_ - 1, 16);
-    base = std::min(config_.max_backoff, config_.period * (int64_t{1} << doublings));
-    MutexLock l(&mu_);
-    stats_.backoff = base;
-  }
   return std::chrono::milliseconds(
-      static_cast<int64_t>(static_cast<double>(base.count()) * spread(rng)));
+      static_cast<int64_t>(static_cast<double>(config_.period.count()) * spread(rng)));
 }
 
 Status StateSync::run_once() {
@@ -287,25 +305,35 @@ void StateSync::on_failure(SyncOp op, const Status& why) {
   pushed_.clear();
   const bool was_up = failures_ == 0;
   ++failures_;
-  if (!peers_forgotten_ && clock_.now() - last_success_ > config_.ttl) {
-    host_.forget_peers();
-    peers_forgotten_ = true;
-    peers_applied_.clear();
-  }
+  // The next cycle: at once when a probe finds Redis back after it went away, else after one
+  // period doubling up to max_backoff.
+  const uint32_t doublings = std::min<uint32_t>(failures_ - 1, 16);
+  const auto backoff = std::min(config_.max_backoff, config_.period * (int64_t{1} << doublings));
+  retry_after_ = clock_.now() + backoff;
+  went_away_ = false;
+  forget_peers_when_expired();
   {
     MutexLock l(&mu_);
     ++stats_.errors[static_cast<size_t>(op)];
+    stats_.backoff = backoff;
     stats_.redis_up = false;
     stats_.convergence = 0;
     if (was_up) ++stats_.outages;
   }
   if (was_up) {
     logger()->warn(
-        "state sync: Redis at {} failed ({}: {}); this replica routes on its own state and "
-        "retries with backoff up to {:.1f} s",
+        "state sync: Redis at {} failed ({}: {}); this replica routes on its own state, "
+        "probes Redis every period and retries with backoff up to {:.1f} s",
         config_.redis.redacted(), sync_op_name(op), message_of(why),
         static_cast<double>(config_.max_backoff.count()) / 1000.0);
   }
+}
+
+void StateSync::forget_peers_when_expired() {
+  if (peers_forgotten_ || clock_.now() - last_success_ <= config_.ttl) return;
+  host_.forget_peers();
+  peers_forgotten_ = true;
+  peers_applied_.clear();
 }
 
 void StateSync::on_success() {

@@ -299,8 +299,27 @@ TEST_F(StateSyncTest, ARedisOutageCostsOnlyTheSharing) {
             0);
   EXPECT_EQ(metric_value(text, "kvgate_sync_outages_total"), 1);
   EXPECT_GT(metric_value(text, "kvgate_sync_backoff_seconds"), 0);
+  // A long outage: a backoff alone would now wait seconds before the next try. The probes (a
+  // PING a period) find Redis at its return instead.
+  const auto probes = [&](Gateway& g) {
+    return metric_value(g.metrics_text(), "kvgate_sync_errors_total{op=\"probe\"}");
+  };
+  ASSERT_TRUE(testing::wait_until([&] { return probes(a) >= 10 && probes(b) >= 10; }, 10s));
+  const double a_probes = probes(a), b_probes = probes(b);
   // Back, empty: both push everything again and agree.
   redis = std::make_unique<RedisServer>(false, port);
+  const auto back = std::chrono::steady_clock::now();
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return metric(a, "kvgate_sync_up") == 1 && metric(b, "kvgate_sync_up") == 1; }, 10s));
+  const double up_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - back).count();
+  RecordProperty("sync_up_seconds_after_redis_returned", std::to_string(up_after));
+  std::printf("kvgate_sync_up 1 on both replicas %.2f s after Redis returned (period 0.2 s)\n",
+              up_after);
+  // At most one probe failed after the return (one under way as Redis came back): whole again
+  // within two periods, counted in probes rather than in time.
+  EXPECT_LE(probes(a) - a_probes, 1);
+  EXPECT_LE(probes(b) - b_probes, 1);
   ASSERT_TRUE(testing::wait_until(
       [&] {
         return metric(a, "kvgate_sync_convergence_ratio") == 1 &&

@@ -1,6 +1,7 @@
 // StateSync against a real redis-server (standalone and a three-node cluster): what one replica
 // publishes reaches another, unchanged entries are not rewritten, bad values are skipped, and a
-// Redis outage is survived, counted, backed off from and recovered.
+// Redis outage is survived, counted, probed and recovered at Redis's first answer, and a failure
+// with Redis answering is backed off from.
 #include "kvgate/sync/state_sync.h"
 
 #include <gtest/gtest.h>
@@ -257,7 +258,7 @@ TEST(StateSync, GarbageUnderTheNamespaceIsCountedAndSkipped) {
   EXPECT_LT(std::stol(redis.cli("STRLEN 'kvgate:{test}:load:gw-a'")), 4096);
 }
 
-TEST(StateSync, ARedisOutageIsCountedBackedOffAndRecovered) {
+TEST(StateSync, ARedisOutageIsProbedCountedAndRecoveredAtTheFirstAnswer) {
   auto redis = std::make_unique<RedisServer>();
   const uint16_t port = redis->port();
   Replica a(port, "gw-a"), b(port, "gw-b");
@@ -267,21 +268,24 @@ TEST(StateSync, ARedisOutageIsCountedBackedOffAndRecovered) {
   ASSERT_TRUE(testing::wait_until([&] { return b.host.worker_urls().size() == 1; }, 5s));
   ASSERT_TRUE(testing::wait_until([&] { return b.sync.stats().peers == 1; }, 5s));
   redis->kill();
-  // Both keep their state, count the failures, back off to the cap and forget their peers.
-  ASSERT_TRUE(testing::wait_until([&] { return b.sync.stats().backoff == 400ms; }, 5s));
-  std::this_thread::sleep_for(1s);
+  const auto probes = [](const SyncStats& s) {
+    return s.errors[static_cast<size_t>(SyncOp::kProbe)];
+  };
+  // Both keep their state, count the failure, probe each period and forget their peers.
+  ASSERT_TRUE(testing::wait_until([&] { return probes(b.sync.stats()) >= 5; }, 5s));
+  ASSERT_TRUE(testing::wait_until([&] { return b.host.forgets() == 1; }, 5s));
   const SyncStats down = b.sync.stats();
   EXPECT_FALSE(down.redis_up);
   EXPECT_EQ(down.outages, 1u);
   EXPECT_DOUBLE_EQ(down.convergence, 0.0);
-  const uint64_t errors = down.errors[static_cast<size_t>(SyncOp::kConnect)] +
-                          down.errors[static_cast<size_t>(SyncOp::kPull)];
-  EXPECT_GE(errors, 3u);
-  // Without backoff a 100 ms period would have failed about 20 times by now.
-  EXPECT_LE(errors, 10u);
-  EXPECT_EQ(b.host.forgets(), 1);
+  // One whole cycle failed; the rest were PINGs, one a period.
+  EXPECT_EQ(down.errors[static_cast<size_t>(SyncOp::kConnect)] +
+                down.errors[static_cast<size_t>(SyncOp::kPull)],
+            1u);
   EXPECT_EQ(b.host.worker_urls().size(), 1u);
-  // Back, empty: within two periods after the next attempt both have pushed everything again.
+  // Back, empty: the first probe that finds it runs a whole cycle at once, so each replica is
+  // whole again after at most one more failed probe (one that was under way as Redis returned).
+  const uint64_t a_probes = probes(a.sync.stats()), b_probes = probes(b.sync.stats());
   redis = std::make_unique<RedisServer>(false, port);
   ASSERT_TRUE(testing::wait_until(
       [&] {
@@ -290,9 +294,30 @@ TEST(StateSync, ARedisOutageIsCountedBackedOffAndRecovered) {
                b.sync.stats().peers == 1;
       },
       3s));
+  EXPECT_LE(probes(a.sync.stats()) - a_probes, 1u);
+  EXPECT_LE(probes(b.sync.stats()) - b_probes, 1u);
   EXPECT_EQ(redis->cli("EXISTS 'kvgate:{test}:worker:http://w:1'"), "1\n");
   a.sync.stop();
   b.sync.stop();
+}
+
+TEST(StateSync, AFailureWithRedisAnsweringIsBackedOff) {
+  RedisServer redis;
+  Replica a(redis.port(), "gw-a");
+  a.sync.start();
+  ASSERT_TRUE(testing::wait_until([&] { return a.sync.stats().redis_up; }, 5s));
+  // Redis answers PING but refuses every write: the cycles back off to the cap.
+  redis.cli("CONFIG SET maxmemory 1");
+  redis.cli("CONFIG SET maxmemory-policy noeviction");
+  a.host.add_worker("http://w:2", 1000);
+  a.sync.sync_soon();
+  ASSERT_TRUE(testing::wait_until([&] { return a.sync.stats().backoff == 400ms; }, 10s));
+  const SyncStats failing = a.sync.stats();
+  EXPECT_FALSE(failing.redis_up);
+  EXPECT_EQ(failing.errors[static_cast<size_t>(SyncOp::kProbe)], 0u) << "PING answered";
+  redis.cli("CONFIG SET maxmemory 0");
+  ASSERT_TRUE(testing::wait_until([&] { return a.sync.stats().redis_up; }, 5s));
+  a.sync.stop();
 }
 
 TEST(StateSync, AThreeNodeClusterServesTheNamespaceFromOneSlot) {

@@ -6,10 +6,14 @@
 // (SET ... PX ttl, one pipeline). Keys and values: shared_state.h.
 //
 // When Redis fails (unreachable, timing out, refusing), the replica keeps routing on its own
-// state: the failure is counted by operation, logged once per change of state, and retried with
-// exponential backoff from one period up to max_backoff. Once Redis has been unreachable longer
-// than the TTL the host forgets its peers' entries (they would have expired there too). When it is
-// back, the next cycle pulls and pushes everything again.
+// state: the failure is counted by operation and logged once per change of state. While it is
+// failing, a PING probes Redis every period (a connection and one round trip, nothing pulled or
+// written): once Redis answers after it had gone away, the next cycle runs at once, so a replica
+// is whole again within about a period of Redis's return. A failure with Redis answering (an
+// error reply, a refused write) waits out an exponential backoff from one period up to
+// max_backoff before the next cycle. Once Redis has been unreachable longer than the TTL the host
+// forgets its peers' entries (they would have expired there too). When it is back, the next
+// cycle pulls and pushes everything again.
 //
 // Convergence, a figure for operators: the fraction of entries on which this replica agrees with
 // Redis at each pull, counting (a) the fleet's workers (registered here and live in Redis, by URL)
@@ -75,7 +79,7 @@ class SyncHost {
   virtual void take_predictions(std::vector<PredictionJournal>& out) = 0;
 };
 
-enum class SyncOp : uint8_t { kConnect, kPull, kPush, kCount };
+enum class SyncOp : uint8_t { kConnect, kPull, kPush, kProbe, kCount };
 const char* sync_op_name(SyncOp op);
 
 struct SyncStats {
@@ -123,7 +127,15 @@ class StateSync {
   void measure(const SharedState& fleet, const SharedState& local, int64_t now_ms);
   void on_failure(SyncOp op, const Status& why);
   void on_success();
+  // Redis has been away longer than the TTL: the peers' entries would have expired there too.
+  void forget_peers_when_expired();
+  // The wait before the next probe or cycle: a period, jittered.
   std::chrono::milliseconds next_wait();
+  // Waits `wait` (or until stop() or, when not failing, sync_soon()); false on stop.
+  bool pause(std::chrono::milliseconds wait);
+  // While failing: whether the next cycle should run now (Redis answers a PING, and it had gone
+  // away since the last failure or the backoff has passed).
+  bool probe();
 
   const SyncConfig config_;
   SyncHost& host_;
@@ -139,6 +151,8 @@ class StateSync {
   absl::flat_hash_set<std::string> peers_applied_;
   int64_t own_load_at_ms_ = -1;
   uint32_t failures_ = 0;
+  MonoTime retry_after_{};  // a cycle's failure's backoff ends
+  bool went_away_ = false;  // a probe failed since the last failed cycle
   MonoTime last_success_{};
   bool peers_forgotten_ = false;
 

@@ -274,6 +274,19 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--grpc-host", c.grpc_host,
                  "Address of the --grpc-port listener (default: the --host address)")
       ->group("Listening");
+  app.add_option("--grpc-max-message-bytes", c.grpc_max_message_bytes,
+                 "A larger gRPC request is refused with RESOURCE_EXHAUSTED (a 4 MiB prompt is "
+                 "about a million tokens)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->group("Listening");
+  app.add_option("--grpc-memory-bytes", c.grpc_memory_bytes,
+                 "Memory gRPC may hold for incoming messages, every call together (its resource "
+                 "quota); bounds what oversized or many messages cost (process_resident_memory_"
+                 "bytes shows it)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1} << 20, size_t{1} << 40))
+      ->group("Listening");
   app.add_option(
          "--cors-allowed-origins", c.cors_allowed_origins,
          "Web origins (scheme://host[:port], or * for any) whose pages may call the "

@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <simdjson.h>
 
 #include <fstream>
@@ -162,12 +163,32 @@ http::Request as_http_request(const GatewayImpl& gw, grpc::CallbackServerContext
   return req;
 }
 
+// A request's bytes decoded; false when they are not such a message.
+template <class Message>
+bool decode_message(const grpc::ByteBuffer* bytes, Message* out) {
+  grpc::ByteBuffer copy(*bytes);  // shares the slices; Deserialize consumes its buffer
+  return grpc::SerializationTraits<Message>::Deserialize(&copy, out).ok();
+}
+// An answer's bytes.
+template <class Message>
+void encode_message(const Message& message, grpc::ByteBuffer* out) {
+  out->Clear();  // the serializer writes into an empty buffer only
+  bool own = false;
+  (void)grpc::SerializationTraits<Message>::Serialize(message, out, &own);
+}
+// The status for request bytes that are not a `Message`.
+template <class Message>
+grpc::Status not_a(const Message& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "the request is not a valid " + message.GetTypeName() + " message");
+}
+
 // One Generate call: the gRPC stream on one side, the generation handler's Responder on the
 // other. gRPC takes one write at a time; the handler never waits for it: tokens that arrive while
 // a write is in flight join one queued chunk, sent when the write completes (so a slow client
 // gets fewer, larger chunks and the call holds at most the generation's own tokens). The end of
 // the call (Complete and OK, or an error status) goes out after the last chunk.
-class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public http::ResponseSink,
                            public std::enable_shared_from_this<GenerateCall> {
  public:
@@ -297,10 +318,12 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
       case Next::kNothing:
         break;
       case Next::kChunk:
-        StartWrite(&in_flight_);
+        encode_message(in_flight_, &in_flight_bytes_);
+        StartWrite(&in_flight_bytes_);
         break;
       case Next::kLast:
-        StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), grpc::Status::OK);
+        encode_message(in_flight_, &in_flight_bytes_);
+        StartWriteAndFinish(&in_flight_bytes_, grpc::WriteOptions(), grpc::Status::OK);
         break;
       case Next::kFinish:
         Finish(gone_status());
@@ -444,11 +467,12 @@ class GenerateCall final : public grpc::ServerWriteReactor<v1::GenerateResponse>
   v1::Complete final_ KVGATE_GUARDED_BY(mu_);
   grpc::Status final_status_ KVGATE_GUARDED_BY(mu_);
   v1::GenerateResponse in_flight_;
+  grpc::ByteBuffer in_flight_bytes_;  // in_flight_ serialized, gRPC's until OnWriteDone
   std::function<void()> on_gone_ KVGATE_GUARDED_BY(mu_);
 };
 
 // A Generate refused before it starts.
-class Refused final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class Refused final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit Refused(grpc::Status status) { Finish(std::move(status)); }
   void OnDone() override { delete this; }
@@ -456,94 +480,123 @@ class Refused final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
 }  // namespace
 
-class GatewayService final : public v1::Gateway::CallbackService {
+// Every method takes its request as bytes and decodes it here: gRPC's own decoding answers a
+// message that does not parse with UNIMPLEMENTED (gRPC 1.51's callback API), which tells a client
+// the method is missing, not that its message is broken (INVALID_ARGUMENT).
+using RawGatewayService =
+    v1::Gateway::WithRawCallbackMethod_Generate<v1::Gateway::WithRawCallbackMethod_Tokenize<
+        v1::Gateway::WithRawCallbackMethod_Detokenize<v1::Gateway::WithRawCallbackMethod_ListModels<
+            v1::Gateway::WithRawCallbackMethod_ListWorkers<v1::Gateway::Service>>>>>;
+
+class GatewayService final : public RawGatewayService {
  public:
   explicit GatewayService(GatewayImpl& gw) : gw_(gw) {}
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) override {
-    if (request->input_case() == v1::GenerateRequest::INPUT_NOT_SET ||
-        (request->has_text() && request->text().empty())) {
-      return new Refused(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                      "GenerateRequest needs its input: token_ids, text or chat"));
-    }
-    if (request->has_chat() && request->chat().messages().empty()) {
-      return new Refused(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                      "GenerateRequest.chat holds no messages"));
-    }
-    if (request->has_token_ids() && request->token_ids().ids().empty()) {
-      return new Refused(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GenerateRequest.token_ids is empty"));
-    }
-    http::Request req = as_http_request(gw_, ctx, *request);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* bytes) override {
+    v1::GenerateRequest request;
+    if (!decode_message(bytes, &request)) return new Refused(not_a(request));
+    if (auto invalid = invalid_input(request)) return new Refused(*invalid);
+    http::Request req = as_http_request(gw_, ctx, request);
     if (auto refused = refusal_of(req)) return new Refused(*refused);
-    auto call = std::make_shared<GenerateCall>(gw_.io_.next(), *request);
+    auto call = std::make_shared<GenerateCall>(gw_.io_.next(), request);
     call->run(gw_, std::move(req));
     return call.get();
   }
 
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override {
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                     grpc::ByteBuffer* out) override {
+    return unary<v1::TokenizeRequest, v1::TokenizeResponse>(ctx, in, out,
+                                                            &GatewayService::tokenize);
+  }
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return unary<v1::DetokenizeRequest, v1::DetokenizeResponse>(ctx, in, out,
+                                                                &GatewayService::detokenize);
+  }
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return unary<v1::ListModelsRequest, v1::ListModelsResponse>(ctx, in, out,
+                                                                &GatewayService::list_models);
+  }
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* in,
+                                        grpc::ByteBuffer* out) override {
+    return unary<v1::ListWorkersRequest, v1::ListWorkersResponse>(ctx, in, out,
+                                                                  &GatewayService::list_workers);
+  }
+
+ private:
+  // A unary call: the caller's key checked, the request decoded, `method` run, its answer encoded.
+  template <class Request, class Response>
+  grpc::ServerUnaryReactor* unary(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                  grpc::ByteBuffer* out,
+                                  grpc::Status (GatewayService::*method)(const Request&, Response*)
+                                      const) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    Request request;
+    Response response;
+    grpc::Status status;
     if (auto refused = refusal(ctx)) {
-      reactor->Finish(*refused);
-      return reactor;
+      status = *refused;
+    } else if (!decode_message(in, &request)) {
+      status = not_a(request);
+    } else {
+      status = (this->*method)(request, &response);
+      if (status.ok()) encode_message(response, out);
     }
-    const tokenizer::Tokenizer* tok = gw_.tokenizers_.for_model(request->model()).model();
-    if (tok == nullptr) {
-      reactor->Finish(no_tokenizer(request->model()));
-      return reactor;
-    }
-    std::vector<TokenId> ids;
-    const bool special = !request->has_add_special_tokens() || request->add_special_tokens();
-    if (Status s = tok->encode(request->text(), special, &ids); !s.ok()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   "the text cannot be tokenized: " + std::string(s.message())));
-      return reactor;
-    }
-    for (TokenId id : ids) response->add_token_ids(id);
-    reactor->Finish(grpc::Status::OK);
+    reactor->Finish(status);
     return reactor;
   }
 
-  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx,
-                                       const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (auto refused = refusal(ctx)) {
-      reactor->Finish(*refused);
-      return reactor;
+  static std::optional<grpc::Status> invalid_input(const v1::GenerateRequest& request) {
+    if (request.input_case() == v1::GenerateRequest::INPUT_NOT_SET ||
+        (request.has_text() && request.text().empty())) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "GenerateRequest needs its input: token_ids, text or chat");
     }
-    const tokenizer::Tokenizer* tok = gw_.tokenizers_.for_model(request->model()).model();
-    if (tok == nullptr) {
-      reactor->Finish(no_tokenizer(request->model()));
-      return reactor;
+    if (request.has_chat() && request.chat().messages().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "GenerateRequest.chat holds no messages");
     }
+    if (request.has_token_ids() && request.token_ids().ids().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GenerateRequest.token_ids is empty");
+    }
+    return std::nullopt;
+  }
+
+  grpc::Status tokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const {
+    const tokenizer::Tokenizer* tok = gw_.tokenizers_.for_model(request.model()).model();
+    if (tok == nullptr) return no_tokenizer(request.model());
     std::vector<TokenId> ids;
-    for (uint32_t id : request->token_ids()) {
+    const bool special = !request.has_add_special_tokens() || request.add_special_tokens();
+    if (Status s = tok->encode(request.text(), special, &ids); !s.ok()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the text cannot be tokenized: " + std::string(s.message()));
+    }
+    for (TokenId id : ids) response->add_token_ids(id);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status detokenize(const v1::DetokenizeRequest& request,
+                          v1::DetokenizeResponse* response) const {
+    const tokenizer::Tokenizer* tok = gw_.tokenizers_.for_model(request.model()).model();
+    if (tok == nullptr) return no_tokenizer(request.model());
+    std::vector<TokenId> ids;
+    for (uint32_t id : request.token_ids()) {
       if (id >= tok->vocab_size()) {
-        reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                     "token id " + std::to_string(id) +
-                                         " is outside the vocabulary of " +
-                                         std::to_string(tok->vocab_size())));
-        return reactor;
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                std::to_string(tok->vocab_size()));
       }
       ids.push_back(static_cast<TokenId>(id));
     }
     response->set_text(tok->decode(ids, false));
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
-                                       const v1::ListModelsRequest* /*request*/,
-                                       v1::ListModelsResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (auto refused = refusal(ctx)) {
-      reactor->Finish(*refused);
-      return reactor;
-    }
+  grpc::Status list_models(const v1::ListModelsRequest& /*request*/,
+                           v1::ListModelsResponse* response) const {
     const auto fleet = gw_.workers_.snapshot();
     for (const std::string& name : fleet->models) {
       v1::Model* m = response->add_models();
@@ -555,18 +608,11 @@ class GatewayService final : public v1::Gateway::CallbackService {
         m->set_max_model_len(std::max(m->max_model_len(), fleet->infos[i]->max_model_len));
       }
     }
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return grpc::Status::OK;
   }
 
-  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
-                                        const v1::ListWorkersRequest* /*request*/,
-                                        v1::ListWorkersResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    if (auto refused = refusal(ctx)) {
-      reactor->Finish(*refused);
-      return reactor;
-    }
+  grpc::Status list_workers(const v1::ListWorkersRequest& /*request*/,
+                            v1::ListWorkersResponse* response) const {
     const auto fleet = gw_.workers_.snapshot();
     for (size_t i = 0; i < fleet->workers.size(); ++i) {
       const workers::Worker& w = *fleet->workers[i];
@@ -581,11 +627,9 @@ class GatewayService final : public v1::Gateway::CallbackService {
       out->set_index_blocks(w.index_blocks());
       out->set_dp_size(fleet->infos[i]->dp_size);
     }
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    return grpc::Status::OK;
   }
 
- private:
   // UNAUTHENTICATED without the gateway's --api-key, as HTTP answers 401.
   std::optional<grpc::Status> refusal(grpc::CallbackServerContext* ctx) const {
     return refusal_of(caller_of(ctx));
@@ -641,6 +685,17 @@ Status GrpcFront::start() {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, credentials, &port_);
   builder.RegisterService(service_.get());
+  // What calls may hold: a message past grpc_max_message_bytes is refused (RESOURCE_EXHAUSTED),
+  // but gRPC reads it whole first, and with its default windows (grown by its bandwidth probe)
+  // ten concurrent 100 MB messages grew the process by about 1 GB. A memory quota for the
+  // transport, a fixed per-stream window and no bandwidth probe keep what such calls hold to
+  // about twice the quota (requests are small: the windows cost a legitimate call nothing).
+  builder.SetMaxReceiveMessageSize(static_cast<int>(c.grpc_max_message_bytes));
+  grpc::ResourceQuota quota("kvgate-grpc");
+  quota.Resize(c.grpc_memory_bytes);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 10);
   // Clients' keepalive pings are welcome (a long generation is quiet between chunks).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);

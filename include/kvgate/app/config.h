@@ -107,6 +107,11 @@ struct GatewayConfig {
   // port; on grpc_host (empty: the main listener's host). TLS and api_key apply as on HTTP.
   int32_t grpc_port = -1;
   std::string grpc_host;
+  // A gRPC message larger than this is refused (RESOURCE_EXHAUSTED); gRPC's own default.
+  size_t grpc_max_message_bytes = 4 << 20;
+  // Memory gRPC's transport may hold for incoming messages, every call together (its resource
+  // quota): ten concurrent 100 MB messages then grow the process by about 60 MB.
+  size_t grpc_memory_bytes = 24 << 20;
   // Web origins whose pages may call the gateway ("*": any; empty: no CORS), app/cors.h.
   std::vector<std::string> cors_allowed_origins;
 

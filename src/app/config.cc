@@ -47,6 +47,20 @@ void positive_seconds(double s, const char* flag) {
     throw CLI::ValidationError(flag, "must be a finite number of seconds >= 0");
 }
 
+// A flag taking seconds (>= 0) into `field`, its default shown from the field.
+void add_seconds(CLI::App& app, const char* name, std::chrono::milliseconds& field,
+                 const char* help, const char* group) {
+  app.add_option_function<double>(
+         name,
+         [&field, name](double s) {
+           positive_seconds(s, name);
+           field = seconds(s);
+         },
+         help)
+      ->default_str(CLI::detail::to_string(to_seconds(field)))
+      ->group(group);
+}
+
 }  // namespace
 
 ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec) {
@@ -220,6 +234,21 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--tls-key-path", c.tls_key_path, "PEM private key of --tls-cert-path")
       ->check(CLI::ExistingFile)
       ->group("Listening");
+  app.add_flag("--tls-session-tickets", c.tls_session_tickets,
+               "Issue TLS session tickets, so clients resume without a full handshake (off: "
+               "none; TLS 1.2 takes forward-secret AEAD suites only either way)")
+      ->group("Listening");
+  add_seconds(app, "--client-read-timeout-secs", c.client_read_timeout,
+              "Reading a client's request, from its first byte to its body's end (a client that "
+              "trickles its request is cut off)",
+              "Listening");
+  add_seconds(app, "--client-write-timeout-secs", c.client_write_timeout,
+              "Writing one answer, or one piece of a stream, to a client that does not read",
+              "Listening");
+  add_seconds(app, "--client-idle-timeout-secs", c.client_idle_timeout,
+              "A kept-alive client connection's wait for its next request (the keep-alive "
+              "timeout)",
+              "Listening");
   app.add_option("--max-concurrent-requests", c.max_concurrent_requests,
                  "Generation requests this gateway runs at once; the next --queue-size wait for a "
                  "slot and the rest get 429 (0: no limit; each worker's overload gate still "
@@ -531,17 +560,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->group("KV events");
 
   const auto secs = [&app](const char* name, std::chrono::milliseconds& field, const char* help,
-                           const char* group) {
-    app.add_option_function<double>(
-           name,
-           [&field, name](double s) {
-             positive_seconds(s, name);
-             field = seconds(s);
-           },
-           help)
-        ->default_str(CLI::detail::to_string(to_seconds(field)))
-        ->group(group);
-  };
+                           const char* group) { add_seconds(app, name, field, help, group); };
   secs("--connect-timeout-secs", c.connect_timeout, "Connecting to a worker", "Upstream");
   app.add_option("--worker-ca-path", c.worker_ca_path,
                  "PEM roots that https:// workers' certificates must chain to (default: the "

@@ -229,13 +229,17 @@ Status GatewayImpl::init() {
       io_, http::ServerOptions{.address = config_.host,
                                .port = config_.port,
                                .body_limit = config_.max_payload_bytes,
+                               .idle_timeout = config_.client_idle_timeout,
+                               .read_timeout = config_.client_read_timeout,
+                               .write_timeout = config_.client_write_timeout,
                                .server_name = "kvgate",
                                .max_connections = config_.max_connections,
                                .max_inflight_body_bytes = config_.max_inflight_body_bytes,
                                .body_limit_name = "--max-payload-size",
                                .inflight_limit_name = "--max-inflight-body-bytes",
                                .tls_cert_path = config_.tls_cert_path,
-                               .tls_key_path = config_.tls_key_path});
+                               .tls_key_path = config_.tls_key_path,
+                               .tls_session_tickets = config_.tls_session_tickets});
   // Orchestrators' probes and the scrape stay reachable at the connection limit.
   for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
     server_->always_available(path);
@@ -268,7 +272,8 @@ Status GatewayImpl::init() {
             .port = config_.prometheus_port,
             .server_name = "kvgate",
             .tls_cert_path = config_.tls_cert_path,
-            .tls_key_path = config_.tls_key_path});
+            .tls_key_path = config_.tls_key_path,
+            .tls_session_tickets = config_.tls_session_tickets});
     metrics_server_->route(
         http::Verb::get, "/metrics",
         [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {

@@ -482,8 +482,18 @@ Result<std::unique_ptr<net::ssl::context>> tls_server_context(const ServerOption
   ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
                    net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
                    net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
-  // No TLS 1.3 session tickets: they are bytes a client finds on a connection it believes idle.
-  SSL_CTX_set_num_tickets(ctx->native_handle(), 0);
+  // TLS 1.2: forward-secret AEAD suites only (no static RSA key exchange, no CBC, no SHA-1 MAC);
+  // TLS 1.3's suites are all of that kind already.
+  SSL_CTX_set_cipher_list(ctx->native_handle(),
+                          "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                          "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                          "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305");
+  if (!o.tls_session_tickets) {
+    // No tickets in TLS 1.2 or 1.3 (1.3's are also bytes a client finds on a connection it
+    // believes idle).
+    SSL_CTX_set_options(ctx->native_handle(), SSL_OP_NO_TICKET);
+    SSL_CTX_set_num_tickets(ctx->native_handle(), 0);
+  }
   boost::system::error_code ec;
   ctx->use_certificate_chain_file(o.tls_cert_path, ec);
   if (ec) {

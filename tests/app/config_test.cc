@@ -100,6 +100,35 @@ TEST(Config, ServingDefaults) {
   EXPECT_EQ(c.prometheus_port, 0);
 }
 
+TEST(Config, HostilePeerBoundsHaveServingDefaultsAndFlags) {
+  const GatewayConfig d = parse({});
+  EXPECT_EQ(d.max_inflight_body_bytes, size_t{128} << 20);
+  EXPECT_EQ(d.max_answer_bytes, uint64_t{64} << 20);
+  EXPECT_EQ(d.grpc_max_message_bytes, size_t{4} << 20);
+  EXPECT_EQ(d.grpc_memory_bytes, size_t{24} << 20);
+  EXPECT_FALSE(d.tls_session_tickets);
+  EXPECT_FALSE(d.forward_client_authorization);
+  EXPECT_TRUE(d.worker_api_key.empty());
+  EXPECT_EQ(d.client_read_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(d.client_idle_timeout, std::chrono::seconds(60));
+  const GatewayConfig c = parse({"--max-answer-bytes", "1000", "--grpc-max-message-bytes", "65536",
+                                 "--grpc-memory-bytes", "8388608", "--tls-session-tickets",
+                                 "--forward-client-authorization", "--worker-api-key", "sk-w",
+                                 "--client-read-timeout-secs", "5", "--client-write-timeout-secs",
+                                 "6", "--client-idle-timeout-secs", "7.5"});
+  EXPECT_EQ(c.max_answer_bytes, 1000u);
+  EXPECT_EQ(c.grpc_max_message_bytes, 65536u);
+  EXPECT_EQ(c.grpc_memory_bytes, 8388608u);
+  EXPECT_TRUE(c.tls_session_tickets);
+  EXPECT_TRUE(c.forward_client_authorization);
+  EXPECT_EQ(c.worker_api_key, "sk-w");
+  EXPECT_EQ(c.client_read_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c.client_write_timeout, std::chrono::seconds(6));
+  EXPECT_EQ(c.client_idle_timeout, std::chrono::milliseconds(7500));
+  EXPECT_THROW(parse({"--client-idle-timeout-secs", "-1"}), CLI::ValidationError);
+  EXPECT_THROW(parse({"--max-answer-bytes", "0"}), CLI::ValidationError);
+}
+
 TEST(Config, AnUnknownFlagIsAnError) { EXPECT_THROW(parse({"--no-such-flag"}), CLI::ExtrasError); }
 
 TEST(Config, AKvEventsRelayIsAGrpcAddress) {

@@ -31,10 +31,12 @@ class TlsTest : public ::testing::Test {
     if (server_) server_->stop();
     pool_.stop();
   }
-  void start(const std::string& address = "127.0.0.1") {
-    server_ = std::make_unique<Server>(pool_, ServerOptions{.address = address,
-                                                            .tls_cert_path = certs_.server_cert,
-                                                            .tls_key_path = certs_.server_key});
+  void start(const std::string& address = "127.0.0.1", bool tickets = false, bool rsa = false) {
+    server_ = std::make_unique<Server>(
+        pool_, ServerOptions{.address = address,
+                             .tls_cert_path = rsa ? certs_.rsa_server_cert : certs_.server_cert,
+                             .tls_key_path = rsa ? certs_.rsa_server_key : certs_.server_key,
+                             .tls_session_tickets = tickets});
     server_->route(Verb::get, "/hello", [](const Request&, Responder& r) -> net::awaitable<void> {
       Response out = Response::text(200, "hello over tls");
       (void)co_await r.send(std::move(out));
@@ -160,6 +162,76 @@ TEST_F(TlsTest, AClientThatClosesWithCloseNotifyIsNoticedWhileItsHandlerWaits) {
   ctx.run_for(std::chrono::milliseconds(100));
   EXPECT_TRUE(testing::wait_until([&] { return aborted_.load() == 1; }, std::chrono::seconds(3)))
       << "the watch did not see the client's close_notify";
+}
+
+// What a client that offers only `ciphers` (TLS 1.2, "" for TLS 1.3 with its defaults) gets:
+// whether the handshake and a request went through, and whether it holds a session ticket.
+struct Offer {
+  bool served = false;
+  bool ticket = false;
+};
+Offer offer(uint16_t port, const std::string& ca, const char* ciphers) {
+  net::io_context ctx;
+  net::ssl::context tls(net::ssl::context::tls_client);
+  tls.load_verify_file(ca);
+  tls.set_verify_mode(net::ssl::verify_peer);
+  const bool v12 = *ciphers != '\0';
+  SSL_CTX_set_min_proto_version(tls.native_handle(), v12 ? TLS1_2_VERSION : TLS1_3_VERSION);
+  SSL_CTX_set_max_proto_version(tls.native_handle(), v12 ? TLS1_2_VERSION : TLS1_3_VERSION);
+  if (v12) SSL_CTX_set_cipher_list(tls.native_handle(), ciphers);
+  net::ssl::stream<net::ip::tcp::socket> stream(ctx, tls);
+  boost::system::error_code ec;
+  stream.next_layer().connect({net::ip::make_address("127.0.0.1"), port}, ec);
+  if (!ec) stream.handshake(net::ssl::stream_base::client, ec);
+  if (ec) return {};
+  const std::string req = "GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  net::write(stream, net::buffer(req), ec);
+  std::string got;
+  char buf[4096];
+  while (!ec) got.append(buf, stream.read_some(net::buffer(buf), ec));  // TLS 1.3 tickets too
+  return {.served = got.find("hello over tls") != std::string::npos,
+          .ticket = SSL_SESSION_has_ticket(SSL_get_session(stream.native_handle())) == 1};
+}
+
+// For an RSA key and an ECDSA key alike, TLS 1.2 takes ECDHE with AES-GCM or ChaCha20-Poly1305
+// only: no static RSA key exchange, no finite-field DHE, no CBC, no SHA-1 MAC. No session ticket
+// is issued, in TLS 1.2 or 1.3.
+TEST_F(TlsTest, Tls12TakesForwardSecretAeadSuitesOnlyAndNoTicketsAreIssued) {
+  struct Key {
+    bool rsa;
+    std::vector<const char*> weak, strong;
+  };
+  const std::vector<Key> keys = {
+      {true,
+       {"AES128-SHA", "AES256-GCM-SHA384", "AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA",
+        "ECDHE-RSA-AES256-SHA384", "DHE-RSA-AES128-GCM-SHA256"},
+       {"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305",
+        ""}},
+      {false,
+       {"ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384", "ECDHE-ECDSA-AES128-SHA256"},
+       {"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305", ""}},
+  };
+  for (const Key& k : keys) {
+    start("127.0.0.1", /*tickets=*/false, k.rsa);
+    for (const char* weak : k.weak) {
+      EXPECT_FALSE(offer(server_->port(), certs_.ca_cert, weak).served) << weak << " accepted";
+    }
+    for (const char* strong : k.strong) {
+      const Offer o = offer(server_->port(), certs_.ca_cert, strong);
+      const char* name = *strong ? strong : "TLS 1.3";
+      EXPECT_TRUE(o.served) << name;
+      EXPECT_FALSE(o.ticket) << name << " was given a session ticket";
+    }
+    server_->stop();
+    server_.reset();
+  }
+}
+
+TEST_F(TlsTest, SessionTicketsWhenAsked) {
+  start("127.0.0.1", /*tickets=*/true);
+  EXPECT_TRUE(offer(server_->port(), certs_.ca_cert, "ECDHE-ECDSA-AES128-GCM-SHA256").ticket);
+  EXPECT_TRUE(offer(server_->port(), certs_.ca_cert, "").ticket) << "TLS 1.3";
 }
 
 TEST_F(TlsTest, MissingFilesAreAStartupErrorNamingThem) {

@@ -31,6 +31,8 @@ struct TestCerts {
       other_ca_cert = std::move(o.other_ca_cert);
       server_cert = std::move(o.server_cert);
       server_key = std::move(o.server_key);
+      rsa_server_cert = std::move(o.rsa_server_cert);
+      rsa_server_key = std::move(o.rsa_server_key);
     }
     return *this;
   }
@@ -41,6 +43,9 @@ struct TestCerts {
   std::string other_ca_cert;  // a CA that signed nothing here
   std::string server_cert;    // CN and SANs: localhost, 127.0.0.1
   std::string server_key;
+  // The same names on an RSA key, signed by the same CA (the suites offered depend on the key).
+  std::string rsa_server_cert;
+  std::string rsa_server_key;
 
  private:
   void remove() {
@@ -127,11 +132,14 @@ inline TestCerts make_test_certs() {
   out.other_ca_cert = out.dir + "/other-ca.pem";
   out.server_cert = out.dir + "/server.pem";
   out.server_key = out.dir + "/server-key.pem";
+  out.rsa_server_cert = out.dir + "/rsa-server.pem";
+  out.rsa_server_key = out.dir + "/rsa-server-key.pem";
 
   Key ca_key(EVP_EC_gen("P-256"));
   Key other_key(EVP_EC_gen("P-256"));
   Key server_key(EVP_EC_gen("P-256"));
-  check(ca_key && other_key && server_key, "key generation");
+  Key rsa_key(EVP_RSA_gen(2048));
+  check(ca_key && other_key && server_key && rsa_key, "key generation");
   Cert ca = make_cert(ca_key.get(), "kvgate test CA", nullptr, ca_key.get(), 1, true, nullptr);
   Cert other =
       make_cert(other_key.get(), "kvgate other CA", nullptr, other_key.get(), 2, true, nullptr);
@@ -139,8 +147,12 @@ inline TestCerts make_test_certs() {
                           "DNS:localhost,IP:127.0.0.1");
   write_cert(out.ca_cert, ca.get());
   write_cert(out.other_ca_cert, other.get());
+  Cert rsa_server = make_cert(rsa_key.get(), "localhost", ca.get(), ca_key.get(), 4, false,
+                              "DNS:localhost,IP:127.0.0.1");
   write_cert(out.server_cert, server.get());
   write_key(out.server_key, server_key.get());
+  write_cert(out.rsa_server_cert, rsa_server.get());
+  write_key(out.rsa_server_key, rsa_key.get());
   return out;
 }
 

@@ -64,6 +64,12 @@ struct GatewayConfig {
   // chain and private key; neither: plain HTTP.
   std::string tls_cert_path;
   std::string tls_key_path;
+  bool tls_session_tickets = false;  // issue TLS session tickets (resumption without state here)
+  // Client connections: reading one request (its first byte to its body's end), writing one
+  // answer or chunk, and a kept-alive connection's wait for its next request.
+  std::chrono::milliseconds client_read_timeout{60'000};
+  std::chrono::milliseconds client_write_timeout{60'000};
+  std::chrono::milliseconds client_idle_timeout{60'000};
   // PEM roots that https:// workers' certificates must chain to (empty: the system's roots).
   std::string worker_ca_path;
   // Sent to every worker as "Authorization: Bearer <worker_api_key>" (empty: none), unless the

@@ -85,10 +85,14 @@ struct ServerOptions {
   std::string body_limit_name = "the body limit";
   std::string inflight_limit_name = "the in-flight body budget";
   // TLS: with both set every connection is HTTPS (a PEM certificate chain and its private key;
-  // TLS 1.2 and later), with neither plain HTTP. start() fails naming a file it cannot load. The
+  // TLS 1.2 with forward-secret AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305), and
+  // TLS 1.3), with neither plain HTTP. start() fails naming a file it cannot load. The
   // handshake must complete within read_timeout.
   std::string tls_cert_path;
   std::string tls_key_path;
+  // Session tickets (TLS 1.2's and 1.3's) let a client resume without a full handshake, at the
+  // cost of state the server must keep secret across connections; off, none are issued.
+  bool tls_session_tickets = false;
 };
 
 struct DisconnectWatchState;

@@ -1,5 +1,7 @@
 #include "kvgate/events/hash_check.h"
 
+#include <algorithm>
+
 namespace kvgate::events {
 
 std::string_view hash_scheme_name(HashScheme s) {
@@ -129,6 +131,27 @@ void EngineHashChecker::check(const DecodedBatch& batch) {
   for (const DecodedEvent& e : batch.events) {
     if (e.kind == index::EventKind::kStored) check_event(batch, e);
   }
+}
+
+HashQuarantine::Change HashQuarantine::update(const HashCheckCounts& counts, bool scheme_known) {
+  const uint64_t matched = counts.matched - seen_.matched;
+  const uint64_t mismatched = counts.mismatched - seen_.mismatched;
+  seen_ = counts;
+  if (options_.max_mismatch_ratio <= 0 || !scheme_known) {
+    window_matched_ = window_mismatched_ = 0;
+    return Change::kNone;
+  }
+  window_matched_ += matched;
+  window_mismatched_ += mismatched;
+  const uint64_t n = window_matched_ + window_mismatched_;
+  if (n < std::max<uint32_t>(1, options_.window_blocks)) return Change::kNone;
+  last_ratio_ = static_cast<double>(window_mismatched_) / static_cast<double>(n);
+  window_matched_ = window_mismatched_ = 0;
+  const bool agrees = last_ratio_ <= options_.max_mismatch_ratio;
+  if (quarantined_ == !agrees) return Change::kNone;
+  quarantined_ = !agrees;
+  if (quarantined_) ++episodes_;
+  return quarantined_ ? Change::kEntered : Change::kLeft;
 }
 
 }  // namespace kvgate::events

@@ -163,5 +163,57 @@ TEST(HashCheck, OffChecksNothing) {
   EXPECT_FALSE(parse_hash_scheme("xxhash").ok());
 }
 
+// ---- HashQuarantine ----
+
+HashCheckCounts counts(uint64_t matched, uint64_t mismatched) {
+  HashCheckCounts c;
+  c.matched = matched;
+  c.mismatched = mismatched;
+  return c;
+}
+
+TEST(HashQuarantine, AStreamThatStopsAgreeingIsQuarantinedUntilItAgreesAgain) {
+  HashQuarantine q({.max_mismatch_ratio = 0.5, .window_blocks = 100});
+  EXPECT_EQ(q.update(counts(100, 0), true), HashQuarantine::Change::kNone);
+  EXPECT_EQ(q.update(counts(110, 40), true), HashQuarantine::Change::kNone);     // window not full
+  EXPECT_EQ(q.update(counts(120, 80), true), HashQuarantine::Change::kEntered);  // 80 of 100
+  EXPECT_TRUE(q.quarantined());
+  EXPECT_DOUBLE_EQ(q.last_ratio(), 0.8);
+  EXPECT_EQ(q.update(counts(140, 160), true), HashQuarantine::Change::kNone);  // 80 of 100 again
+  EXPECT_EQ(q.update(counts(240, 160), true), HashQuarantine::Change::kLeft);
+  EXPECT_FALSE(q.quarantined());
+  EXPECT_EQ(q.episodes(), 1u);
+}
+
+TEST(HashQuarantine, NothingIsJudgedWhileTheSchemeIsUnknownOrTheRuleIsOff) {
+  // A worker with another algorithm: auto never settles, its index is still right.
+  HashQuarantine q({.max_mismatch_ratio = 0.5, .window_blocks = 10});
+  EXPECT_EQ(q.update(counts(0, 1000), false), HashQuarantine::Change::kNone);
+  EXPECT_FALSE(q.quarantined());
+  // What was counted before the scheme settled is not held against it afterwards.
+  EXPECT_EQ(q.update(counts(10, 1000), true), HashQuarantine::Change::kNone);
+  EXPECT_FALSE(q.quarantined());
+  HashQuarantine off({.max_mismatch_ratio = 0, .window_blocks = 10});
+  EXPECT_EQ(off.update(counts(0, 1000), true), HashQuarantine::Change::kNone);
+}
+
+TEST(HashQuarantine, AConfiguredSchemeJudgesAFloodOfMadeUpHashes) {
+  EngineHashChecker c({HashScheme::kVllmSha256Cbor});
+  HashQuarantine q({.max_mismatch_ratio = 0.5, .window_blocks = 16});
+  Engine e(HashScheme::kVllmSha256Cbor);
+  check(c, {e.store(2, 1, true)}, WireFormat::kVllmArray);
+  EXPECT_EQ(q.update(c.counts(), true), HashQuarantine::Change::kNone);
+  HashQuarantine::Change change = HashQuarantine::Change::kNone;
+  for (uint64_t k = 0; k < 16 && change == HashQuarantine::Change::kNone; ++k) {
+    BlockStored bogus;
+    bogus.block_size = 4;
+    bogus.block_hashes = {0xdead0000 + k};
+    bogus.token_ids = {1, 2, 3, static_cast<TokenId>(k)};
+    check(c, {bogus}, WireFormat::kVllmArray);
+    change = q.update(c.counts(), c.scheme() != HashScheme::kAuto);
+  }
+  EXPECT_EQ(change, HashQuarantine::Change::kEntered);
+}
+
 }  // namespace
 }  // namespace kvgate::events

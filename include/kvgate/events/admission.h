@@ -178,6 +178,10 @@ class AdmissionCursor {
   // The engine emptied its cache (an applied AllBlocksCleared): the holder is exact again.
   void on_engine_cleared() { degraded_ = false; }
 
+  // The subscription emptied the holder for a reason of its own and skipped batches (their
+  // engine hashes did not agree): a subset of the engine's cache from here, as after a resync.
+  void on_holder_emptied() { degraded_ = true; }
+
   std::optional<uint64_t> cursor() const { return last_; }
   bool awaiting_replay() const { return awaiting_; }
   bool degraded() const { return degraded_; }

@@ -81,4 +81,46 @@ class EngineHashChecker {
   std::deque<EngineHash> order_;  // FIFO eviction of digests_
 };
 
+// HashQuarantine: whether a holder's stores may reach the index, judged from its engine-hash
+// check. A publisher whose hashes the gateway once reproduced (the scheme is configured, or auto
+// settled on one) and that then stops agreeing is not the engine it was: someone else on its port,
+// a restart with another model or tokenizer. Its stores would name blocks no request meets, so
+// the holder is emptied and nothing of it is indexed until its hashes agree again (routing then
+// treats it as a worker that holds nothing and places requests by load).
+//
+// The ratio is judged over windows of `window_blocks` checked blocks (unchecked ones do not
+// count): a window above `max_mismatch_ratio` starts a quarantine, one at or below it ends it.
+// While auto has not settled on a scheme nothing is judged: a worker with another hash algorithm
+// or seed shows its mismatch ratio and keeps routing (its index is still right: the index names
+// blocks by the router's own hashes of their tokens).
+//
+// Threading: one thread at a time (the holder's subscription).
+struct QuarantineOptions {
+  double max_mismatch_ratio = 0.5;  // 0: off
+  uint32_t window_blocks = 256;
+};
+
+class HashQuarantine {
+ public:
+  explicit HashQuarantine(QuarantineOptions options = {}) : options_(options) {}
+
+  enum class Change { kNone, kEntered, kLeft };
+  // The checker's counts now, and whether its scheme is known (not off, not an unsettled auto).
+  Change update(const HashCheckCounts& counts, bool scheme_known);
+
+  bool quarantined() const { return quarantined_; }
+  uint64_t episodes() const { return episodes_; }
+  // The mismatch ratio of the last window judged.
+  double last_ratio() const { return last_ratio_; }
+
+ private:
+  QuarantineOptions options_;
+  HashCheckCounts seen_;
+  uint64_t window_matched_ = 0;
+  uint64_t window_mismatched_ = 0;
+  bool quarantined_ = false;
+  uint64_t episodes_ = 0;
+  double last_ratio_ = 0;
+};
+
 }  // namespace kvgate::events

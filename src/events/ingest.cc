@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <map>
 #include <set>
 #include <thread>
@@ -25,7 +26,9 @@ using metrics::Family;
 using metrics::Gauge;
 using metrics::Histogram;
 
-constexpr const char* kDispositions[] = {"applied", "duplicate", "replayed", "dropped"};
+constexpr const char* kDispositions[] = {"applied", "duplicate", "replayed", "dropped",
+                                         "quarantined"};
+constexpr size_t kDispositionCount = std::size(kDispositions);
 
 // The stats table: every family once, at construction.
 struct Families {
@@ -44,21 +47,30 @@ struct Families {
   Family<Gauge>& mismatch_ratio;
   Family<Counter>& hash_blocks;
   Family<Counter>& normalizer_notes;
+  // Intake bounds.
+  Family<Gauge>& quarantined;
+  Family<Counter>& quarantines;
+  Family<Counter>& replays_deferred;
+  Family<Counter>& turns_capped;
+  Family<Counter>& disconnects;
   Gauge& degraded_total;
   Histogram& lag;
 
   explicit Families(metrics::Registry& r)
-      : batches(metrics::counter_family(r, "kvgate_events_batches_total",
-                                        "KV-event batches per holder by disposition: applied "
-                                        "(live, in order), replayed, duplicate, dropped (lost "
-                                        "before the index).")),
+      : batches(metrics::counter_family(
+            r, "kvgate_events_batches_total",
+            "KV-event batches per holder by disposition: applied (live, in order), replayed, "
+            "duplicate, dropped (lost before the index), quarantined (admitted while the "
+            "holder's engine hashes did not agree: not indexed).")),
         dropped_events(metrics::counter_family(
             r, "kvgate_events_dropped_events_total",
             "KV events (or whole payloads, for batch-level reasons) not used, by reason.")),
         gaps(metrics::counter_family(r, "kvgate_events_gaps_total",
                                      "Sequence gaps seen on a holder's live stream.")),
-        replays(metrics::counter_family(r, "kvgate_events_replays_total",
-                                        "Replay requests sent to a holder's replay socket.")),
+        replays(metrics::counter_family(
+            r, "kvgate_events_replays_total",
+            "Replay requests sent to a holder's replay socket (spaced by "
+            "--kv-events-replay-interval-secs, backing off while they keep coming).")),
         restarts(metrics::counter_family(r, "kvgate_events_publisher_restarts_total",
                                          "Publisher restarts detected (seq going back).")),
         resyncs(metrics::counter_family(
@@ -92,6 +104,23 @@ struct Families {
             "Normalization events worth a look, by note: block_size_change (a holder's stores "
             "changed block size), unknown_medium (counted as external), group_policy_clear (a "
             "full-attention KV-cache group appeared after window-group blocks were applied).")),
+        quarantined(metrics::gauge_family(
+            r, "kvgate_events_hash_quarantined",
+            "1 while a holder's engine hashes do not agree with its scheme (beyond "
+            "--kv-events-hash-quarantine-ratio): emptied and not indexed.")),
+        quarantines(metrics::counter_family(r, "kvgate_events_hash_quarantines_total",
+                                            "Times a holder was quarantined for its hashes.")),
+        replays_deferred(metrics::counter_family(
+            r, "kvgate_events_replays_deferred_total",
+            "Replay requests held back a while by the pacer (replays asked for too often).")),
+        turns_capped(metrics::counter_family(
+            r, "kvgate_events_turns_capped_total",
+            "Event-thread turns a holder ended with its budget spent and messages waiting: a "
+            "publisher sending more than the thread serves it per turn.")),
+        disconnects(metrics::counter_family(
+            r, "kvgate_events_disconnects_total",
+            "Connections to a holder's publisher that dropped and were made again: the engine "
+            "went away, or sent a message over --kv-events-max-message-bytes.")),
         degraded_total(degraded_ranks.Add({})),
         lag(apply_lag.Add({}, metrics::latency_buckets_seconds())) {}
 };
@@ -109,7 +138,7 @@ struct WorkerSeries {
 
 // One holder's series and the counts already published to them.
 struct HolderSeries {
-  std::array<Counter*, 4> batches{};
+  std::array<Counter*, kDispositionCount> batches{};
   std::array<Counter*, kDropReasonCount> dropped{};
   std::array<Counter*, kResyncReasonCount> resyncs{};
   Counter* gaps = nullptr;
@@ -120,6 +149,11 @@ struct HolderSeries {
   Gauge* degraded = nullptr;
   Gauge* block_size = nullptr;
   std::array<Counter*, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
+  Gauge* quarantined = nullptr;
+  Counter* quarantines = nullptr;
+  Counter* replays_deferred = nullptr;
+  Counter* turns_capped = nullptr;
+  Counter* disconnects = nullptr;
   // Published so far (event thread only).
   CursorStats seen;
   std::array<uint64_t, kDropReasonCount> seen_dropped{};
@@ -128,7 +162,14 @@ struct HolderSeries {
   uint64_t seen_lost = 0;
   HashCheckCounts seen_hash;
   NormalizerStats seen_notes;
+  uint64_t seen_replays_sent = 0;
+  uint64_t seen_replays_deferred = 0;
+  uint64_t seen_turns_capped = 0;
+  uint64_t seen_disconnects = 0;
+  uint64_t seen_quarantines = 0;
+  uint64_t seen_quarantined_batches = 0;
   bool was_degraded = false;
+  bool was_quarantined = false;
   // Written by the lanes.
   std::atomic<uint64_t> applied{0};
   std::atomic<int64_t> blocks{0};  // block copies the holder holds (from apply results)
@@ -225,7 +266,7 @@ class EventThread {
   void watch(Holder& h) {
     const Subscription::Descriptors d = h.sub->descriptors();
     h.fds_version = d.version;
-    for (int fd : {d.sub, d.replay}) {
+    for (int fd : {d.sub, d.replay, d.monitor}) {
       if (fd < 0) continue;
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -319,7 +360,16 @@ class EventThread {
     bump(s.batches[1], c.duplicates, s.seen.duplicates);
     bump(s.batches[2], c.replayed, s.seen.replayed);
     bump(s.gaps, c.gaps, s.seen.gaps);
-    bump(s.replays, c.replays, s.seen.replays);
+    bump(s.replays, sub.replays_sent(), s.seen_replays_sent);
+    bump(s.replays_deferred, sub.replays_deferred(), s.seen_replays_deferred);
+    bump(s.turns_capped, sub.turns_capped(), s.seen_turns_capped);
+    bump(s.disconnects, sub.disconnects(), s.seen_disconnects);
+    bump(s.quarantines, sub.quarantines(), s.seen_quarantines);
+    bump(s.batches[4], sub.quarantined_batches(), s.seen_quarantined_batches);
+    if (sub.quarantined() != s.was_quarantined) {
+      s.was_quarantined = sub.quarantined();
+      s.quarantined->Set(s.was_quarantined ? 1 : 0);
+    }
     bump(s.restarts, c.restarts, s.seen.restarts);
     for (size_t i = 0; i < kResyncReasonCount; ++i)
       bump(s.resyncs[i], c.resyncs[i], s.seen.resyncs[i]);
@@ -514,6 +564,12 @@ class EventIngest::Impl {
       st.dropped_events = s.dropped_events();
       st.backlogged = s.backlogged();
       st.backlog = s.backlog();
+      st.replays_sent = s.replays_sent();
+      st.replays_deferred = s.replays_deferred();
+      st.turns_capped = s.turns_capped();
+      st.disconnects = s.disconnects();
+      st.quarantined = s.quarantined();
+      st.quarantined_batches = s.quarantined_batches();
     });
     st.applied_batches = it->second.series->applied.load();
     st.blocks = static_cast<uint64_t>(it->second.series->blocks.load());
@@ -549,7 +605,7 @@ class EventIngest::Impl {
       l[k] = std::string(v);
       return l;
     };
-    for (size_t i = 0; i < 4; ++i)
+    for (size_t i = 0; i < kDispositionCount; ++i)
       s->batches[i] = &families_.batches.Add(with("disposition", kDispositions[i]));
     for (size_t i = 0; i < kDropReasonCount; ++i) {
       s->dropped[i] = &families_.dropped_events.Add(
@@ -569,6 +625,11 @@ class EventIngest::Impl {
     s->notes[1] = &families_.normalizer_notes.Add(with("note", "unknown_medium"));
     s->notes[2] = &families_.normalizer_notes.Add(with("note", "group_policy_clear"));
     s->block_size = &families_.block_size.Add(base);
+    s->quarantined = &families_.quarantined.Add(base);
+    s->quarantines = &families_.quarantines.Add(base);
+    s->replays_deferred = &families_.replays_deferred.Add(base);
+    s->turns_capped = &families_.turns_capped.Add(base);
+    s->disconnects = &families_.disconnects.Add(base);
     return s;
   }
 
@@ -603,6 +664,11 @@ class EventIngest::Impl {
     families_.degraded.Remove(s.degraded);
     for (auto* c : s.notes) families_.normalizer_notes.Remove(c);
     families_.block_size.Remove(s.block_size);
+    families_.quarantined.Remove(s.quarantined);
+    families_.quarantines.Remove(s.quarantines);
+    families_.replays_deferred.Remove(s.replays_deferred);
+    families_.turns_capped.Remove(s.turns_capped);
+    families_.disconnects.Remove(s.disconnects);
     auto it = workers_.find(worker_name);
     if (it != workers_.end() && --it->second->ranks == 0) {
       families_.mismatch_ratio.Remove(it->second->mismatch_ratio);

@@ -1,6 +1,8 @@
 #include "kvgate/events/subscription.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <iterator>
 #include <utility>
 
@@ -12,8 +14,6 @@
 namespace kvgate::events {
 namespace {
 
-constexpr int kMaxMessagesPerHandle = 256;  // fairness between subscriptions of one thread
-
 std::span<const uint8_t> bytes_of(const zmq::message_t& m) {
   return {static_cast<const uint8_t*>(m.data()), m.size()};
 }
@@ -23,13 +23,13 @@ const std::shared_ptr<spdlog::logger>& logger() {
   return l;
 }
 
-void common_options(zmq::socket_t& s, const SubscriptionOptions& o) {
+void common_options(zmq::socket_t& s, const SubscriptionOptions& o, int rcvhwm) {
   s.set(zmq::sockopt::linger, 0);
-  // ZMQ drops what a full pipe cannot take: a PUB for a slow subscriber, a ROUTER sending a
-  // replay of thousands of batches at once. An unbounded receive queue lets our I/O thread drain
-  // the connection as fast as it arrives, whatever the event thread is doing; what we hold is
-  // bounded by what the engine retains.
-  s.set(zmq::sockopt::rcvhwm, 0);
+  // A bounded receive queue: past it ZMQ stops reading the connection and the publisher drops
+  // what its own queue cannot take (a gap, replayed later), so a flood costs the engine's memory,
+  // not ours. An oversized message drops the connection before it is allocated.
+  s.set(zmq::sockopt::rcvhwm, rcvhwm);
+  s.set(zmq::sockopt::maxmsgsize, o.bounds.max_message_bytes);
   s.set(zmq::sockopt::reconnect_ivl, 100);
   s.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(o.reconnect_max.count()));
   s.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(o.heartbeat.count()));
@@ -49,16 +49,21 @@ Subscription::Subscription(zmq::context_t& ctx, SubscriptionSpec spec, Subscript
       decoder_(options.limits),
       normalizer_(options.hash_seed),
       checker_(spec_.hash_check),
-      cursor_(Cursor::Options{!spec_.replay_endpoint.empty(), options.max_buffered}) {}
+      quarantine_(options.bounds.quarantine),
+      cursor_(Cursor::Options{!spec_.replay_endpoint.empty(), options.max_buffered}),
+      pacer_(options.bounds.replay_pacing),
+      reconnect_pacer_({.min_interval = std::chrono::milliseconds(100),
+                        .max_interval = options.reconnect_max}) {}
 
 Subscription::~Subscription() = default;
 
 Status Subscription::start() {
   try {
-    common_options(sub_, options_);
+    common_options(sub_, options_, options_.bounds.live_hwm);
     sub_.set(zmq::sockopt::subscribe, spec_.topic);
     // Pushed load records travel under a topic of their own (an empty topic already has them).
     if (!spec_.topic.empty()) sub_.set(zmq::sockopt::subscribe, std::string(kLoadTopic));
+    open_monitor();
     sub_.connect(spec_.endpoint);
     if (!spec_.replay_endpoint.empty()) open_replay_socket();
   } catch (const zmq::error_t& e) {
@@ -77,11 +82,50 @@ Status Subscription::start() {
   return absl::OkStatus();
 }
 
+void Subscription::open_monitor() {
+  static std::atomic<uint64_t> next{0};
+  const std::string address = "inproc://kvgate-events-monitor-" + std::to_string(next++);
+  if (zmq_socket_monitor(sub_.handle(), address.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) return;
+  monitor_.emplace(ctx_, zmq::socket_type::pair);
+  monitor_->set(zmq::sockopt::linger, 0);
+  monitor_->connect(address);
+}
+
+void Subscription::watch_connection() {
+  if (!monitor_) return;
+  while (monitor_->get(zmq::sockopt::events) & ZMQ_POLLIN) {
+    frames_.clear();
+    if (!zmq::recv_multipart(*monitor_, std::back_inserter(frames_), zmq::recv_flags::dontwait)) {
+      break;
+    }
+    uint16_t event = 0;
+    if (!frames_.empty() && frames_[0].size() >= sizeof event) {
+      std::memcpy(&event, frames_[0].data(), sizeof event);
+    }
+    if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    ++disconnects_;
+    reconnect_pending_ = true;
+  }
+  const MonoTime now = clock_.now();
+  if (!reconnect_pending_ || !reconnect_pacer_.ready(now)) return;
+  reconnect_pending_ = false;
+  reconnect_pacer_.sent(now);
+  KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 5000,
+                      "KV-event connection to {} ({} rank {}) dropped (the engine went away, or a "
+                      "message over the size limit): connecting again",
+                      spec_.endpoint, spec_.worker_name, spec_.key.rank);
+  try {
+    sub_.disconnect(spec_.endpoint);
+  } catch (const zmq::error_t&) {  // ZMQ had already let it go
+  }
+  sub_.connect(spec_.endpoint);
+}
+
 void Subscription::open_replay_socket() {
   ++sockets_version_;
   replay_.reset();  // closing drops any replies still in flight for an abandoned request
   replay_.emplace(ctx_, zmq::socket_type::dealer);
-  common_options(*replay_, options_);
+  common_options(*replay_, options_, options_.bounds.replay_hwm);
   // No ZMQ_IMMEDIATE: a request made before the connection completes waits for it (the first
   // live batch often arrives before the replay connection is up); an absent endpoint times out.
   replay_->connect(spec_.replay_endpoint);
@@ -93,34 +137,50 @@ Subscription::Descriptors Subscription::descriptors() {
   try {
     d.sub = sub_.get(zmq::sockopt::fd);
     if (replay_) d.replay = replay_->get(zmq::sockopt::fd);
+    if (monitor_) d.monitor = monitor_->get(zmq::sockopt::fd);
   } catch (const zmq::error_t&) {
   }
   return d;
 }
 
 bool Subscription::drain(bool replay) {
-  for (int i = 0; i < kMaxMessagesPerHandle; ++i) {
+  const IntakeBounds& b = options_.bounds;
+  // While the lane is this far behind, live messages wait in ZMQ (bounded by its high-water
+  // mark) instead of here. next_tick() is due while paused: the socket's descriptor will not
+  // signal messages it already had, so this must come back by itself.
+  const auto paused = [&] { return !replay && backlog_.size() >= b.pause_backlog; };
+  if (!replay) live_paused_ = false;
+  size_t bytes = 0;
+  for (size_t i = 0; i < b.turn_messages && bytes < b.turn_bytes && !paused(); ++i) {
     // Looked up each time: handling a message may replace the replay socket.
-    zmq::socket_t* s = replay ? (replay_ ? &*replay_ : nullptr) : &sub_;
+    zmq::socket_t* s = socket(replay);
     if (s == nullptr || !(s->get(zmq::sockopt::events) & ZMQ_POLLIN)) return false;
     frames_.clear();
     if (!zmq::recv_multipart(*s, std::back_inserter(frames_), zmq::recv_flags::dontwait)) {
       return false;
     }
+    for (const zmq::message_t& f : frames_) bytes += f.size();
     if (replay) {
       on_replay_message(frames_);
     } else {
       on_live_message(frames_);
     }
   }
-  zmq::socket_t* s = replay ? (replay_ ? &*replay_ : nullptr) : &sub_;
-  return s != nullptr && (s->get(zmq::sockopt::events) & ZMQ_POLLIN);
+  if (paused()) {
+    live_paused_ = true;
+    return false;
+  }
+  zmq::socket_t* s = socket(replay);
+  const bool more = s != nullptr && (s->get(zmq::sockopt::events) & ZMQ_POLLIN);
+  if (more) ++turns_capped_;
+  return more;
 }
 
 bool Subscription::service() {
   drain_backlog();
   bool more = false;
   try {
+    watch_connection();
     more |= drain(/*replay=*/false);
     more |= drain(/*replay=*/true);
   } catch (const zmq::error_t& e) {
@@ -133,32 +193,18 @@ bool Subscription::service() {
 void Subscription::poll_items(std::vector<zmq_pollitem_t>* items) {
   items->push_back({sub_.handle(), 0, ZMQ_POLLIN, 0});
   if (replay_) items->push_back({replay_->handle(), 0, ZMQ_POLLIN, 0});
+  if (monitor_) items->push_back({monitor_->handle(), 0, ZMQ_POLLIN, 0});
 }
 
 void Subscription::handle(const zmq_pollitem_t* items) {
   drain_backlog();
   try {
-    if (items[0].revents & ZMQ_POLLIN) {
-      for (int i = 0; i < kMaxMessagesPerHandle; ++i) {
-        frames_.clear();
-        if (!zmq::recv_multipart(sub_, std::back_inserter(frames_), zmq::recv_flags::dontwait)) {
-          break;
-        }
-        on_live_message(frames_);
-      }
-    }
+    // zmq_poll is level-triggered: what the turn's budget leaves makes the next poll return.
+    watch_connection();
+    if (items[0].revents & ZMQ_POLLIN) drain(/*replay=*/false);
     // The replay socket may have been replaced while handling live messages: reading the new one
-    // with dontwait is harmless either way.
-    if (replay_ && (items[1].revents & ZMQ_POLLIN)) {
-      for (int i = 0; i < kMaxMessagesPerHandle && replay_; ++i) {
-        frames_.clear();
-        if (!zmq::recv_multipart(*replay_, std::back_inserter(frames_),
-                                 zmq::recv_flags::dontwait)) {
-          break;
-        }
-        on_replay_message(frames_);
-      }
-    }
+    // is harmless either way.
+    if (replay_ && (items[1].revents & ZMQ_POLLIN)) drain(/*replay=*/true);
   } catch (const zmq::error_t& e) {
     KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000, "KV-event socket error ({}): {}",
                         spec_.worker_name, e.what());
@@ -166,14 +212,35 @@ void Subscription::handle(const zmq_pollitem_t* items) {
 }
 
 std::optional<MonoTime> Subscription::next_tick() const {
-  if (!backlog_.empty()) return MonoTime{};  // due already
-  if (cursor_.awaiting_replay()) return replay_deadline_;
-  return std::nullopt;
+  if (!backlog_.empty() || live_paused_) return MonoTime{};  // due already
+  std::optional<MonoTime> due;
+  const auto at = [&](MonoTime t) { due = due ? std::min(*due, t) : t; };
+  if (reconnect_pending_) at(reconnect_pacer_.ready_at());
+  if (pending_replay_) {
+    at(pacer_.ready_at());
+  } else if (cursor_.awaiting_replay()) {
+    at(replay_deadline_);
+  }
+  return due;
 }
 
 void Subscription::tick() {
   drain_backlog();
-  if (cursor_.awaiting_replay() && clock_.now() >= replay_deadline_) {
+  try {
+    watch_connection();
+  } catch (const zmq::error_t& e) {
+    KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000, "KV-event socket error ({}): {}",
+                        spec_.worker_name, e.what());
+  }
+  if (pending_replay_) {
+    send_replay_when_due();
+    if (!actions_.empty()) {  // it could not be sent: the cursor moved on
+      MessageReport r;
+      run_actions(&r);
+      report(r);
+    }
+  }
+  if (cursor_.awaiting_replay() && !pending_replay_ && clock_.now() >= replay_deadline_) {
     KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
                         "KV-event replay from {} timed out; resyncing {} rank {}",
                         spec_.replay_endpoint, spec_.worker_name, spec_.key.rank);
@@ -205,6 +272,7 @@ std::unique_ptr<NormalizedBatch> Subscription::prepare(const zmq::message_t& pay
   if (first_sight) {
     checker_.check(decoded_);
     if (report->seq) checked_through_ = report->seq;
+    judge_hashes();
   }
   normalizer_.normalize(decoded_, batch.get());
   if (decoded_.rejected) ++batch->dropped[static_cast<size_t>(*decoded_.rejected)];
@@ -269,7 +337,7 @@ void Subscription::on_replay_message(std::vector<zmq::message_t>& frames) {
     report(r);
     return;
   }
-  replay_deadline_ = clock_.now() + options_.replay_timeout;
+  if (!pending_replay_) replay_deadline_ = clock_.now() + options_.replay_timeout;
   const zmq::message_t& payload = frames.back();
   if (*seq == kReplayEndSeq && payload.size() == 0) {
     r.replay_end = true;
@@ -311,6 +379,12 @@ void Subscription::run_actions(MessageReport* r) {
           const bool engine_cleared = std::any_of(
               batch->events.begin(), batch->events.end(),
               [](const index::Event& e) { return e.kind == index::EventKind::kCleared; });
+          if (quarantine_.quarantined() && !batch->events.empty()) {
+            batch->events.clear();
+            batch->stored_blocks = 0;
+            ++quarantined_batches_;
+            note("quarantined");
+          }
           deliver(std::move(batch));
           if (engine_cleared) cursor_.on_engine_cleared();
           break;
@@ -343,34 +417,19 @@ void Subscription::run_actions(MessageReport* r) {
           deliver(std::move(clear));
           break;
         }
-        case Cursor::Action::Kind::kRequestReplay: {
+        case Cursor::Action::Kind::kRequestReplay:
           note("gap: replay from " + std::to_string(a.seq));
-          replay_deadline_ = clock_.now() + options_.replay_timeout;
-          bool sent = false;
-          if (replay_) {
-            const auto seq = encode_seq(a.seq);
-            try {
-              sent =
-                  replay_
-                      ->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
-                      .has_value() &&
-                  replay_->send(zmq::buffer(seq), zmq::send_flags::dontwait).has_value();
-            } catch (const zmq::error_t&) {
-              sent = false;
-            }
-          }
-          if (!sent) {
-            // Not connected (or not reachable): the replay fails now rather than at the timeout.
-            cursor_.on_replay_failed(ResyncReason::kReplayTimeout, &actions_);
-            try {
-              open_replay_socket();
-            } catch (const zmq::error_t&) {
-            }
+          pending_replay_ = a.seq;
+          send_replay_when_due();
+          if (pending_replay_) {
+            ++replays_deferred_;
+            note("held back by the pacer");
           }
           break;
-        }
         case Cursor::Action::Kind::kCancelReplay:
           note("replay cancelled");
+          // A request the pacer still held was never sent: nothing is in flight to drop.
+          if (std::exchange(pending_replay_, std::nullopt)) break;
           try {
             open_replay_socket();
           } catch (const zmq::error_t&) {
@@ -378,6 +437,70 @@ void Subscription::run_actions(MessageReport* r) {
           break;
       }
     }
+  }
+}
+
+void Subscription::send_replay_when_due() {
+  const MonoTime now = clock_.now();
+  if (!pacer_.ready(now)) {
+    // The replay's deadline counts from when the request can go.
+    replay_deadline_ = pacer_.ready_at() + options_.replay_timeout;
+    return;
+  }
+  const uint64_t from = *std::exchange(pending_replay_, std::nullopt);
+  pacer_.sent(now);  // a failed send counts too: each reopens the socket
+  replay_deadline_ = now + options_.replay_timeout;
+  bool sent = false;
+  if (replay_) {
+    const auto seq = encode_seq(from);
+    try {
+      sent = replay_->send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait)
+                 .has_value() &&
+             replay_->send(zmq::buffer(seq), zmq::send_flags::dontwait).has_value();
+    } catch (const zmq::error_t&) {
+      sent = false;
+    }
+  }
+  if (sent) {
+    ++replays_sent_;
+    return;
+  }
+  // Not connected (or not reachable): the replay fails now rather than at the timeout.
+  cursor_.on_replay_failed(ResyncReason::kReplayTimeout, &actions_);
+  try {
+    open_replay_socket();
+  } catch (const zmq::error_t&) {
+  }
+}
+
+// A holder whose engine hashes stopped agreeing is emptied and skipped (hash_check.h says why).
+void Subscription::judge_hashes() {
+  const HashScheme scheme = checker_.scheme();
+  const bool known = scheme != HashScheme::kAuto && scheme != HashScheme::kOff;
+  switch (quarantine_.update(checker_.counts(), known)) {
+    case HashQuarantine::Change::kNone:
+      return;
+    case HashQuarantine::Change::kEntered: {
+      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::warn, 5000,
+                          "{} rank {}: {:.0f}% of its engine hashes do not match scheme {}: not "
+                          "indexed until they agree again (kvgate_events_hash_quarantined)",
+                          spec_.worker_name, spec_.key.rank, 100 * quarantine_.last_ratio(),
+                          hash_scheme_name(scheme));
+      auto clear = std::make_unique<NormalizedBatch>();
+      clear->key = spec_.key;
+      clear->holder = spec_.holder;
+      clear->clear_first = true;
+      clear->clear_only = true;
+      deliver(std::move(clear));
+      return;
+    }
+    case HashQuarantine::Change::kLeft:
+      cursor_.on_holder_emptied();
+      KVGATE_LOG_EVERY_MS(logger(), spdlog::level::info, 5000,
+                          "{} rank {}: engine hashes agree again; indexed from here (degraded "
+                          "until the engine clears or restarts)",
+                          spec_.worker_name, spec_.key.rank);
+      return;
   }
 }
 

@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "gated_indexer.h"
 #include "kvgate/events/decode.h"
 #include "kvgate/events/normalize.h"
 #include "support/wait.h"
@@ -26,6 +25,7 @@ extern "C" const char* __tsan_default_suppressions() {
 namespace kvgate::events {
 namespace {
 
+using testing::GatedIndexer;
 using testing::TestPublisher;
 using namespace std::chrono_literals;
 
@@ -392,44 +392,6 @@ TEST_F(IngestTest, ReplayTimeoutResyncs) {
   EXPECT_TRUE(state().degraded);
   EXPECT_EQ(content_now(), truth({content(2)}, holder_));
 }
-
-// An indexer whose apply() can be held, to fill a lane queue.
-class GatedIndexer final : public index::Indexer {
- public:
-  explicit GatedIndexer(index::Indexer& inner) : inner_(inner) {}
-  void hold(bool h) {
-    std::lock_guard<std::mutex> l(mu_);
-    held_ = h;
-    cv_.notify_all();
-  }
-  bool waiting() {
-    std::lock_guard<std::mutex> l(mu_);
-    return waiting_;
-  }
-  std::string_view name() const override { return "gated"; }
-  index::Concurrency concurrency() const override { return inner_.concurrency(); }
-  index::ApplyResult apply(HolderId h, std::span<const index::Event> events) override {
-    {
-      std::unique_lock<std::mutex> l(mu_);
-      waiting_ = held_;
-      cv_.wait(l, [&] { return !held_; });
-      waiting_ = false;
-    }
-    return inner_.apply(h, events);
-  }
-  void lookup(std::span<const SeqHash> chain, std::vector<index::HolderMatch>& out) const override {
-    inner_.lookup(chain, out);
-  }
-  void remove_holder(HolderId h) override { inner_.remove_holder(h); }
-  index::IndexStats stats() const override { return inner_.stats(); }
-
- private:
-  index::Indexer& inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  bool waiting_ = false;
-};
 
 // A full lane queue holds batches back, in order: a slow lane delays a holder, it never costs a
 // batch (a replay of thousands of batches arrives far faster than it applies).

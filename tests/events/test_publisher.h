@@ -32,6 +32,7 @@ class TestPublisher {
     // Where to bind (port 0: a free port the OS picks); a restarted engine binds the old ports.
     std::string endpoint = "tcp://127.0.0.1:*";
     std::string replay_endpoint = "tcp://127.0.0.1:*";
+    int sndhwm = 1000;  // ZMQ's default; 0 queues a flood whole instead of dropping it
   };
 
   explicit TestPublisher(Options o)
@@ -40,6 +41,7 @@ class TestPublisher {
         pub_(ctx_, zmq::socket_type::xpub),
         router_(ctx_, zmq::socket_type::router) {
     pub_.set(zmq::sockopt::linger, 0);
+    pub_.set(zmq::sockopt::sndhwm, o_.sndhwm);
     pub_.set(zmq::sockopt::xpub_verbose, 1);  // every subscription, also a re-subscription
     router_.set(zmq::sockopt::linger, 0);
     pub_.bind(o_.endpoint);
@@ -109,9 +111,17 @@ class TestPublisher {
     buffer_.clear();
   }
   uint64_t next_seq() const { return next_; }
+  // The next batch's seq, as a publisher whose sequence jumps or goes back would number it (the
+  // replay buffer is kept).
+  void set_next_seq(uint64_t seq) { next_ = seq; }
   // While held, replay requests wait (so a test can decide what the buffer holds when served).
   void hold_replays(bool hold) { hold_ = hold; }
   int replay_requests() const { return replay_requests_.load(); }
+  // When each replay request arrived.
+  std::vector<std::chrono::steady_clock::time_point> replay_request_times() {
+    std::lock_guard<std::mutex> l(mu_);
+    return request_times_;
+  }
 
  private:
   void serve() {
@@ -126,6 +136,10 @@ class TestPublisher {
       std::vector<zmq::message_t> req;
       if (!zmq::recv_multipart(router_, std::back_inserter(req), zmq::recv_flags::dontwait)) {
         continue;
+      }
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        request_times_.push_back(std::chrono::steady_clock::now());
       }
       ++replay_requests_;
       if (!o_.serve_replay || req.size() != 3) continue;
@@ -165,6 +179,7 @@ class TestPublisher {
   uint64_t next_ = 0;
   std::mutex mu_;
   std::deque<std::pair<uint64_t, std::string>> buffer_;
+  std::vector<std::chrono::steady_clock::time_point> request_times_;
 };
 
 }  // namespace kvgate::events::testing

@@ -10,6 +10,8 @@
 //     and offer them again as the lane drains, so a replay of thousands of batches waits for the
 //     lanes instead of losing any (SubscriptionOptions::max_backlog bounds that).
 //
+// Bounds (docs/events.md, "Bounds"): the subscriptions' are SubscriptionOptions::bounds.
+//
 // Removal leaves nothing behind: remove() returns after the subscription's sockets are closed,
 // every queued batch of the holder has been applied or discarded, the holder has been removed
 // from the index (EventIngest calls Indexer::remove_holder, so the caller need not), and its
@@ -64,6 +66,12 @@ struct HolderState {
   size_t backlog = 0;            // batches waiting for the lane now
   uint64_t applied_batches = 0;  // admitted batches the lane applied to the index
   uint64_t blocks = 0;           // block copies the holder holds, from what each apply did
+  uint64_t replays_sent = 0;     // replay requests sent (the pacer spaces them)
+  uint64_t replays_deferred = 0;
+  uint64_t turns_capped = 0;  // turns that ended with the budget spent
+  uint64_t disconnects = 0;   // connections to the publisher that dropped (made again)
+  bool quarantined = false;   // its engine hashes do not agree: not indexed
+  uint64_t quarantined_batches = 0;
 };
 
 class EventIngest {

@@ -5,8 +5,12 @@
 // It has no thread of its own: its owner polls the sockets it lists (poll_items) and calls
 // handle() with the results, and tick() for timeouts. ZMQ connects in the background and
 // reconnects with exponential backoff (100 ms doubling to `reconnect_max`) when the engine goes
-// away; ZMTP heartbeats notice a silent peer. Nothing here blocks: a replay is waited for by the
-// owner's poll loop, so an owner that stops polling stops the subscription at once.
+// away; ZMTP heartbeats notice a silent peer. A connection ZMQ drops for a protocol error (a
+// message over IntakeBounds::max_message_bytes) it never makes again (libzmq 4.3 leaves the
+// endpoint dead), so a monitor of the SUB socket watches for dropped connections and the
+// subscription connects again itself, no more often than ZMQ's own backoff. Nothing here blocks: a
+// replay is waited for by the owner's poll loop, so an owner that stops polling stops the
+// subscription at once.
 //
 // Threading: every call from the owner's thread (ZMQ sockets are never shared between threads).
 // The zmq::context_t must outlive the subscription.
@@ -30,6 +34,7 @@
 #include "kvgate/events/hash_check.h"
 #include "kvgate/events/load_record.h"
 #include "kvgate/events/normalize.h"
+#include "kvgate/events/replay_pacer.h"
 
 namespace kvgate::events {
 
@@ -49,9 +54,32 @@ struct SubscriptionSpec {
   std::function<void(const LoadRecord&)> on_load;
 };
 
+// What one publisher can make its subscription hold and do (docs/events.md, "Bounds"). Memory
+// queued in ZMQ is at most hwm messages of max_message_bytes per socket; a typical batch is 10 KB.
+struct IntakeBounds {
+  // Messages the SUB socket queues before it stops reading the connection; the engine's PUB then
+  // drops what its own queue cannot take, which the subscription sees as a gap and replays.
+  int live_hwm = 1000;
+  // The replay DEALER's queue: an engine's whole retained window at once (vLLM keeps 10,000
+  // batches), which its ROUTER would otherwise drop.
+  int replay_hwm = 10000;
+  // ZMQ_MAXMSGSIZE on both sockets: a larger message drops the connection (ZMQ reconnects within
+  // reconnect_max) and is never allocated. A batch of 1M prompt tokens is about 5 MB.
+  int64_t max_message_bytes = int64_t{16} << 20;
+  // Work per socket per service()/handle() call, so one publisher cannot hold its event thread
+  // while the others wait: whichever of the two is reached first.
+  size_t turn_messages = 256;
+  size_t turn_bytes = size_t{4} << 20;
+  // Live messages wait in ZMQ (not here) while this many admitted batches wait for the lane.
+  size_t pause_backlog = 1024;
+  ReplayPacing replay_pacing;
+  QuarantineOptions quarantine;
+};
+
 struct SubscriptionOptions {
   uint64_t hash_seed = kDefaultHashSeed;
   DecodeLimits limits;
+  IntakeBounds bounds;
   size_t max_buffered = 4096;  // live batches held while a replay is in flight
   // Admitted batches held while the lanes are busy (a replay arrives faster than it applies);
   // beyond this the holder resyncs. Above any engine's replay window (vLLM's is 10,000).
@@ -102,27 +130,31 @@ class Subscription {
   // With epoll (an event thread with hundreds of subscriptions, where zmq_poll's scan of every
   // socket on every wake-up would cost more than the events): the sockets' ZMQ_FD descriptors,
   // readable when a socket's state may have changed, and `version`, which changes when a socket
-  // is replaced. service() receives what the sockets hold, up to a fairness cap, and returns
-  // whether more is waiting (call it again without waiting for the descriptors then).
+  // is replaced. service() receives what the sockets hold, up to the turn's budget per socket
+  // (IntakeBounds::turn_messages, turn_bytes), and returns whether more is waiting (call it again
+  // without waiting for the descriptors then, after the thread's other subscriptions had theirs).
   struct Descriptors {
     int sub = -1;
-    int replay = -1;  // -1: no replay socket
+    int replay = -1;   // -1: no replay socket
+    int monitor = -1;  // the SUB socket's connection events; -1: none
     uint64_t version = 0;
   };
   Descriptors descriptors();
   bool service();
-  // Timeouts (the replay's) and batches held for a busy lane; call by next_tick() at the latest.
+  // Timeouts (the replay's), a replay request the pacer held back, and batches held for a busy
+  // lane; call by next_tick() at the latest.
   void tick();
-  // When tick() has work next: already (a time in the past) while batches wait for a lane, the
-  // replay's deadline while one is in flight, else never (nullopt): an idle subscription needs no
-  // timer.
+  // When tick() has work next: already (a time in the past) while batches wait for a lane or live
+  // reads are paused for them, when the pacer lets a held-back replay request go, the replay's
+  // deadline while one is in flight, else never (nullopt): an idle subscription needs no timer.
   std::optional<MonoTime> next_tick() const;
 
   void set_observer(Observer observer) { observer_ = std::move(observer); }
 
   const SubscriptionSpec& spec() const { return spec_; }
   const CursorStats& cursor_stats() const { return cursor_.stats(); }
-  bool degraded() const { return cursor_.degraded(); }
+  // A subset of the engine's cache: since a resync, or while its hashes do not agree.
+  bool degraded() const { return cursor_.degraded() || quarantine_.quarantined(); }
   bool awaiting_replay() const { return cursor_.awaiting_replay(); }
   std::optional<uint64_t> cursor() const { return cursor_.cursor(); }
   uint32_t block_size() const { return normalizer_.block_size(); }
@@ -138,14 +170,34 @@ class Subscription {
   // Admitted batches lost because the backlog overflowed (the holder resynced).
   uint64_t lost() const { return lost_; }
   uint64_t rejected_payloads() const { return rejected_payloads_; }
+  // Replay requests sent to the engine, and those the pacer held back for a while first.
+  uint64_t replays_sent() const { return replays_sent_; }
+  uint64_t replays_deferred() const { return replays_deferred_; }
+  // Turns that ended with the budget spent and messages still waiting (a publisher sending more
+  // than its share).
+  uint64_t turns_capped() const { return turns_capped_; }
+  // Connections to the publisher that dropped (each connected again).
+  uint64_t disconnects() const { return disconnects_; }
+  // The engine-hash quarantine: now, episodes since start, and admitted batches not indexed.
+  bool quarantined() const { return quarantine_.quarantined(); }
+  uint64_t quarantines() const { return quarantine_.episodes(); }
+  uint64_t quarantined_batches() const { return quarantined_batches_; }
 
  private:
   using Cursor = AdmissionCursor<std::unique_ptr<NormalizedBatch>>;
 
   void open_replay_socket();
   // Receives from the SUB socket (replay = false) or the replay socket while ZMQ_EVENTS says a
-  // message is there, at most kMaxMessagesPerHandle; returns whether one still is.
+  // message is there, within the turn's budget; returns whether one still is. Live messages stay
+  // in ZMQ while the backlog is at IntakeBounds::pause_backlog.
   bool drain(bool replay);
+  zmq::socket_t* socket(bool replay) { return replay ? (replay_ ? &*replay_ : nullptr) : &sub_; }
+  // Sends the replay request the cursor asked for when the pacer allows (else leaves it pending).
+  void send_replay_when_due();
+  void judge_hashes();
+  void open_monitor();
+  // Reads the SUB socket's monitor; connects again after a dropped connection when due.
+  void watch_connection();
   void on_live_message(std::vector<zmq::message_t>& frames);
   void on_replay_message(std::vector<zmq::message_t>& frames);
   // Decodes and normalizes a payload; nullptr never (a rejected payload yields an empty batch).
@@ -162,12 +214,19 @@ class Subscription {
   Observer observer_;
   const Clock& clock_;
   zmq::socket_t sub_;
+  std::optional<zmq::socket_t> monitor_;  // after sub_: closed before it
   std::optional<zmq::socket_t> replay_;
   BatchDecoder decoder_;
   DecodedBatch decoded_;
   Normalizer normalizer_;
   EngineHashChecker checker_;
+  HashQuarantine quarantine_;
   Cursor cursor_;
+  ReplayPacer pacer_;
+  std::optional<uint64_t> pending_replay_;  // the first seq of a request the pacer holds back
+  ReplayPacer reconnect_pacer_;             // ZMQ's own backoff, for the reconnects made here
+  bool reconnect_pending_ = false;
+  bool live_paused_ = false;  // live reads stopped for the backlog, messages perhaps waiting
   Cursor::Actions actions_;
   MonoTime replay_deadline_{};
   std::array<uint64_t, kDropReasonCount> dropped_{};
@@ -180,6 +239,11 @@ class Subscription {
   uint64_t lost_ = 0;
   uint64_t sockets_version_ = 0;  // bumped when the replay socket is replaced
   uint64_t load_records_ = 0;
+  uint64_t replays_sent_ = 0;
+  uint64_t replays_deferred_ = 0;
+  uint64_t turns_capped_ = 0;
+  uint64_t quarantined_batches_ = 0;
+  uint64_t disconnects_ = 0;
 };
 
 }  // namespace kvgate::events

@@ -12,10 +12,12 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>
 #include <variant>
 
 #include "kvgate/core/log.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/events/block_bound.h"
 #include "kvgate/index/lane_pool.h"
 
 namespace kvgate::events {
@@ -48,13 +50,18 @@ struct Families {
   Family<Counter>& hash_blocks;
   Family<Counter>& normalizer_notes;
   // Intake bounds.
+  Family<Gauge>& holder_blocks;
+  Family<Gauge>& block_limit;
+  Family<Counter>& evicted_blocks;
+  Family<Counter>& limit_episodes;
+  Family<Counter>& limit_clears;
   Family<Gauge>& quarantined;
   Family<Counter>& quarantines;
   Family<Counter>& replays_deferred;
   Family<Counter>& turns_capped;
   Family<Counter>& disconnects;
+  Family<Counter>& lag_ignored;
   Gauge& degraded_total;
-  Histogram& lag;
 
   explicit Families(metrics::Registry& r)
       : batches(metrics::counter_family(
@@ -91,7 +98,8 @@ struct Families {
                                          "Block size learned from a holder's stored events.")),
         apply_lag(metrics::histogram_family(
             r, "kvgate_events_apply_lag_seconds",
-            "Wall-clock time from a batch's publisher timestamp to its apply to the index.")),
+            "Per worker: wall-clock time from a batch's publisher timestamp to its apply to the "
+            "index (timestamps off by more than --kv-events-lag-window-secs not counted).")),
         mismatch_ratio(metrics::gauge_family(
             r, "kvgate_events_hash_mismatch_ratio",
             "Per worker: share of checked blocks whose engine hash the configured scheme does "
@@ -104,6 +112,24 @@ struct Families {
             "Normalization events worth a look, by note: block_size_change (a holder's stores "
             "changed block size), unknown_medium (counted as external), group_policy_clear (a "
             "full-attention KV-cache group appeared after window-group blocks were applied).")),
+        holder_blocks(metrics::gauge_family(
+            r, "kvgate_events_holder_blocks",
+            "Block copies a holder's index holds (from what each apply did).")),
+        block_limit(metrics::gauge_family(
+            r, "kvgate_events_holder_block_limit",
+            "The most block copies a holder's index may hold: its engine's KV pool times "
+            "--kv-events-capacity-margin, or --kv-events-max-holder-blocks when unknown.")),
+        evicted_blocks(metrics::counter_family(
+            r, "kvgate_events_limit_evicted_blocks_total",
+            "Block copies evicted, oldest first, to keep a holder within its limit (an engine "
+            "that stores without publishing its removals, or a flood).")),
+        limit_episodes(
+            metrics::counter_family(r, "kvgate_events_limit_episodes_total",
+                                    "Times a holder reached its block limit (each logged once).")),
+        limit_clears(metrics::counter_family(
+            r, "kvgate_events_limit_clears_total",
+            "Times a holder over its limit had no remembered stores left to evict and was "
+            "cleared instead.")),
         quarantined(metrics::gauge_family(
             r, "kvgate_events_hash_quarantined",
             "1 while a holder's engine hashes do not agree with its scheme (beyond "
@@ -121,13 +147,18 @@ struct Families {
             r, "kvgate_events_disconnects_total",
             "Connections to a holder's publisher that dropped and were made again: the engine "
             "went away, or sent a message over --kv-events-max-message-bytes.")),
-        degraded_total(degraded_ranks.Add({})),
-        lag(apply_lag.Add({}, metrics::latency_buckets_seconds())) {}
+        lag_ignored(metrics::counter_family(
+            r, "kvgate_events_lag_ignored_total",
+            "Per worker: batches whose publisher timestamp was further from the gateway's clock "
+            "than --kv-events-lag-window-secs, not counted in the apply lag.")),
+        degraded_total(degraded_ranks.Add({})) {}
 };
 
 // A worker's series (shared by its ranks).
 struct WorkerSeries {
   int ranks = 0;
+  Histogram* lag = nullptr;
+  Counter* lag_ignored = nullptr;
   Gauge* mismatch_ratio = nullptr;
   Counter* matched = nullptr;
   Counter* mismatched = nullptr;
@@ -136,8 +167,25 @@ struct WorkerSeries {
   std::atomic<uint64_t> n_mismatched{0};
 };
 
+// What a holder's lane keeps to hold it within its block limit (lane only).
+struct LaneLimit {
+  explicit LaneLimit(uint64_t limit) : bound(limit) {}
+  BlockBound bound;
+  bool over = false;  // in an episode: reached the limit, not yet back below 7/8 of it
+};
+
 // One holder's series and the counts already published to them.
 struct HolderSeries {
+  HolderSeries(const SubscriptionSpec& spec, uint64_t limit)
+      : worker_name(spec.worker_name),
+        rank(spec.key.rank),
+        pool(spec.kv_capacity_blocks),
+        limit(limit) {}
+  const std::string worker_name;
+  const DpRank rank;
+  const uint64_t pool;
+  LaneLimit limit;
+  WorkerSeries* worker = nullptr;
   std::array<Counter*, kDispositionCount> batches{};
   std::array<Counter*, kDropReasonCount> dropped{};
   std::array<Counter*, kResyncReasonCount> resyncs{};
@@ -149,6 +197,11 @@ struct HolderSeries {
   Gauge* degraded = nullptr;
   Gauge* block_size = nullptr;
   std::array<Counter*, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
+  Gauge* held = nullptr;
+  Gauge* block_limit = nullptr;
+  Counter* evicted = nullptr;
+  Counter* limit_episodes = nullptr;
+  Counter* limit_clears = nullptr;
   Gauge* quarantined = nullptr;
   Counter* quarantines = nullptr;
   Counter* replays_deferred = nullptr;
@@ -173,9 +226,19 @@ struct HolderSeries {
   // Written by the lanes.
   std::atomic<uint64_t> applied{0};
   std::atomic<int64_t> blocks{0};  // block copies the holder holds (from apply results)
+  std::atomic<uint64_t> n_evicted{0};
+  std::atomic<uint64_t> n_limit_clears{0};
 };
 
 }  // namespace
+
+std::optional<double> apply_lag_seconds(double published, double now,
+                                        std::chrono::milliseconds window) {
+  const double lag = now - published;
+  const double w = std::chrono::duration<double>(window).count();
+  if (!(lag >= -w && lag <= w)) return std::nullopt;  // NaN too
+  return std::max(0.0, lag);
+}
 
 // ---- Event threads ----------------------------------------------------------------------------
 
@@ -463,6 +526,7 @@ class EventIngest::Impl {
     EventThread& t = *threads_[key.worker.value() % threads_.size()];
     auto series = make_holder_series(spec);
     WorkerSeries* worker = acquire_worker(spec.worker_name);
+    series->worker = worker;
     Status status;
     HolderSeries* s = series.get();
     const uint64_t lane_key = key.worker.value();  // a worker's ranks share one key: in order
@@ -502,25 +566,84 @@ class EventIngest::Impl {
     return absl::OkStatus();
   }
 
-  // A lane task: one admitted batch into the index.
+  // A lane task: one admitted batch into the index, within the holder's block limit.
   void apply(const NormalizedBatch& batch, HolderSeries& series) {
-    static const index::Event kClear{};
-    if (batch.clear_first) {
-      index_.apply(batch.holder, std::span<const index::Event>(&kClear, 1));
-      series.blocks.store(0, std::memory_order_relaxed);
-    }
+    if (batch.clear_first) clear(batch.holder, series);
     if (!batch.events.empty()) {
+      // Room first, so the index never holds more than the limit, not even between two applies.
+      keep_within_limit(batch.holder, series, batch.stored_blocks);
       const index::ApplyResult r = index_.apply(batch.holder, batch.events);
       // The holder's block copies, kept from what each apply did (for routing's warm-up rule).
-      const auto held = static_cast<uint64_t>(series.blocks.load(std::memory_order_relaxed));
-      series.blocks.store(static_cast<int64_t>(index::blocks_after(held, r)),
-                          std::memory_order_relaxed);
+      const auto before = static_cast<uint64_t>(series.blocks.load(std::memory_order_relaxed));
+      const uint64_t held = index::blocks_after(before, r);
+      series.blocks.store(static_cast<int64_t>(held), std::memory_order_relaxed);
+      if (r.clears > 0) series.limit.bound.forget_all();
+      series.limit.bound.remember(batch.events, held);
+      keep_within_limit(batch.holder, series, 0);  // a batch larger than the limit
     }
+    series.held->Set(static_cast<double>(series.blocks.load(std::memory_order_relaxed)));
     // Release: whoever reads the count (state()) also sees what the batch did to the index, even
     // an index without locks (a test reading the chain index's content once it settled).
     if (!batch.clear_only) series.applied.fetch_add(1, std::memory_order_release);
-    if (batch.ts > 0)
-      families_.lag.Observe(std::max(0.0, to_unix_seconds(clock_.wall()) - batch.ts));
+    if (batch.ts > 0) observe_lag(batch.ts, *series.worker);
+  }
+
+  void clear(HolderId holder, HolderSeries& series) {
+    static const index::Event kClear{};
+    index_.apply(holder, std::span<const index::Event>(&kClear, 1));
+    series.blocks.store(0, std::memory_order_relaxed);
+    series.limit.bound.forget_all();
+    series.limit.over = false;
+  }
+
+  // Evicts the holder's oldest blocks until `incoming` more fit within its limit (block_bound.h
+  // says why these); clears it when nothing remembered is left to evict.
+  void keep_within_limit(HolderId holder, HolderSeries& series, uint64_t incoming) {
+    LaneLimit& l = series.limit;
+    const uint64_t room_for = std::min(incoming, l.bound.limit());
+    auto held = static_cast<uint64_t>(series.blocks.load(std::memory_order_relaxed));
+    if (held + room_for <= l.bound.limit()) {
+      if (l.over && held <= l.bound.limit() / 8 * 7) l.over = false;
+      return;
+    }
+    if (!std::exchange(l.over, true)) note_limit_reached(series);
+    uint64_t evicted = 0;
+    for (auto removals = l.bound.make_room(held, incoming); !removals.empty();
+         removals = l.bound.make_room(held, incoming)) {
+      const index::ApplyResult r = index_.apply(holder, removals);
+      held = index::blocks_after(held, r);
+      evicted += r.removed_blocks;
+    }
+    series.blocks.store(static_cast<int64_t>(held), std::memory_order_relaxed);
+    if (evicted > 0) {
+      series.evicted->Increment(static_cast<double>(evicted));
+      series.n_evicted.fetch_add(evicted, std::memory_order_relaxed);
+    }
+    if (held + room_for > l.bound.limit()) {  // held blocks older than every remembered store
+      clear(holder, series);
+      series.n_limit_clears.fetch_add(1, std::memory_order_relaxed);
+      series.limit_clears->Increment();
+    }
+  }
+
+  void note_limit_reached(HolderSeries& series) {
+    series.limit_episodes->Increment();
+    static const auto logger = log::get("events");
+    KVGATE_LOG_EVERY_MS(logger, spdlog::level::warn, 5000,
+                        "{} rank {}: its index reached its limit of {} blocks (KV pool {}, 0: "
+                        "unknown): evicting its oldest blocks; the engine stores more than it "
+                        "can hold, or someone floods its event port",
+                        series.worker_name, series.rank, series.limit.bound.limit(), series.pool);
+  }
+
+  void observe_lag(double published, WorkerSeries& worker) {
+    const auto lag =
+        apply_lag_seconds(published, to_unix_seconds(clock_.wall()), options_.lag_window);
+    if (lag) {
+      worker.lag->Observe(*lag);
+    } else {
+      worker.lag_ignored->Increment();
+    }
   }
 
   bool remove(HolderKey key) KVGATE_EXCLUDES(mu_) {
@@ -571,8 +694,12 @@ class EventIngest::Impl {
       st.quarantined = s.quarantined();
       st.quarantined_batches = s.quarantined_batches();
     });
-    st.applied_batches = it->second.series->applied.load();
-    st.blocks = static_cast<uint64_t>(it->second.series->blocks.load());
+    const HolderSeries& series = *it->second.series;
+    st.applied_batches = series.applied.load();
+    st.blocks = static_cast<uint64_t>(series.blocks.load());
+    st.block_limit = series.limit.bound.limit();
+    st.evicted_blocks = series.n_evicted.load();
+    st.limit_clears = series.n_limit_clears.load();
     return st;
   }
 
@@ -597,7 +724,9 @@ class EventIngest::Impl {
   };
 
   std::unique_ptr<HolderSeries> make_holder_series(const SubscriptionSpec& spec) {
-    auto s = std::make_unique<HolderSeries>();
+    auto s = std::make_unique<HolderSeries>(
+        spec, holder_block_limit(spec.kv_capacity_blocks, options_.capacity_margin,
+                                 options_.default_holder_blocks));
     const metrics::Labels base = {{"worker", spec.worker_name},
                                   {"rank", std::to_string(spec.key.rank)}};
     auto with = [&](const char* k, std::string_view v) {
@@ -625,6 +754,12 @@ class EventIngest::Impl {
     s->notes[1] = &families_.normalizer_notes.Add(with("note", "unknown_medium"));
     s->notes[2] = &families_.normalizer_notes.Add(with("note", "group_policy_clear"));
     s->block_size = &families_.block_size.Add(base);
+    s->held = &families_.holder_blocks.Add(base);
+    s->block_limit = &families_.block_limit.Add(base);
+    s->block_limit->Set(static_cast<double>(s->limit.bound.limit()));
+    s->evicted = &families_.evicted_blocks.Add(base);
+    s->limit_episodes = &families_.limit_episodes.Add(base);
+    s->limit_clears = &families_.limit_clears.Add(base);
     s->quarantined = &families_.quarantined.Add(base);
     s->quarantines = &families_.quarantines.Add(base);
     s->replays_deferred = &families_.replays_deferred.Add(base);
@@ -638,6 +773,9 @@ class EventIngest::Impl {
     if (!w) {
       w = std::make_unique<WorkerSeries>();
       const metrics::Labels l = {{"worker", name}};
+      // Per worker, not per rank: a histogram is a series per bucket.
+      w->lag = &families_.apply_lag.Add(l, metrics::latency_buckets_seconds());
+      w->lag_ignored = &families_.lag_ignored.Add(l);
       w->mismatch_ratio = &families_.mismatch_ratio.Add(l);
       auto result = [&](const char* r) {
         metrics::Labels lr = l;
@@ -664,6 +802,11 @@ class EventIngest::Impl {
     families_.degraded.Remove(s.degraded);
     for (auto* c : s.notes) families_.normalizer_notes.Remove(c);
     families_.block_size.Remove(s.block_size);
+    families_.holder_blocks.Remove(s.held);
+    families_.block_limit.Remove(s.block_limit);
+    families_.evicted_blocks.Remove(s.evicted);
+    families_.limit_episodes.Remove(s.limit_episodes);
+    families_.limit_clears.Remove(s.limit_clears);
     families_.quarantined.Remove(s.quarantined);
     families_.quarantines.Remove(s.quarantines);
     families_.replays_deferred.Remove(s.replays_deferred);
@@ -671,6 +814,8 @@ class EventIngest::Impl {
     families_.disconnects.Remove(s.disconnects);
     auto it = workers_.find(worker_name);
     if (it != workers_.end() && --it->second->ranks == 0) {
+      families_.apply_lag.Remove(it->second->lag);
+      families_.lag_ignored.Remove(it->second->lag_ignored);
       families_.mismatch_ratio.Remove(it->second->mismatch_ratio);
       families_.hash_blocks.Remove(it->second->matched);
       families_.hash_blocks.Remove(it->second->mismatched);

@@ -1,7 +1,7 @@
 // The intake bounds on loopback: a real ZMQ publisher (test_publisher.h) misbehaving in each way
-// a bound answers (hashes that stop agreeing, sequence chaos, a flood, an oversized message, a
-// lane that falls behind), EventIngest feeding a reference index. Every wait polls with a deadline;
-// nothing sleeps a guessed time.
+// a bound answers (stores without removals, hashes that stop agreeing, sequence chaos, a flood,
+// an oversized message, a lane that falls behind, bogus timestamps), EventIngest feeding a
+// reference index. Every wait polls with a deadline; nothing sleeps a guessed time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -144,6 +144,49 @@ class IntakeTest : public ::testing::Test {
   std::unique_ptr<index::Indexer> index_;
   std::unique_ptr<EventIngest> ingest_;
 };
+
+// A publisher that stores and never removes: the holder keeps the newest blocks its engine's
+// pool (times the margin) can hold, and no more, at any time.
+TEST_F(IntakeTest, AHolderNeverHoldsMoreThanItsEnginesPoolTimesTheMargin) {
+  IngestOptions o = test_options();
+  o.capacity_margin = 1.5;
+  start(o);
+  TestPublisher pub({});
+  SubscriptionSpec s = spec(pub);
+  s.kv_capacity_blocks = 40;  // limit 60 blocks: 30 batches of two
+  ASSERT_TRUE(ingest_->add(s).ok());
+  ASSERT_TRUE(subscribed(pub));
+  std::vector<WireBatch> all;
+  for (uint64_t k = 0; k < 100; ++k) {
+    all.push_back(stores(k));
+    pub.publish(all.back());
+  }
+  ASSERT_TRUE(settle(99));
+  const HolderState st = state();
+  EXPECT_EQ(st.block_limit, 60u);
+  EXPECT_EQ(st.blocks, 60u);
+  EXPECT_EQ(st.evicted_blocks, 140u);
+  EXPECT_EQ(st.limit_clears, 0u);
+  EXPECT_EQ(content(), truth(std::vector<WireBatch>(all.end() - 30, all.end()), HolderId(7)));
+  EXPECT_TRUE(metric(R"(kvgate_events_holder_block_limit{rank="0",worker="w1"} 60)"));
+  EXPECT_TRUE(metric(R"(kvgate_events_holder_blocks{rank="0",worker="w1"} 60)"));
+  EXPECT_TRUE(metric(R"(kvgate_events_limit_evicted_blocks_total{rank="0",worker="w1"} 140)"));
+  EXPECT_TRUE(metric(R"(kvgate_events_limit_episodes_total{rank="0",worker="w1"} 1)"));
+}
+
+TEST_F(IntakeTest, AnEngineThatDoesNotSayItsPoolGetsTheDefaultLimit) {
+  IngestOptions o = test_options();
+  o.default_holder_blocks = 20;
+  start(o);
+  TestPublisher pub({});
+  ASSERT_TRUE(ingest_->add(spec(pub)).ok());
+  ASSERT_TRUE(subscribed(pub));
+  for (uint64_t k = 0; k < 30; ++k) pub.publish(stores(k));
+  ASSERT_TRUE(settle(29));
+  EXPECT_EQ(state().block_limit, 20u);
+  EXPECT_EQ(state().blocks, 20u);
+  EXPECT_EQ(content().size(), 20u);
+}
 
 // The engine's hashes agreed with the configured scheme, then stop (someone else on its port):
 // the holder is emptied and nothing it sends is indexed until its hashes agree again.
@@ -307,6 +350,30 @@ TEST_F(IntakeTest, LiveReadsPauseWhileTheLaneIsBehind) {
   std::vector<index::Membership> now;
   ASSERT_TRUE(truth_index->holder_memberships(HolderId(7), now).ok());
   EXPECT_EQ(now, truth(all, HolderId(7)));
+}
+
+TEST(ApplyLag, TimestampsOutsideTheWindowSayNothing) {
+  EXPECT_EQ(apply_lag_seconds(100.0, 101.5, 60s), 1.5);
+  EXPECT_EQ(apply_lag_seconds(100.0, 99.0, 60s), 0.0) << "a clock a little ahead: no lag";
+  EXPECT_FALSE(apply_lag_seconds(100.0, 161.0, 60s).has_value());
+  EXPECT_FALSE(apply_lag_seconds(200.0, 100.0, 60s).has_value());
+  EXPECT_FALSE(apply_lag_seconds(1e300, 100.0, 60s).has_value());
+}
+
+// Per worker: one publisher's bogus timestamps are left out, and cannot move another's lag.
+TEST_F(IntakeTest, BogusTimestampsAreLeftOutOfTheLagPerWorker) {
+  IngestOptions o = test_options();
+  o.lag_window = 60s;
+  start(o);
+  TestPublisher pub({});
+  ASSERT_TRUE(ingest_->add(spec(pub)).ok());
+  ASSERT_TRUE(subscribed(pub));
+  pub.publish(stores(0, wall_now() + 3600));  // an hour ahead
+  pub.publish(stores(1, 1.0));                // 1970
+  pub.publish(stores(2));
+  ASSERT_TRUE(settle(2));
+  EXPECT_TRUE(metric(R"(kvgate_events_lag_ignored_total{worker="w1"} 2)"));
+  EXPECT_TRUE(metric(R"(kvgate_events_apply_lag_seconds_count{worker="w1"} 1)"));
 }
 
 }  // namespace

@@ -10,7 +10,11 @@
 //     and offer them again as the lane drains, so a replay of thousands of batches waits for the
 //     lanes instead of losing any (SubscriptionOptions::max_backlog bounds that).
 //
-// Bounds (docs/events.md, "Bounds"): the subscriptions' are SubscriptionOptions::bounds.
+// Bounds (docs/events.md, "Bounds"): a holder's index never holds more blocks than its limit,
+// its engine's KV pool times capacity_margin or default_holder_blocks when the pool is unknown
+// (block_bound.h says which blocks go and why); a batch whose publisher clock is off by more than
+// lag_window is not counted in the apply lag (kvgate_events_apply_lag_seconds, per worker); the
+// subscriptions' own bounds are SubscriptionOptions::bounds.
 //
 // Removal leaves nothing behind: remove() returns after the subscription's sockets are closed,
 // every queued batch of the holder has been applied or discarded, the holder has been removed
@@ -51,7 +55,19 @@ struct IngestOptions {
   // grain of replay timeouts. An idle event thread sleeps until a socket is readable.
   std::chrono::milliseconds poll_interval{20};
   SubscriptionOptions subscription;
+  // A holder's block limit: its engine's KV pool (SubscriptionSpec::kv_capacity_blocks) times the
+  // margin, or default_holder_blocks when the pool is unknown.
+  double capacity_margin = 2.0;
+  uint64_t default_holder_blocks = uint64_t{1} << 20;
+  // Publisher timestamps further than this from the gateway's clock are not counted in the lag.
+  std::chrono::milliseconds lag_window{300'000};
 };
+
+// The apply lag of a batch published at `published` and applied at `now` (Unix seconds), at
+// least 0; nullopt when the two clocks differ by more than `window` either way: a bogus or badly
+// skewed timestamp says nothing about the lag.
+std::optional<double> apply_lag_seconds(double published, double now,
+                                        std::chrono::milliseconds window);
 
 // A snapshot of one holder, for tools and tests.
 struct HolderState {
@@ -66,6 +82,9 @@ struct HolderState {
   size_t backlog = 0;            // batches waiting for the lane now
   uint64_t applied_batches = 0;  // admitted batches the lane applied to the index
   uint64_t blocks = 0;           // block copies the holder holds, from what each apply did
+  uint64_t block_limit = 0;      // the most it may hold
+  uint64_t evicted_blocks = 0;   // block copies evicted to stay within it
+  uint64_t limit_clears = 0;     // times nothing remembered was left to evict: cleared instead
   uint64_t replays_sent = 0;     // replay requests sent (the pacer spaces them)
   uint64_t replays_deferred = 0;
   uint64_t turns_capped = 0;  // turns that ended with the budget spent

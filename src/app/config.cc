@@ -9,6 +9,7 @@
 
 #include "boost/beast/core/string.hpp"
 #include "kvgate/core/clock.h"
+#include "kvgate/events/ingest.h"
 #include "kvgate/http/message.h"
 #include "kvgate/sync/state_sync.h"
 #include "kvgate/workers/registry.h"
@@ -108,6 +109,122 @@ ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec) {
                                "the publisher endpoint must be tcp://HOST:PORT or ipc://PATH");
   }
   return out;
+}
+
+// ---- KV-event intake bounds -------------------------------------------------------------------
+
+KvEventBounds default_kv_event_bounds() {
+  const events::IngestOptions io;
+  const events::IntakeBounds& b = io.subscription.bounds;
+  return {.live_hwm = b.live_hwm,
+          .replay_hwm = b.replay_hwm,
+          .max_message_bytes = b.max_message_bytes,
+          .turn_messages = b.turn_messages,
+          .turn_bytes = b.turn_bytes,
+          .replay_interval = b.replay_pacing.min_interval,
+          .replay_backoff_max = b.replay_pacing.max_interval,
+          .hash_quarantine_ratio = b.quarantine.max_mismatch_ratio,
+          .capacity_margin = io.capacity_margin,
+          .max_holder_blocks = io.default_holder_blocks,
+          .lag_window = io.lag_window};
+}
+
+void apply_kv_event_bounds(const KvEventBounds& k, events::SubscriptionOptions& o) {
+  events::IntakeBounds& b = o.bounds;
+  b.live_hwm = k.live_hwm;
+  b.replay_hwm = k.replay_hwm;
+  b.max_message_bytes = k.max_message_bytes;
+  b.turn_messages = k.turn_messages;
+  b.turn_bytes = k.turn_bytes;
+  b.replay_pacing = {.min_interval = k.replay_interval,
+                     .max_interval = std::max(k.replay_interval, k.replay_backoff_max)};
+  b.quarantine.max_mismatch_ratio = k.hash_quarantine_ratio;
+  // Nothing past the socket's limit reaches the decoder either.
+  o.limits.max_payload_bytes =
+      std::min(o.limits.max_payload_bytes, static_cast<size_t>(k.max_message_bytes));
+}
+
+void apply_kv_event_bounds(const KvEventBounds& k, events::IngestOptions& o) {
+  apply_kv_event_bounds(k, o.subscription);
+  o.capacity_margin = k.capacity_margin;
+  o.default_holder_blocks = k.max_holder_blocks;
+  o.lag_window = k.lag_window;
+}
+
+void add_kv_event_bound_flags(CLI::App& app, KvEventBounds& b, bool index_bounds) {
+  const char* group = "KV event bounds";
+  const auto secs = [&](const char* name, std::chrono::milliseconds& field, const char* help) {
+    app.add_option_function<double>(
+           name,
+           [&field, name](double s) {
+             positive_seconds(s, name);
+             field = std::max(std::chrono::milliseconds(1), seconds(s));
+           },
+           help)
+        ->default_str(CLI::detail::to_string(to_seconds(field)))
+        ->group(group);
+  };
+  app.add_option("--kv-events-rcvhwm", b.live_hwm,
+                 "KV-event messages one rank's socket queues; past it the engine's publisher drops "
+                 "what its own queue cannot take and the gap is replayed "
+                 "(kvgate_events_gaps_total), so a flood costs the engine's memory, not kvgate's")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000))
+      ->group(group);
+  app.add_option("--kv-events-replay-rcvhwm", b.replay_hwm,
+                 "Messages one rank's replay socket queues: at least the engine's replay window "
+                 "(vLLM keeps 10,000 batches), or the engine drops the rest of a replay")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10'000'000))
+      ->group(group);
+  app.add_option("--kv-events-max-message-bytes", b.max_message_bytes,
+                 "A KV-event message larger than this drops the engine's connection before it is "
+                 "read into memory (reconnected within a second, the gap replayed); a batch of a "
+                 "million prompt tokens is about 5 MB")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 40))
+      ->group(group);
+  app.add_option("--kv-events-turn-messages", b.turn_messages,
+                 "Messages one rank's socket is served per event-thread turn, before the "
+                 "thread's other ranks have theirs (kvgate_events_turns_capped_total)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000))
+      ->group(group);
+  app.add_option("--kv-events-turn-bytes", b.turn_bytes,
+                 "Bytes one rank's socket is served per turn, whichever of the two comes first")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 40))
+      ->group(group);
+  secs("--kv-events-replay-interval-secs", b.replay_interval,
+       "Replay requests to one rank at most this often; while gaps keep coming the spacing "
+       "doubles up to --kv-events-replay-backoff-max-secs (kvgate_events_replays_deferred_total)");
+  secs("--kv-events-replay-backoff-max-secs", b.replay_backoff_max,
+       "The longest spacing between replay requests to a rank whose sequence keeps breaking");
+  app.add_option("--kv-events-hash-quarantine-ratio", b.hash_quarantine_ratio,
+                 "A rank whose engine hashes matched the scheme and then mismatch beyond this "
+                 "share (over 256 checked blocks) is emptied and not indexed until they match "
+                 "again; routing places requests there by load (kvgate_events_hash_quarantined; "
+                 "0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+  if (!index_bounds) return;
+  app.add_option(
+         "--kv-events-capacity-margin", b.capacity_margin,
+         "A rank's index holds at most its engine's KV pool (/server_info) times this; "
+         "past it its oldest blocks are evicted (kvgate_events_limit_evicted_blocks_total). "
+         "Raise it for engines that also publish host or disk tiers")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0))
+      ->group(group);
+  app.add_option("--kv-events-max-holder-blocks", b.max_holder_blocks,
+                 "The most blocks a rank's index holds when its engine does not say its KV pool")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32))
+      ->group(group);
+  secs("--kv-events-lag-window-secs", b.lag_window,
+       "Publisher timestamps further than this from kvgate's clock are left out of "
+       "kvgate_events_apply_lag_seconds (kvgate_events_lag_ignored_total)");
 }
 
 void add_flags(CLI::App& app, GatewayConfig& c) {
@@ -558,6 +675,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256))
       ->group("KV events");
+  add_kv_event_bound_flags(app, c.kv_event_bounds, /*index_bounds=*/true);
 
   const auto secs = [&app](const char* name, std::chrono::milliseconds& field, const char* help,
                            const char* group) { add_seconds(app, name, field, help, group); };

@@ -193,6 +193,7 @@ Status GatewayImpl::init() {
     io.lanes = config_.event_lanes;
     io.lane_cpus = node_cpus(numa_);
     io.subscription.hash_seed = config_.hash_seed;
+    apply_kv_event_bounds(config_.kv_event_bounds, io);
     ingest_ = std::make_unique<events::EventIngest>(*raw_index_, registry_, clock_, io);
   }
   // Replicas share what the approximate mode predicts on workers without KV events.

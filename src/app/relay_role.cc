@@ -43,6 +43,7 @@ struct RelayConfig {
   uint64_t hash_seed = kDefaultHashSeed;
   std::string log_level = "info";
   std::string log_format = "text";
+  KvEventBounds kv_event_bounds = default_kv_event_bounds();
 };
 
 // "256MiB", "1GiB", "512KiB", "1048576": bytes.
@@ -135,6 +136,8 @@ void add_relay_flags(CLI::App& app, RelayConfig& c) {
                  "tokens as they do")
       ->capture_default_str()
       ->group("Serving");
+  // The same bounds on every engine subscription as the gateway's (not the index's: none here).
+  add_kv_event_bound_flags(app, c.kv_event_bounds, /*index_bounds=*/false);
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->group("Logging");
@@ -257,6 +260,7 @@ int run_relay(int argc, char** argv) {
                            c.hash_seed);
   relay::FeedOptions feed_options;
   feed_options.subscription.hash_seed = c.hash_seed;
+  apply_kv_event_bounds(c.kv_event_bounds, feed_options.subscription);
   relay::EngineFeed feed(table, feed_options);
   relay::RelayServer server(
       table, {.listen = c.listen,

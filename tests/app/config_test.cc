@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kvgate/events/ingest.h"
+
 namespace kvgate::app {
 namespace {
 
@@ -222,6 +224,57 @@ TEST(Config, ThreadsArePinnedOnlyWhereTheLayoutAsksUnlessTold) {
   EXPECT_EQ(parse({"--no-pin-threads"}).pin_threads, "off");
   EXPECT_THROW(parse({"--pin-threads", "always"}), CLI::ValidationError);
   EXPECT_THROW(parse({"--pin-threads", "on", "--no-pin-threads"}), CLI::ExcludesError);
+}
+
+// The intake bounds' flags default to the event side's own defaults and reach its options.
+TEST(Config, KvEventBoundsHaveServingDefaultsAndReachTheEventSide) {
+  const GatewayConfig defaults = parse({});
+  events::IngestOptions io;
+  apply_kv_event_bounds(defaults.kv_event_bounds, io);
+  const events::IngestOptions plain;
+  EXPECT_EQ(io.subscription.bounds.live_hwm, plain.subscription.bounds.live_hwm);
+  EXPECT_EQ(io.subscription.bounds.max_message_bytes, int64_t{16} << 20);
+  EXPECT_EQ(io.subscription.bounds.replay_pacing.min_interval, std::chrono::milliseconds(100));
+  EXPECT_EQ(io.capacity_margin, 2.0);
+  EXPECT_EQ(io.subscription.limits.max_payload_bytes, size_t{16} << 20)
+      << "nothing past the socket's limit reaches the decoder";
+  const GatewayConfig c = parse({"--kv-events-rcvhwm",
+                                 "500",
+                                 "--kv-events-replay-rcvhwm",
+                                 "20000",
+                                 "--kv-events-max-message-bytes",
+                                 "1048576",
+                                 "--kv-events-turn-messages",
+                                 "64",
+                                 "--kv-events-turn-bytes",
+                                 "65536",
+                                 "--kv-events-replay-interval-secs",
+                                 "0.25",
+                                 "--kv-events-replay-backoff-max-secs",
+                                 "10",
+                                 "--kv-events-hash-quarantine-ratio",
+                                 "0",
+                                 "--kv-events-capacity-margin",
+                                 "1.25",
+                                 "--kv-events-max-holder-blocks",
+                                 "65536",
+                                 "--kv-events-lag-window-secs",
+                                 "30"});
+  apply_kv_event_bounds(c.kv_event_bounds, io);
+  const events::IntakeBounds& b = io.subscription.bounds;
+  EXPECT_EQ(b.live_hwm, 500);
+  EXPECT_EQ(b.replay_hwm, 20000);
+  EXPECT_EQ(b.max_message_bytes, 1 << 20);
+  EXPECT_EQ(b.turn_messages, 64u);
+  EXPECT_EQ(b.turn_bytes, 65536u);
+  EXPECT_EQ(b.replay_pacing.min_interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(b.replay_pacing.max_interval, std::chrono::seconds(10));
+  EXPECT_EQ(b.quarantine.max_mismatch_ratio, 0.0);
+  EXPECT_EQ(io.capacity_margin, 1.25);
+  EXPECT_EQ(io.default_holder_blocks, 65536u);
+  EXPECT_EQ(io.lag_window, std::chrono::seconds(30));
+  EXPECT_THROW(parse({"--kv-events-capacity-margin", "0.5"}), CLI::ValidationError);
+  EXPECT_THROW(parse({"--kv-events-rcvhwm", "0"}), CLI::ValidationError);
 }
 
 }  // namespace

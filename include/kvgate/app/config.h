@@ -17,6 +17,10 @@
 namespace CLI {
 class App;
 }
+namespace kvgate::events {
+struct SubscriptionOptions;
+struct IngestOptions;
+}  // namespace kvgate::events
 
 namespace kvgate::app {
 
@@ -29,6 +33,29 @@ struct ExplicitKvEndpoint {
 // A --kv-events-endpoint value: "WORKER_URL=tcp://host:port[,replay=tcp://host:port][,topic=T]
 // [,rank=R]". Throws CLI::ValidationError naming the flag.
 ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec);
+
+// What one KV-event publisher can make kvgate hold and do (docs/events.md, "Bounds"). The socket,
+// turn, replay and hash bounds are every subscription's (the relay's too); the block limit and the
+// lag window are the gateway index's. Defaults: the event side's own (events/subscription.h,
+// events/ingest.h).
+struct KvEventBounds {
+  int live_hwm;
+  int replay_hwm;
+  int64_t max_message_bytes;
+  size_t turn_messages;
+  size_t turn_bytes;
+  std::chrono::milliseconds replay_interval;
+  std::chrono::milliseconds replay_backoff_max;
+  double hash_quarantine_ratio;
+  double capacity_margin;
+  uint64_t max_holder_blocks;
+  std::chrono::milliseconds lag_window;
+};
+KvEventBounds default_kv_event_bounds();
+// Registers their flags; `index_bounds` adds the block limit's and the lag window's.
+void add_kv_event_bound_flags(CLI::App& app, KvEventBounds& b, bool index_bounds);
+void apply_kv_event_bounds(const KvEventBounds& b, events::SubscriptionOptions& o);
+void apply_kv_event_bounds(const KvEventBounds& b, events::IngestOptions& o);
 
 struct GatewayConfig {
   // Listening
@@ -156,6 +183,7 @@ struct GatewayConfig {
   // Event ingestion
   size_t event_threads = 1;
   size_t event_lanes = 2;
+  KvEventBounds kv_event_bounds = default_kv_event_bounds();
 
   // Upstream
   // The timeouts are backstops: the liveness tracker takes a frozen or wedged worker out within

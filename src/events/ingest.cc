@@ -510,6 +510,7 @@ class EventIngest::Impl {
                 .max_queued_per_key = o.lane_queue_batches,
                 .burst = 64,
                 .group_cpus = o.lane_cpus}) {
+    configure_context(ctx_);
     for (size_t i = 0; i < std::max<size_t>(1, o.event_threads); ++i) {
       threads_.push_back(std::make_unique<EventThread>(families_, o.poll_interval, clock_));
     }
@@ -532,18 +533,13 @@ class EventIngest::Impl {
     const uint64_t lane_key = key.worker.value();  // a worker's ranks share one key: in order
     t.call([&] {
       Holder h;
-      h.sub = std::make_unique<Subscription>(
-          ctx_, spec, options_.subscription,
-          [this, s, lane_key](std::unique_ptr<NormalizedBatch>& b) {
-            // A full lane queue refuses the batch; the subscription keeps it and offers it again
-            // (a replay waits for the lanes instead of losing batches).
-            // (This event thread is the key's only producer: room now is room at the submit.)
-            if (!lanes_.has_room(lane_key)) return false;
-            std::shared_ptr<NormalizedBatch> batch(std::move(b));
-            lanes_.submit_always(lane_key, [this, s, batch] { apply(*batch, *s); });
-            return true;
-          },
-          clock_);
+      try {
+        h.sub = make_subscription(spec, s, lane_key);
+      } catch (const zmq::error_t& e) {  // out of sockets or descriptors: this holder only
+        status =
+            absl::ResourceExhaustedError(std::string("cannot open KV-event sockets: ") + e.what());
+        return;
+      }
       status = h.sub->start();
       if (!status.ok()) return;
       h.series = s;
@@ -564,6 +560,22 @@ class EventIngest::Impl {
                            [this, holder, blocks] { index_.expect_capacity(holder, blocks); });
     }
     return absl::OkStatus();
+  }
+
+  std::unique_ptr<Subscription> make_subscription(const SubscriptionSpec& spec, HolderSeries* s,
+                                                  uint64_t lane_key) {
+    return std::make_unique<Subscription>(
+        ctx_, spec, options_.subscription,
+        [this, s, lane_key](std::unique_ptr<NormalizedBatch>& b) {
+          // A full lane queue refuses the batch; the subscription keeps it and offers it again
+          // (a replay waits for the lanes instead of losing batches).
+          // (This event thread is the key's only producer: room now is room at the submit.)
+          if (!lanes_.has_room(lane_key)) return false;
+          std::shared_ptr<NormalizedBatch> batch(std::move(b));
+          lanes_.submit_always(lane_key, [this, s, batch] { apply(*batch, *s); });
+          return true;
+        },
+        clock_);
   }
 
   // A lane task: one admitted batch into the index, within the holder's block limit.

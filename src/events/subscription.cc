@@ -38,6 +38,8 @@ void common_options(zmq::socket_t& s, const SubscriptionOptions& o, int rcvhwm) 
 
 }  // namespace
 
+void configure_context(zmq::context_t& ctx) { ctx.set(zmq::ctxopt::max_sockets, 1 << 16); }
+
 Subscription::Subscription(zmq::context_t& ctx, SubscriptionSpec spec, SubscriptionOptions options,
                            Sink sink, const Clock& clock)
     : ctx_(ctx),

@@ -69,6 +69,7 @@ class EngineFeed::Impl {
 
   void run() {
     zmq::context_t ctx(1);
+    events::configure_context(ctx);
     std::vector<std::unique_ptr<Rank>> ranks;
     std::vector<zmq_pollitem_t> items;
     std::vector<size_t> first_item;

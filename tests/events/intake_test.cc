@@ -352,6 +352,23 @@ TEST_F(IntakeTest, LiveReadsPauseWhileTheLaneIsBehind) {
   EXPECT_EQ(now, truth(all, HolderId(7)));
 }
 
+// Each subscription holds three or four ZMQ sockets (with its SUB socket's monitor): a fleet of
+// hundreds of holders must not meet libzmq's default limit of 1,023 sockets a context.
+TEST_F(IntakeTest, HundredsOfHoldersShareOneContext) {
+  start();
+  constexpr uint32_t kHolders = 400;
+  for (uint32_t i = 0; i < kHolders; ++i) {
+    SubscriptionSpec s;
+    s.key = HolderKey{WorkerId(100 + i), 0};
+    s.holder = HolderId(100 + i);
+    s.worker_name = "w" + std::to_string(100 + i);
+    s.endpoint = "tcp://127.0.0.1:1";  // refused: ZMQ keeps trying in the background
+    ASSERT_TRUE(ingest_->add(s).ok()) << "holder " << i;
+  }
+  for (uint32_t i = 0; i < kHolders; ++i)
+    EXPECT_TRUE(ingest_->remove(HolderKey{WorkerId(100 + i), 0}));
+}
+
 TEST(ApplyLag, TimestampsOutsideTheWindowSayNothing) {
   EXPECT_EQ(apply_lag_seconds(100.0, 101.5, 60s), 1.5);
   EXPECT_EQ(apply_lag_seconds(100.0, 99.0, 60s), 0.0) << "a clock a little ahead: no lag";

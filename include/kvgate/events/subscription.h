@@ -104,6 +104,11 @@ struct MessageReport {
   std::string verdict;
 };
 
+// Readies a ZMQ context for many subscriptions: each holds four sockets (SUB, replay DEALER, the
+// SUB's monitor and libzmq's end of it), and libzmq's default of 1,023 sockets a context would
+// stop at 255 holders.
+void configure_context(zmq::context_t& ctx);
+
 class Subscription {
  public:
   // Receives admitted batches in order (clear_first set where the holder must be cleared first;

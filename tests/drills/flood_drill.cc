@@ -1,7 +1,7 @@
 // Drill: one worker's KV-event publisher floods the gateway while the other workers serve
 // ordinary traffic. The flood (drills/flood_publisher.h, real ZMQ sockets): valid stores with
 // hashes never seen before at 10,000 messages a second for 10 s, a 100 MB frame every 2 s, and
-// bursts of sequence numbers that jump ahead or go back. Pass rules:
+// for its last 5 s a sequence number that jumps ahead or goes back every 10 ms. Pass rules:
 //   - kvgate's RSS grows by less than 64 MB over the flood, and is back within 16 MB of where it
 //     started at most 10 s after it;
 //   - the flooded holder's index never holds more than its limit (its engine's pool times the

@@ -116,7 +116,8 @@ void FloodPublisher::flood() {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   const size_t n = payloads_.size();
-  int big_frames = 0, bursts = 0;
+  int big_frames = 0;
+  uint64_t chaos = 0;
   for (size_t i = 0; i < n && !stop_;) {
     const double at = static_cast<double>(i) / plan_.rate;  // when message i is due
     const auto due =
@@ -126,15 +127,11 @@ void FloodPublisher::flood() {
       send_big_frame();
       ++big_frames;
     }
-    if (at >= (bursts + 0.5) * plan_.chaos_every_s) {
-      ++bursts;
-      for (int j = 0; j < plan_.chaos_burst && i < n; ++j, ++i) {
-        next_seq_ = j % 2 == 0 ? next_seq_ + 1000 : next_seq_ - std::min<uint64_t>(next_seq_, 500);
-        send_store(i);
-        std::lock_guard<std::mutex> l(mu_);
-        ++stats_.chaos;
-      }
-      continue;
+    if (at >= plan_.chaos_from_s + static_cast<double>(chaos) * plan_.chaos_every_s) {
+      next_seq_ =
+          chaos++ % 2 == 0 ? next_seq_ + 1000 : next_seq_ - std::min<uint64_t>(next_seq_, 500);
+      std::lock_guard<std::mutex> l(mu_);
+      ++stats_.chaos;
     }
     send_store(i++);
   }

@@ -2,7 +2,7 @@
 // live stream and a replay ROUTER, on loopback), for the flood drill. It sends what a runaway or
 // hostile publisher would: valid stores with hashes never seen before at a steady rate (vLLM's
 // sha256_cbor, so the engine-hash check agrees with every one), a 100 MB frame now and then, and
-// bursts of sequence numbers that jump ahead or go back. Its replay socket serves the last
+// sequence numbers that keep jumping ahead and going back. Its replay socket serves the last
 // `replay_window` messages, as an engine's does, and notes when each request came.
 //
 // Threading: construct, then start() from one thread; the flood runs on a thread of its own and
@@ -29,8 +29,10 @@ struct FloodPlan {
   uint32_t block_size = 16;
   double big_frame_every_s = 2;  // a frame of big_frame_bytes, its seq the last one's again
   size_t big_frame_bytes = size_t{100} << 20;
-  double chaos_every_s = 3;  // a burst of chaos_burst messages whose seq jumps ahead or goes back
-  int chaos_burst = 40;
+  // From chaos_from_s on, one message every chaos_every_s whose seq jumps 1,000 ahead or goes 500
+  // back, in turn (before it, the stores alone fill the flooded holder to its limit).
+  double chaos_from_s = 5;
+  double chaos_every_s = 0.01;
   size_t replay_window = 20'000;  // messages the replay socket serves
 };
 

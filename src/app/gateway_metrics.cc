@@ -168,19 +168,21 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   auto& front_events = metrics::counter_family(
       reg, "kvgate_http_connections_total",
       "Client connections by event: accepted, idle_shed (closed to make room at "
-      "--max-connections), refused (closed at once past the reserve), tls_handshake_failed.");
+      "--max-connections), refused (closed at once past the reserve), tls_handshake_failed, "
+      "idle_timeout (no next request within --client-idle-timeout-secs).");
   auto& refusals = metrics::counter_family(
       reg, "kvgate_http_refusals_total",
       "Requests refused before a handler saw them: bad_request (malformed, 413/414/431), "
       "connection_limit (503 on a reserved connection), body_budget (429/413 at "
       "--max-inflight-body-bytes), framing (400/501: a head whose end could be read two ways, "
-      "as smuggled requests are).");
+      "as smuggled requests are), read_timeout (not whole within --client-read-timeout-secs, "
+      "closed unanswered).");
   static constexpr const char* kFront[] = {"accepted", "idle_shed", "refused",
-                                           "tls_handshake_failed"};
+                                           "tls_handshake_failed", "idle_timeout"};
   static constexpr const char* kRefusals[] = {"bad_request", "connection_limit", "body_budget",
-                                              "framing"};
-  for (size_t i = 0; i < 4; ++i) front_[i] = &front_events.Add({{"event", kFront[i]}});
-  for (size_t i = 0; i < 4; ++i) front_[4 + i] = &refusals.Add({{"reason", kRefusals[i]}});
+                                              "framing", "read_timeout"};
+  for (size_t i = 0; i < 5; ++i) front_[i] = &front_events.Add({{"event", kFront[i]}});
+  for (size_t i = 0; i < 5; ++i) front_[5 + i] = &refusals.Add({{"reason", kRefusals[i]}});
   lookups_ = sharded(
       metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({}));
   lookup_seconds_ = sharded(
@@ -376,10 +378,10 @@ void GatewayMetrics::sync_front_end(const http::ServerStats& s) {
   MutexLock lock(&mu_);
   front_connections_->Set(static_cast<double>(s.open_connections));
   const auto totals = [](const http::ServerStats& t) {
-    return std::array<uint64_t, 8>{t.connections_accepted, t.idle_shed,
-                                   t.refused_connections,  t.tls_handshake_failures,
-                                   t.bad_requests,         t.restricted_refusals,
-                                   t.body_budget_refusals, t.framing_refusals};
+    return std::array<uint64_t, 10>{
+        t.connections_accepted, t.idle_shed,    t.refused_connections, t.tls_handshake_failures,
+        t.idle_timeouts,        t.bad_requests, t.restricted_refusals, t.body_budget_refusals,
+        t.framing_refusals,     t.read_timeouts};
   };
   add_growth(front_, totals(s), totals(front_seen_));
   front_seen_ = s;

@@ -156,9 +156,10 @@ class GatewayMetrics {
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
   UpstreamPoolStats upstream_seen_ KVGATE_GUARDED_BY(mu_);  // the pool's totals at the last scrape
   metrics::Gauge* front_connections_ = nullptr;
-  // accepted, idle_shed, refused, tls_handshake_failed; then bad_request, connection_limit,
-  // body_budget, framing (kvgate_http_connections_total, kvgate_http_refusals_total).
-  std::array<metrics::Counter*, 8> front_{};
+  // accepted, idle_shed, refused, tls_handshake_failed, idle_timeout; then bad_request,
+  // connection_limit, body_budget, framing, read_timeout (kvgate_http_connections_total,
+  // kvgate_http_refusals_total).
+  std::array<metrics::Counter*, 10> front_{};
   http::ServerStats front_seen_ KVGATE_GUARDED_BY(mu_);
   std::array<metrics::Counter*, 4> answers_{};  // encoded, no_answer, failed, dropped
   metrics::Counter* answer_seconds_ = nullptr;

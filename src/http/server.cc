@@ -195,6 +195,7 @@ net::awaitable<bool> await_request(ServerState& st, Session& s, uint64_t served)
                                                      net::redirect_error(net::use_awaitable, ec));
   s.idle.store(false, std::memory_order_release);
   s.awaiting_next.store(false);
+  if (ec == beast::error::timeout) st.idle_timeouts.fetch_add(1, std::memory_order_relaxed);
   if (ec) co_return false;
   s.input.commit(n);
   co_return true;
@@ -217,6 +218,10 @@ net::awaitable<void> refuse_unread(ServerState& st, Session& s, boost::system::e
   } else if (is_parse_error(ec)) {
     status = 400;
     why = "malformed HTTP request";
+  } else if (ec == beast::error::timeout) {
+    // A request that did not arrive whole within read_timeout (a client trickling it): closed
+    // without an answer, as a client that never finishes its request reads none.
+    st.read_timeouts.fetch_add(1, std::memory_order_relaxed);
   }
   if (status == 0) co_return;
   // Beast's own refusals of conflicting lengths and codings, and folded lines (FlatParser), are
@@ -662,6 +667,8 @@ ServerStats Server::stats() const {
   s.requests = state_->requests.load(std::memory_order_relaxed);
   s.bad_requests = state_->bad_requests.load(std::memory_order_relaxed);
   s.framing_refusals = state_->framing_refusals.load(std::memory_order_relaxed);
+  s.read_timeouts = state_->read_timeouts.load(std::memory_order_relaxed);
+  s.idle_timeouts = state_->idle_timeouts.load(std::memory_order_relaxed);
   s.idle_shed = state_->idle_shed.load(std::memory_order_relaxed);
   s.refused_connections = state_->refused_connections.load(std::memory_order_relaxed);
   s.restricted_refusals = state_->restricted_refusals.load(std::memory_order_relaxed);

@@ -122,5 +122,27 @@ TEST_F(LimitsTest, RequestBodiesInFlightStayWithinTheBudget) {
   EXPECT_EQ(later->status, 200u);
 }
 
+// A client that trickles its request is cut off at the read timeout and counted; one that sends
+// nothing more on a kept-alive connection is closed at the idle timeout and counted apart.
+TEST_F(LimitsTest, ATricklingRequestAndAnIdleConnectionAreClosedAndCounted) {
+  start({.idle_timeout = 300ms, .read_timeout = 300ms});
+  net::io_context ctx;
+  net::ip::tcp::socket trickler(ctx);
+  trickler.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+  for (const char* part : {"GET /hel", "lo HTTP/1.1\r\n", "Host: x\r\n"}) {
+    net::write(trickler, net::buffer(std::string_view(part)));
+  }
+  char buf[256];
+  boost::system::error_code ec;
+  const size_t n = trickler.read_some(net::buffer(buf), ec);  // waits for the close
+  EXPECT_EQ(n, 0u) << "closed unanswered";
+  EXPECT_TRUE(ec);
+  EXPECT_TRUE(wait_until([&] { return server_->stats().read_timeouts == 1; }, 5s));
+  SyncClient c("127.0.0.1", server_->port());
+  ASSERT_TRUE(c.get("/hello").ok());
+  EXPECT_TRUE(wait_until([&] { return server_->stats().idle_timeouts >= 1; }, 5s));
+  EXPECT_EQ(server_->stats().read_timeouts, 1u);
+}
+
 }  // namespace
 }  // namespace kvgate::http

@@ -204,6 +204,8 @@ struct ServerStats {
   uint64_t bad_requests = 0;  // malformed (400), too large (413 / 414 / 431)
   // 400 / 501: framing a proxy could read otherwise (detail/framing.h), the connection closed
   uint64_t framing_refusals = 0;
+  uint64_t read_timeouts = 0;  // requests not whole within read_timeout, closed unanswered
+  uint64_t idle_timeouts = 0;  // kept-alive connections closed after idle_timeout
   uint64_t open_connections = 0;
   uint64_t idle_shed = 0;            // idle connections closed to make room (max_connections)
   uint64_t refused_connections = 0;  // closed at once: over max_connections + reserved

@@ -93,6 +93,8 @@ struct ServerState {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bad_requests{0};
   std::atomic<uint64_t> framing_refusals{0};
+  std::atomic<uint64_t> read_timeouts{0};
+  std::atomic<uint64_t> idle_timeouts{0};
   std::atomic<uint64_t> idle_shed{0};
   std::atomic<uint64_t> refused_connections{0};
   std::atomic<uint64_t> restricted_refusals{0};

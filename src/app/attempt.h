@@ -5,7 +5,7 @@
 //   on destruction, whichever way the attempt ends.
 // - VetoWatch: the attempt's entry in the worker's in-flight list, so a veto of the worker can
 //   cut it short.
-// - Attempt: how it ended, for the retry loop (proxy.cc).
+// - Attempt: how it ended, for the retry loop (generation/dispatch.cc).
 //
 // Threading: both live in one attempt's coroutine, on its executor. A veto arrives on the control
 // thread under the in-flight list's lock; VetoWatch only posts it to the attempt's executor,

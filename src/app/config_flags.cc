@@ -400,7 +400,8 @@ void add_logging_flags(CLI::App& app, GatewayConfig& c) {
                  "Tell clients why their request went where it did, in an x-kvgate-decision "
                  "answer header (branch, matched blocks, the top candidates with their expected "
                  "waits and loads, the gates that fired): off, request (when the request carries "
-                 "x-kvgate-explain: 1) or always. The access log carries the same text")
+                 "x-kvgate-explain: 1) or always. The access log carries the same text when it is "
+                 "told (the decision's fields always)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "request", "always"}))
       ->group("Logging");

@@ -102,7 +102,7 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
                 .liveness = config_.liveness,
                 .cache_agreement_warn_below = config_.cache_agreement_warn_below},
                clock),
-      hasher_(config_.hash_seed) {}
+      routing_(config_, BlockHasher(config_.hash_seed)) {}
 
 // Client connections the descriptor limit allows: each request also holds an upstream connection,
 // and the KV-event sockets and control connections need some.
@@ -226,6 +226,7 @@ Status GatewayImpl::init() {
                                                         .clock = &clock_,
                                                         .worker_tls = *worker_tls});
   if (Status s = init_state_sync(); !s.ok()) return s;
+  init_generation();
   server_ = std::make_unique<http::Server>(
       io_, http::ServerOptions{.address = config_.host,
                                .port = config_.port,
@@ -257,7 +258,7 @@ Status GatewayImpl::init() {
     route(
         http::Verb::post, path, Access::kClient,
         [this, api = api](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
-          co_await serve_generation(api, req, res);
+          co_await generation_->serve(api, req, res);
         },
         /*logs_own_access=*/true);
   }
@@ -384,6 +385,27 @@ Status GatewayImpl::start() {
   // After the command line's workers, so the first push shares them.
   if (state_sync_) state_sync_->start();
   return absl::OkStatus();
+}
+
+void GatewayImpl::init_generation() {
+  generation_ =
+      std::make_unique<GenerationPipeline>(GenerationParts{.config = config_,
+                                                           .clock = clock_,
+                                                           .instance_id = instance_id_,
+                                                           .workers = workers_,
+                                                           .policy = *policy_,
+                                                           .upstream = *upstream_,
+                                                           .routing = routing_,
+                                                           .tokenizers = tokenizers_,
+                                                           .parse_context = parse_context_,
+                                                           .admission = *admission_,
+                                                           .metrics = *metrics_,
+                                                           .access_log = *access_log_,
+                                                           .decision_headers = decision_headers_,
+                                                           .answers = answers_.get(),
+                                                           .draining = draining_,
+                                                           .shutting_down = shutting_down_,
+                                                           .active = active_generations_});
 }
 
 Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,

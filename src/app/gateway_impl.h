@@ -1,5 +1,5 @@
-// The gateway's parts and their wiring (gateway.cc), the generation proxy (proxy.cc) and the
-// operator's routes (admin_routes.cc).
+// The gateway's parts and their wiring (gateway.cc), and the operator's routes (admin_routes.cc);
+// generation requests go to its GenerationPipeline (app/generation/).
 #pragma once
 
 #include <atomic>
@@ -20,11 +20,14 @@
 #include "app/fleet_pulse.h"
 #include "app/fleet_sync.h"
 #include "app/gateway_metrics.h"
+#include "app/generation/pipeline.h"
 #include "app/grpc_front.h"
 #include "app/request_model.h"
+#include "app/routing_input.h"
 #include "app/state_sync_metrics.h"
 #include "app/upstream_pool.h"
 #include "app/worker_control.h"
+#include "app/worker_exchange.h"
 #include "kvgate/app/config.h"
 #include "kvgate/core/holder_ids.h"
 #include "kvgate/core/numa.h"
@@ -41,23 +44,6 @@
 
 namespace kvgate::app {
 
-// Names the worker that answered, on every answer a worker produced.
-inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
-// Tells the client which data-parallel rank served it.
-inline constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
-// The request's id: the client's when it sent a usable one, else made here; on every answer.
-inline constexpr std::string_view kRequestIdHeader = "x-request-id";
-
-// proxy.cc: what a request to worker `w` carries as its authorization: the worker's own
-// credentials (worker_control.h's engine_authorization), else the client's header when `config`
-// forwards it, else none.
-std::string authorization_for(const http::Request& req, const workers::Worker& w,
-                              const GatewayConfig& config);
-// A worker's answer as the client gets it: its status, content type (JSON when it named none)
-// and body, and the worker (and rank) that produced it.
-http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
-                         const std::string& worker, std::optional<DpRank> rank);
-
 // admin_routes.cc: the workers routing may choose now.
 size_t routable_workers(const workers::FleetSnapshot& fleet);
 
@@ -69,24 +55,8 @@ class GatewayImpl {
   size_t drain(std::chrono::milliseconds grace);
   void stop(std::chrono::milliseconds grace);
 
-  // proxy.cc
-  boost::asio::awaitable<void> serve_generation(ApiRoute route, const http::Request& req,
-                                                http::Responder& res);
-  // routing_input.cc: what a decision is asked from a parsed request.
-  // The longest prompt any worker takes (the longest context served), or kNoTokenLimit.
-  size_t max_prompt_tokens(const workers::FleetSnapshot& fleet) const;
-  // The routing request for `p` (its `chain` kept alive by the caller), as both the generation
-  // path and /debug/route decide it.
-  policy::RouteRequest route_request(const http::Request& req, const ParsedRequest& p,
-                                     std::span<const SeqHash> chain,
-                                     const workers::FleetSnapshot& fleet) const;
-  // cache_aware's cost model (expected waits in explanations), or null for other policies.
-  const policy::CacheAwareConfig* cost_model() const;
-  // The block size requests are hashed at, and `p`'s block chain at it (a view of a per-thread
-  // buffer, valid until this thread's next call).
-  uint32_t routing_block_size(const workers::FleetSnapshot& fleet) const;
-  std::span<const SeqHash> prompt_chain(const ParsedRequest& p,
-                                        const workers::FleetSnapshot& fleet) const;
+  // The generation pipeline, built by init() from the parts it reads.
+  void init_generation();
   // observe_routes.cc: GET /debug/route, GET /dashboard and its JSON, and the pulse they read
   // (sampled once a second on the parse thread, off the executors).
   void add_observe_routes();
@@ -162,13 +132,14 @@ class GatewayImpl {
   std::unique_ptr<metrics::ProcessMetrics> process_metrics_;
   PromptTokenizers tokenizers_;            // --tokenizer (the test tokenizer without)
   std::unique_ptr<AnswerMemory> answers_;  // --no-answer-prewarm, or no chat template: none
-  BlockHasher hasher_;
+  const RoutingInput routing_;  // what decisions are asked (the pipeline and /debug/route)
+  std::unique_ptr<GenerationPipeline> generation_;
   bool started_ = false;
   // Graceful shutdown (drain()): draining_ refuses new generations and fails readiness;
   // shutting_down_ (the grace period ended) cuts what still runs.
   std::atomic<bool> draining_{false};
   std::atomic<bool> shutting_down_{false};
-  std::atomic<int64_t> active_generations_{0};  // generation handlers running (proxy.cc)
+  std::atomic<int64_t> active_generations_{0};  // generation handlers running
   // The dashboard's history (observe_routes.cc); the timer runs on parse_context_.
   FleetPulse pulse_;
   std::unique_ptr<boost::asio::steady_timer> pulse_timer_;

@@ -204,7 +204,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
         http::Responder responder(*call);
         const ApiRoute route = req.path() == "/v1/chat/completions" ? ApiRoute::kChatCompletions
                                                                     : ApiRoute::kCompletions;
-        co_await gw.serve_generation(route, req, responder);
+        co_await gw.generation_->serve(route, req, responder);
       }
       call->complete();
     };

@@ -2,7 +2,7 @@
 // --grpc-port, with grpc.health.v1.Health and server reflection.
 //
 // Generate runs the very handler POST /v1/completions (or, for chat messages,
-// /v1/chat/completions) runs (GatewayImpl::serve_generation): the call becomes an http::Request
+// /v1/chat/completions) runs (GenerationPipeline::serve): the call becomes an http::Request
 // (the prompt as token ids, text or messages, stream on, usage and token ids asked of the
 // engine) answered through a ResponseSink that turns the engine's SSE chunks into
 // GenerateResponse messages. So routing, admission, liveness vetoes, overload shedding, retries

@@ -41,7 +41,8 @@ http::Response GatewayImpl::debug_route(const http::Request& req) {
   const auto fleet = workers_.snapshot();
   const ApiRoute api = api_of(req.body());
   ParsedRequest p;
-  if (Status s = parse_request(api, req.body(), tokenizers_, max_prompt_tokens(*fleet), &p);
+  if (Status s =
+          parse_request(api, req.body(), tokenizers_, routing_.max_prompt_tokens(*fleet), &p);
       !s.ok()) {
     return http::Response::error(400, message_of(s));
   }
@@ -49,14 +50,16 @@ http::Response GatewayImpl::debug_route(const http::Request& req) {
     return http::Response::error(404, "The model '" + p.model + "' does not exist",
                                  "not_found_error");
   }
-  const uint32_t block_size = routing_block_size(*fleet);
-  policy::RouteRequest rr = route_request(req, p, prompt_chain(p, *fleet), *fleet);
+  const uint32_t block_size = routing_.block_size(*fleet);
+  policy::RouteRequest rr =
+      routing_.route_request(req, p, routing_.prompt_chain(p, *fleet), *fleet);
   rr.explain = true;
   thread_local policy::Scratch scratch;
   const MonoTime t0 = clock_.now();
   const policy::Decision d = policy_->select(rr, *fleet, scratch);
   const double decision_us = to_seconds(clock_.now() - t0) * 1e6;
-  const policy::Explanation e = policy::explain(rr, d, *fleet, scratch, cost_model(), kDebugTop);
+  const policy::Explanation e =
+      policy::explain(rr, d, *fleet, scratch, routing_.cost_model(), kDebugTop);
   std::string body;
   JsonWriter w(&body);
   w.begin_object().member("api", api_route_name(api)).member("model", p.model);

@@ -1,9 +1,9 @@
-// What a decision is asked from a parsed request: the prompt's bound, its block chain at the
-// fleet's block size (salted as the engines salt), and the routing request; shared by the
-// generation path (proxy.cc) and /debug/route (observe_routes.cc).
-#include <algorithm>
+#include "app/routing_input.h"
 
-#include "app/gateway_impl.h"
+#include <algorithm>
+#include <optional>
+#include <vector>
+
 #include "kvgate/events/normalize.h"
 
 namespace kvgate::app {
@@ -13,33 +13,33 @@ thread_local std::vector<SeqHash> tl_chain;
 
 }  // namespace
 
-size_t GatewayImpl::max_prompt_tokens(const workers::FleetSnapshot& fleet) const {
+size_t RoutingInput::max_prompt_tokens(const workers::FleetSnapshot& fleet) const {
   return fleet.max_model_len > 0     ? fleet.max_model_len
          : config_.max_model_len > 0 ? config_.max_model_len
                                      : kNoTokenLimit;
 }
 
-policy::RouteRequest GatewayImpl::route_request(const http::Request& req, const ParsedRequest& p,
-                                                std::span<const SeqHash> chain,
-                                                const workers::FleetSnapshot& fleet) const {
+policy::RouteRequest RoutingInput::route_request(const http::Request& req, const ParsedRequest& p,
+                                                 std::span<const SeqHash> chain,
+                                                 const workers::FleetSnapshot& fleet) const {
   return {.chain = chain,
           .prompt_tokens = static_cast<uint32_t>(p.tokens.size()),
-          .block_size = routing_block_size(fleet),
+          .block_size = block_size(fleet),
           .routing_key = req.header(config_.routing_key_header),
           .model = p.model,
           .dp_aware = config_.dp_aware};
 }
 
-const policy::CacheAwareConfig* GatewayImpl::cost_model() const {
+const policy::CacheAwareConfig* RoutingInput::cost_model() const {
   return config_.policy == policy::PolicyKind::kCacheAware ? &config_.cache_aware : nullptr;
 }
 
-uint32_t GatewayImpl::routing_block_size(const workers::FleetSnapshot& fleet) const {
+uint32_t RoutingInput::block_size(const workers::FleetSnapshot& fleet) const {
   return fleet.block_size ? fleet.block_size : config_.default_block_size;
 }
 
-std::span<const SeqHash> GatewayImpl::prompt_chain(const ParsedRequest& p,
-                                                   const workers::FleetSnapshot& fleet) const {
+std::span<const SeqHash> RoutingInput::prompt_chain(const ParsedRequest& p,
+                                                    const workers::FleetSnapshot& fleet) const {
   // Salted as the engines salt LoRA and cache-salted blocks.
   const bool lora =
       std::binary_search(fleet.lora_adapters.begin(), fleet.lora_adapters.end(), p.model);
@@ -48,7 +48,7 @@ std::span<const SeqHash> GatewayImpl::prompt_chain(const ParsedRequest& p,
       p.cache_salt.empty() ? std::nullopt : std::optional<std::string_view>(p.cache_salt)));
   std::vector<SeqHash>& chain = tl_chain;
   chain.clear();
-  hasher.hash_blocks(p.tokens, routing_block_size(fleet), nullptr, &chain);
+  hasher.hash_blocks(p.tokens, block_size(fleet), nullptr, &chain);
   return chain;
 }
 

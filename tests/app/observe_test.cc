@@ -177,7 +177,9 @@ TEST_F(Observe, DebugRouteAnswersTheDecisionWithoutSendingIt) {
   EXPECT_EQ(unknown->status, 404u);
 }
 
-TEST_F(Observe, TheAccessLogCarriesTheDecision) {
+// The access log carries the decision's fields on every line, and its explanation (what
+// x-kvgate-decision says) when the request asked for it: explaining costs, so only then.
+TEST_F(Observe, TheAccessLogCarriesTheDecisionAndItsTextWhenAsked) {
   std::mutex mu;
   std::vector<std::string> lines;
   ASSERT_TRUE(start(1, [&](GatewayConfig& c) {
@@ -189,18 +191,27 @@ TEST_F(Observe, TheAccessLogCarriesTheDecision) {
   }));
   auto c = client();
   ASSERT_TRUE(c.post("/v1/completions", completion("log why")).ok());
+  http::ClientRequest asked{.method = http::Verb::post,
+                            .target = "/v1/completions",
+                            .body = completion("log why, and say")};
+  asked.headers.emplace_back("x-kvgate-explain", "1");
+  ASSERT_TRUE(c.request(asked).ok());
   ASSERT_TRUE(wait_for(
       [&] {
         std::lock_guard<std::mutex> l(mu);
-        return !lines.empty();
+        return lines.size() == 2;
       },
       std::chrono::milliseconds(2000)));
   std::lock_guard<std::mutex> l(mu);
-  EXPECT_NE(lines[0].find(" branch=fresh_prefix"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[0].find(
+  for (const std::string& line : lines) {
+    EXPECT_NE(line.find(" branch=fresh_prefix"), std::string::npos) << line;
+    EXPECT_NE(line.find(" matched=0 decision_us="), std::string::npos) << line;
+  }
+  EXPECT_EQ(lines[0].find(" decision=\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find(
                 " decision=\"policy=cache_aware; branch=fresh_prefix; worker=" + url_of(0) + ";"),
             std::string::npos)
-      << lines[0];
+      << lines[1];
 }
 
 TEST_F(Observe, AStreamsUsageIsAskedForAndKeptFromAClientThatDidNotAsk) {

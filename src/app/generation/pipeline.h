@@ -1,0 +1,25 @@
+// GenerationPipeline: a generation request (completions, chat, generate, embeddings, responses,
+// rerank, score) from its admission to its accounting, through the stages of
+// app/generation/stages.h. The HTTP routes and the gRPC front end hand it their requests; it
+// reads the gateway only through GenerationParts.
+//
+// Threading: serve() runs on the request's executor; any number at once.
+#pragma once
+
+#include "app/generation/stages.h"
+
+namespace kvgate::app {
+
+class GenerationPipeline {
+ public:
+  explicit GenerationPipeline(GenerationParts parts) : parts_(std::move(parts)) {}
+
+  // Answers `req` on `res` (every way a request can end answers it, or knows the client left).
+  boost::asio::awaitable<void> serve(ApiRoute route, const http::Request& req,
+                                     http::Responder& res);
+
+ private:
+  const GenerationParts parts_;
+};
+
+}  // namespace kvgate::app

@@ -1,0 +1,139 @@
+// The generation path as stages: admit -> parse -> route -> dispatch -> relay -> account.
+//
+// One request's state (Generation) goes from stage to stage; each stage is a function of its own
+// file that reads the gateway only through GenerationParts, the narrow view of what a generation
+// uses (the fleet, the router, the upstreams, the observers). A stage that answers the request
+// itself (a refusal, an error) returns false and the pipeline goes straight to account; a
+// request that goes on reaches dispatch, which makes attempts on workers (retries, resends on a
+// connection the engine had closed, vetoes), and each attempt relays the engine's answer (whole,
+// or as a stream piece by piece).
+//
+//   admit.cc     draining, request loops, --max-concurrent-requests
+//   parse.cc     the body into a ParsedRequest (large bodies on the parse thread); the model known
+//   route.cc     the block chain, the routing request and the upstream request; each decision
+//   dispatch.cc  attempts on workers until one answers, retries with backoff
+//   attempt.cc   one worker: a connection, the request, a veto and the client watched
+//   relay.cc     an attempt's answer to the client: whole, or streamed within its bounds
+//   account.cc   answers sent with the request's id and decision; metrics and the access log
+//
+// Threading: a Generation belongs to one request's coroutine; GenerationParts' members are the
+// gateway's, each thread-safe as its own header says.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "app/access_log.h"
+#include "app/admission_gate.h"
+#include "app/answer_memory.h"
+#include "app/attempt.h"
+#include "app/decision_report.h"
+#include "app/gateway_metrics.h"
+#include "app/request_model.h"
+#include "app/routing_input.h"
+#include "app/upstream_pool.h"
+#include "boost/asio/awaitable.hpp"
+#include "boost/asio/io_context.hpp"
+#include "kvgate/app/config.h"
+#include "kvgate/core/clock.h"
+#include "kvgate/http/client.h"
+#include "kvgate/http/server.h"
+#include "kvgate/policy/policy.h"
+#include "kvgate/workers/registry.h"
+
+namespace kvgate::app {
+
+// What the generation path uses of the gateway, and nothing else.
+struct GenerationParts {
+  const GatewayConfig& config;
+  const Clock& clock;
+  std::string_view instance_id;  // this process, in the hop header of forwarded requests
+  // The fleet, the router and the upstreams.
+  workers::WorkerRegistry& workers;
+  policy::Policy& policy;
+  UpstreamPool& upstream;
+  const RoutingInput& routing;
+  const PromptTokenizers& tokenizers;
+  boost::asio::io_context& parse_context;  // large bodies are parsed there, one at a time
+  AdmissionGate& admission;                // --max-concurrent-requests
+  // The observers.
+  GatewayMetrics& metrics;
+  const AccessLog& access_log;
+  DecisionHeaders decision_headers;
+  AnswerMemory* answers;  // null: chat answers are not encoded ahead of the next turn
+  // The gateway's drain: draining refuses new requests; shutting_down cuts what still runs.
+  const std::atomic<bool>& draining;
+  const std::atomic<bool>& shutting_down;
+  std::atomic<int64_t>& active;  // generations running now
+};
+
+// One request on its way through the stages.
+struct Generation {
+  Generation(ApiRoute route, const http::Request& req, http::Responder& res, MonoTime start)
+      : route(route), req(req), res(res), start(start) {}
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  const ApiRoute route;
+  const http::Request& req;
+  http::Responder& res;
+  const MonoTime start;
+  // The client's request id, or one made here: sent to the worker, returned on every answer.
+  std::string request_id;
+  bool explain = false;    // the decision is told (x-kvgate-decision, the access log)
+  std::string decision;    // the last decision's text, when told
+  unsigned status = 0;     // what the client was answered (0: nothing yet)
+  AccessRecord record;     // its views point into this Generation and the request
+  std::string worker_url;  // the last worker tried (record.worker views it)
+
+  // parse
+  ParsedRequest parsed;
+  std::shared_ptr<const workers::FleetSnapshot> fleet;
+  // route
+  uint32_t block_size = 0;
+  std::vector<SeqHash> chain;
+  policy::RouteRequest route_request;
+  http::ClientRequest upstream;  // its body views the client's unless it was rewritten
+  bool strip_usage = false;      // the engine is asked for a stream's usage, kept from the client
+  bool remember_answer = false;  // a chat answer encoded ahead of the next turn
+  bool prompt_counted = false;
+  // dispatch
+  std::vector<WorkerId> tried;
+  std::optional<http::Response> last_answer;  // a retryable error answer, if retries run out
+  Status last_failure;
+};
+
+// admit.cc: false when the request was refused (answered).
+boost::asio::awaitable<bool> admit(const GenerationParts& parts, Generation& g,
+                                   AdmissionGate::Ticket* ticket);
+// parse.cc: false when the body or its model was refused (answered).
+boost::asio::awaitable<bool> parse(const GenerationParts& parts, Generation& g);
+// route.cc: the chain, the routing request and the upstream request of a parsed request.
+void prepare_route(const GenerationParts& parts, Generation& g);
+// route.cc: the next decision (tried workers excluded), counted and, when asked, told.
+policy::Decision decide(const GenerationParts& parts, Generation& g);
+// dispatch.cc: attempts on the workers the policy picks, until one answers or none is left.
+boost::asio::awaitable<void> dispatch(const GenerationParts& parts, Generation& g);
+
+// attempt.cc: one attempt on `worker` (the policy's decision `d`), its answer relayed.
+boost::asio::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
+                                        workers::Worker& worker, const policy::Decision& d);
+
+// account.cc: `r` to the client, with the request's id (and decision when told).
+boost::asio::awaitable<void> reply(Generation& g, http::Response r);
+// account.cc: an error answer in OpenAI's shape, its reason counted (503 carries Retry-After).
+http::Response error_answer(const GenerationParts& parts, ErrorReason reason, unsigned status,
+                            std::string_view message);
+// account.cc: the end of every request: its metrics and its access-log line.
+void account(const GenerationParts& parts, Generation& g);
+
+// The request id the client sent when it is usable (printable, at most 128 bytes), else 32 hex
+// digits made here.
+std::string request_id_of(const http::Request& req);
+
+}  // namespace kvgate::app

@@ -1,0 +1,54 @@
+// What crosses between the gateway and a worker on a client's behalf: the request as the worker
+// gets it (its credential, the data-parallel rank, the request id, trace context and the hop
+// list), and the worker's answer as the client gets it (its status, content type, body, and the
+// worker and rank that produced it).
+//
+// Threading: pure functions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvgate/app/config.h"
+#include "kvgate/core/ids.h"
+#include "kvgate/http/client.h"
+#include "kvgate/http/message.h"
+#include "kvgate/workers/worker.h"
+
+namespace kvgate::app {
+
+// Names the worker that answered, on every answer a worker produced.
+inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+// Tells the client which data-parallel rank served it.
+inline constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
+// The request's id: the client's when it sent a usable one, else made here; on every answer.
+inline constexpr std::string_view kRequestIdHeader = "x-request-id";
+// The data-parallel rank a request is pinned to: vLLM's OpenAI server and SGLang both honour it.
+inline constexpr std::string_view kRankHeader = "x-data-parallel-rank";
+// Every gateway a request passed names itself here; a gateway that finds its own name (a worker
+// URL that leads back to it, two gateways pointed at each other) refuses the request instead of
+// sending it round until the file handles run out.
+inline constexpr std::string_view kHopsHeader = "x-kvgate-hops";
+
+// Whether `hops` (a comma-separated list of gateway ids) names `self` or is already too long.
+bool is_loop(std::string_view hops, std::string_view self);
+
+// The request as the worker gets it. Its body is the client's own bytes (not copied: `req` must
+// outlive every attempt). Header 0 is the authorization slot (authorization_for), header 1 the
+// data-parallel rank's, both set per attempt (empty headers are not sent).
+http::ClientRequest upstream_request(const http::Request& req, std::string_view self,
+                                     std::string_view request_id);
+
+// What a request to worker `w` carries as its authorization: the worker's own credentials
+// (worker_control.h's engine_authorization), else the client's header when `config` forwards it,
+// else none.
+std::string authorization_for(const http::Request& req, const workers::Worker& w,
+                              const GatewayConfig& config);
+
+// A worker's answer as the client gets it: its status, content type (JSON when it named none)
+// and body, and the worker (and rank) that produced it.
+http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
+                         const std::string& worker, std::optional<DpRank> rank);
+
+}  // namespace kvgate::app

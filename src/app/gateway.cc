@@ -352,7 +352,14 @@ Status GatewayImpl::start() {
     }
   }
   if (config_.grpc_port >= 0) {
-    grpc_front_ = std::make_unique<GrpcFront>(*this);
+    grpc_front_ = std::make_unique<GrpcFront>(
+        GrpcFrontParts{.config = config_,
+                       .workers = workers_,
+                       .tokenizers = tokenizers_,
+                       .access = access_,
+                       .io = io_,
+                       .generation = *generation_,
+                       .ready = [this] { return ready(*workers_.snapshot()); }});
     if (Status s = grpc_front_->start(); !s.ok()) {
       grpc_front_.reset();
       if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));

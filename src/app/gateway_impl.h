@@ -55,6 +55,17 @@ class GatewayImpl {
   size_t drain(std::chrono::milliseconds grace);
   void stop(std::chrono::milliseconds grace);
 
+  // A worker an operator adds or removes here (command line, POST / DELETE /workers, the
+  // library): registered or unregistered, and, with state sync, shared with the peer replicas.
+  // `api_key`: the worker's own credential (WorkerControl::add), kept on this replica only.
+  Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
+                    std::string_view api_key = {});
+  bool remove_worker(std::string_view url);
+  std::string metrics_text();
+
+ private:
+  friend class Gateway;  // the public face reads its listeners' ports, the registry, the index
+
   // The generation pipeline, built by init() from the parts it reads.
   void init_generation();
   // observe_routes.cc: GET /debug/route, GET /dashboard and its JSON, and the pulse they read
@@ -72,12 +83,6 @@ class GatewayImpl {
              bool logs_own_access = false);
   // `handler` behind the access rule and the CORS answer (every route goes through it).
   http::Handler guarded(Access access, http::Handler handler, bool logs_own_access = false) const;
-  // A worker an operator adds or removes here (command line, POST / DELETE /workers, the
-  // library): registered or unregistered, and, with state sync, shared with the peer replicas.
-  // `api_key`: the worker's own credential (WorkerControl::add), kept on this replica only.
-  Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
-                    std::string_view api_key = {});
-  bool remove_worker(std::string_view url);
   // --state-sync: the fleet's sharing, built here and started by start().
   Status init_state_sync();
   // admin_routes.cc
@@ -91,7 +96,6 @@ class GatewayImpl {
   // tokenize_routes.cc: POST /tokenize and /detokenize (vLLM's shapes), answered here with the
   // model's tokenizer, else by a worker.
   void add_tokenize_routes();
-  std::string metrics_text();
 
   GatewayConfig config_;
   const Clock& clock_;

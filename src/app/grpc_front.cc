@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/gateway_impl.h"
+#include "app/worker_exchange.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
 #include "boost/asio/post.hpp"
@@ -151,14 +151,14 @@ http::Request caller_of(grpc::CallbackServerContext* ctx) {
 }
 
 // The generation request an HTTP client would have sent for this call.
-http::Request as_http_request(const GatewayImpl& gw, grpc::CallbackServerContext* ctx,
+http::Request as_http_request(const GrpcFrontParts& gw, grpc::CallbackServerContext* ctx,
                               const v1::GenerateRequest& r) {
   http::Request req = caller_of(ctx);
   req.verb = http::Verb::post;
   req.request_target = r.has_chat() ? "/v1/chat/completions" : "/v1/completions";
   req.fields.add("content-type", "application/json");
   if (!r.request_id().empty()) req.fields.add(kRequestIdHeader, r.request_id());
-  if (!r.routing_key().empty()) req.fields.add(gw.config_.routing_key_header, r.routing_key());
+  if (!r.routing_key().empty()) req.fields.add(gw.config.routing_key_header, r.routing_key());
   req.payload = completions_body(r);
   return req;
 }
@@ -196,19 +196,20 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       : executor_(ctx.get_executor()), stream_(r.stream()), return_text_(r.return_text()) {}
 
   // Runs the handler; the call owns itself until gRPC is done with it.
-  void run(GatewayImpl& gateway, http::Request request) {
+  void run(GenerationPipeline& generation, http::Request request) {
     self_ = shared_from_this();
-    auto body = [](std::shared_ptr<GenerateCall> call, GatewayImpl& gw,
+    auto body = [](std::shared_ptr<GenerateCall> call, GenerationPipeline& pipeline,
                    http::Request req) -> net::awaitable<void> {
       {
         http::Responder responder(*call);
         const ApiRoute route = req.path() == "/v1/chat/completions" ? ApiRoute::kChatCompletions
                                                                     : ApiRoute::kCompletions;
-        co_await gw.generation_->serve(route, req, responder);
+        co_await pipeline.serve(route, req, responder);
       }
       call->complete();
     };
-    net::co_spawn(executor_, body(shared_from_this(), gateway, std::move(request)), net::detached);
+    net::co_spawn(executor_, body(shared_from_this(), generation, std::move(request)),
+                  net::detached);
   }
 
   // ---- gRPC's side ----
@@ -490,7 +491,7 @@ using RawGatewayService =
 
 class GatewayService final : public RawGatewayService {
  public:
-  explicit GatewayService(GatewayImpl& gw) : gw_(gw) {}
+  explicit GatewayService(const GrpcFrontParts& gw) : gw_(gw) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* bytes) override {
@@ -499,8 +500,8 @@ class GatewayService final : public RawGatewayService {
     if (auto invalid = invalid_input(request)) return new Refused(*invalid);
     http::Request req = as_http_request(gw_, ctx, request);
     if (auto refused = refusal_of(req)) return new Refused(*refused);
-    auto call = std::make_shared<GenerateCall>(gw_.io_.next(), request);
-    call->run(gw_, std::move(req));
+    auto call = std::make_shared<GenerateCall>(gw_.io.next(), request);
+    call->run(gw_.generation, std::move(req));
     return call.get();
   }
 
@@ -566,7 +567,7 @@ class GatewayService final : public RawGatewayService {
   }
 
   grpc::Status tokenize(const v1::TokenizeRequest& request, v1::TokenizeResponse* response) const {
-    const tokenizer::Tokenizer* tok = gw_.tokenizers_.for_model(request.model()).model();
+    const tokenizer::Tokenizer* tok = gw_.tokenizers.for_model(request.model()).model();
     if (tok == nullptr) return no_tokenizer(request.model());
     std::vector<TokenId> ids;
     const bool special = !request.has_add_special_tokens() || request.add_special_tokens();
@@ -580,7 +581,7 @@ class GatewayService final : public RawGatewayService {
 
   grpc::Status detokenize(const v1::DetokenizeRequest& request,
                           v1::DetokenizeResponse* response) const {
-    const tokenizer::Tokenizer* tok = gw_.tokenizers_.for_model(request.model()).model();
+    const tokenizer::Tokenizer* tok = gw_.tokenizers.for_model(request.model()).model();
     if (tok == nullptr) return no_tokenizer(request.model());
     std::vector<TokenId> ids;
     for (uint32_t id : request.token_ids()) {
@@ -597,7 +598,7 @@ class GatewayService final : public RawGatewayService {
 
   grpc::Status list_models(const v1::ListModelsRequest& /*request*/,
                            v1::ListModelsResponse* response) const {
-    const auto fleet = gw_.workers_.snapshot();
+    const auto fleet = gw_.workers.snapshot();
     for (const std::string& name : fleet->models) {
       v1::Model* m = response->add_models();
       m->set_id(name);
@@ -613,7 +614,7 @@ class GatewayService final : public RawGatewayService {
 
   grpc::Status list_workers(const v1::ListWorkersRequest& /*request*/,
                             v1::ListWorkersResponse* response) const {
-    const auto fleet = gw_.workers_.snapshot();
+    const auto fleet = gw_.workers.snapshot();
     for (size_t i = 0; i < fleet->workers.size(); ++i) {
       const workers::Worker& w = *fleet->workers[i];
       v1::Worker* out = response->add_workers();
@@ -635,7 +636,7 @@ class GatewayService final : public RawGatewayService {
     return refusal_of(caller_of(ctx));
   }
   std::optional<grpc::Status> refusal_of(const http::Request& req) const {
-    auto refused = gw_.access_.check(Access::kClient, req);
+    auto refused = gw_.access.check(Access::kClient, req);
     if (!refused) return std::nullopt;
     return grpc::Status(code_for(refused->status), error_message(refused->body));
   }
@@ -645,11 +646,11 @@ class GatewayService final : public RawGatewayService {
                             "': start it with --tokenizer (or ask a worker's /tokenize)");
   }
 
-  GatewayImpl& gw_;
+  const GrpcFrontParts& gw_;
 };
 
-GrpcFront::GrpcFront(GatewayImpl& gateway)
-    : gateway_(gateway), service_(std::make_unique<GatewayService>(gateway)) {}
+GrpcFront::GrpcFront(GrpcFrontParts parts)
+    : parts_(std::move(parts)), service_(std::make_unique<GatewayService>(parts_)) {}
 
 GrpcFront::~GrpcFront() { stop(); }
 
@@ -666,7 +667,7 @@ Result<std::string> read_pem(const std::string& path) {
 }  // namespace
 
 Status GrpcFront::start() {
-  const GatewayConfig& c = gateway_.config_;
+  const GatewayConfig& c = parts_.config;
   const std::string host = c.grpc_host.empty() ? c.host : c.grpc_host;
   const std::string address = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                               ":" + std::to_string(c.grpc_port);
@@ -713,7 +714,7 @@ void GrpcFront::watch_readiness() {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
-    const bool serving = gateway_.ready(*gateway_.workers_.snapshot());
+    const bool serving = parts_.ready();
     if (health != nullptr) {
       health->SetServingStatus(serving);
       health->SetServingStatus(std::string(kServiceName), serving);

@@ -22,7 +22,10 @@
 #include <mutex>
 #include <thread>
 
+#include "app/access.h"
+#include "app/generation/pipeline.h"
 #include "kvgate/core/result.h"
+#include "kvgate/http/io_pool.h"
 
 namespace grpc {
 class Server;
@@ -30,12 +33,23 @@ class Server;
 
 namespace kvgate::app {
 
-class GatewayImpl;
 class GatewayService;
+
+// What the gRPC front end uses of the gateway, and nothing else.
+struct GrpcFrontParts {
+  const GatewayConfig& config;
+  const workers::WorkerRegistry& workers;
+  const PromptTokenizers& tokenizers;
+  const AccessGuard& access;
+  http::IoPool& io;  // a Generate's handler runs on one of its executors
+  GenerationPipeline& generation;
+  // /readiness's rule: health answers SERVING while it holds.
+  std::function<bool()> ready;
+};
 
 class GrpcFront {
  public:
-  explicit GrpcFront(GatewayImpl& gateway);
+  explicit GrpcFront(GrpcFrontParts parts);
   ~GrpcFront();
   GrpcFront(const GrpcFront&) = delete;
   GrpcFront& operator=(const GrpcFront&) = delete;
@@ -51,7 +65,7 @@ class GrpcFront {
  private:
   void watch_readiness();
 
-  GatewayImpl& gateway_;
+  const GrpcFrontParts parts_;
   std::unique_ptr<GatewayService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

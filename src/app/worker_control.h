@@ -57,7 +57,8 @@ struct WorkerControlDeps {
 
 // What the gateway's own requests to a worker carry as their Authorization: the credentials of
 // its URL (user:password@), else its own `api_key` (POST /workers), else the fleet's
-// (--worker-api-key); empty when it has none. Never a client's key (worker_exchange.h decides that).
+// (--worker-api-key); empty when it has none. Never a client's key (worker_exchange.h decides
+// that).
 std::string engine_authorization(const workers::WorkerAddress& address, std::string_view api_key,
                                  std::string_view fleet_api_key);
 

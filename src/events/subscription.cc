@@ -411,12 +411,7 @@ void Subscription::run_actions(MessageReport* r) {
             clear_next = true;
             break;
           }
-          auto clear = std::make_unique<NormalizedBatch>();
-          clear->key = spec_.key;
-          clear->holder = spec_.holder;
-          clear->clear_first = true;
-          clear->clear_only = true;
-          deliver(std::move(clear));
+          deliver_clear();
           break;
         }
         case Cursor::Action::Kind::kRequestReplay:
@@ -488,12 +483,7 @@ void Subscription::judge_hashes() {
                           "indexed until they agree again (kvgate_events_hash_quarantined)",
                           spec_.worker_name, spec_.key.rank, 100 * quarantine_.last_ratio(),
                           hash_scheme_name(scheme));
-      auto clear = std::make_unique<NormalizedBatch>();
-      clear->key = spec_.key;
-      clear->holder = spec_.holder;
-      clear->clear_first = true;
-      clear->clear_only = true;
-      deliver(std::move(clear));
+      deliver_clear();
       return;
     }
     case HashQuarantine::Change::kLeft:
@@ -504,6 +494,15 @@ void Subscription::judge_hashes() {
                           spec_.worker_name, spec_.key.rank);
       return;
   }
+}
+
+void Subscription::deliver_clear() {
+  auto clear = std::make_unique<NormalizedBatch>();
+  clear->key = spec_.key;
+  clear->holder = spec_.holder;
+  clear->clear_first = true;
+  clear->clear_only = true;
+  deliver(std::move(clear));
 }
 
 void Subscription::deliver(std::unique_ptr<NormalizedBatch> batch) {

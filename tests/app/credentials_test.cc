@@ -102,9 +102,8 @@ TEST_F(CredentialsTest, AWorkersOwnKeyIsUsedAndNeverShown) {
   EXPECT_EQ(refused->status, 400u) << refused->body;
 }
 
-TEST_F(CredentialsTest, ForwardingTheClientsHeaderIsTheOperatorsChoice) {
-  RecordingWorker w;
-  serve_two({w.url()}, [](GatewayConfig& c) { c.forward_client_authorization = true; });
+// The generations `w` received each carried the client's own header.
+void expect_client_header_forwarded(const RecordingWorker& w) {
   size_t forwarded = 0;
   for (const auto& r : w.requests()) {
     if (r.method != http::Verb::post) continue;
@@ -114,16 +113,16 @@ TEST_F(CredentialsTest, ForwardingTheClientsHeaderIsTheOperatorsChoice) {
   EXPECT_EQ(forwarded, 2u);
 }
 
+TEST_F(CredentialsTest, ForwardingTheClientsHeaderIsTheOperatorsChoice) {
+  RecordingWorker w;
+  serve_two({w.url()}, [](GatewayConfig& c) { c.forward_client_authorization = true; });
+  expect_client_header_forwarded(w);
+}
+
 TEST_F(CredentialsTest, WithoutAGatewayKeyTheClientsHeaderIsTheEnginesToCheck) {
   RecordingWorker w;
   serve_two({w.url()}, [](GatewayConfig& c) { c.api_key.clear(); });
-  size_t forwarded = 0;
-  for (const auto& r : w.requests()) {
-    if (r.method != http::Verb::post) continue;
-    EXPECT_EQ(r.field("authorization"), std::string("Bearer ") + kGatewayKey);
-    ++forwarded;
-  }
-  EXPECT_EQ(forwarded, 2u);
+  expect_client_header_forwarded(w);
 }
 
 }  // namespace

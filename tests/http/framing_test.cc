@@ -14,6 +14,7 @@
 #include "http/detail/flat_parser.h"
 #include "http/detail/framing.h"
 #include "http/detail/quick_head.h"
+#include "http/raw_exchange.h"
 #include "kvgate/http/server.h"
 
 namespace kvgate::http {
@@ -141,17 +142,8 @@ class SmugglingTest : public ::testing::Test {
     Response out = Response::text(200, std::string(req.body()));
     (void)co_await r.send(std::move(out));
   }
-  // Writes `bytes`, reads until the server closes the connection.
   std::string exchange(std::string_view bytes) {
-    net::io_context ctx;
-    net::ip::tcp::socket s(ctx);
-    s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
-    net::write(s, net::buffer(bytes.data(), bytes.size()));
-    std::string out;
-    boost::system::error_code ec;
-    char buf[4096];
-    while (!ec) out.append(buf, s.read_some(net::buffer(buf), ec));
-    return out;
+    return kvgate::testing::raw_exchange(server_->port(), bytes);
   }
   static size_t answers_in(std::string_view out) {
     size_t n = 0;

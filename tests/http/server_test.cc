@@ -12,6 +12,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/write.hpp"
 #include "gtest/gtest.h"
+#include "http/raw_exchange.h"
 #include "http/test_util.h"
 #include "kvgate/http/client.h"
 #include "kvgate/http/sse.h"
@@ -59,19 +60,7 @@ class ServerTest : public ::testing::Test {
   }
   // A raw exchange: writes `bytes`, reads until the server closes; returns what it sent back.
   std::string raw_exchange(std::string_view bytes) {
-    net::io_context ctx;
-    net::ip::tcp::socket s(ctx);
-    s.connect({net::ip::make_address("127.0.0.1"), server_->port()});
-    net::write(s, net::buffer(bytes.data(), bytes.size()));
-    std::string out;
-    boost::system::error_code ec;
-    char buf[4096];
-    for (;;) {
-      size_t n = s.read_some(net::buffer(buf), ec);
-      out.append(buf, n);
-      if (ec) break;
-    }
-    return out;
+    return kvgate::testing::raw_exchange(server_->port(), bytes);
   }
 
   IoPool pool_{2};

@@ -209,6 +209,8 @@ class Subscription {
   std::unique_ptr<NormalizedBatch> prepare(const zmq::message_t& payload, MessageReport* report);
   void run_actions(MessageReport* report);
   void deliver(std::unique_ptr<NormalizedBatch> batch);
+  // A batch that only clears the holder (its publisher restarted, or it was quarantined).
+  void deliver_clear();
   void drain_backlog();
   void report(MessageReport& r);
 

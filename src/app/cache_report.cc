@@ -51,15 +51,6 @@ void write_cached_tokens(JsonWriter& w, const workers::CacheAgreement& a) {
   w.member("agreement", a.ratio()).member("disagreeing", a.disagreeing()).end_object();
 }
 
-void StreamTail::add(std::string_view piece) {
-  if (piece.size() >= kBytes) {
-    tail_.assign(piece.substr(piece.size() - kBytes));
-    return;
-  }
-  if (tail_.size() + piece.size() > kBytes) tail_.erase(0, tail_.size() + piece.size() - kBytes);
-  tail_.append(piece);
-}
-
 std::optional<std::string> with_stream_usage(std::string_view body) {
   size_t open = 0;
   while (open < body.size() &&
@@ -80,36 +71,6 @@ std::optional<std::string> with_stream_usage(std::string_view body) {
   if (!empty_object) out.push_back(',');
   out.append(body.substr(open + 1));
   return out;
-}
-
-namespace {
-
-// Whether one SSE event (its bytes up to the blank line) is the usage-only chunk.
-bool is_usage_event(std::string_view event) {
-  return event.find("\"usage\"") != std::string_view::npos &&
-         (event.find("\"choices\":[]") != std::string_view::npos ||
-          event.find("\"choices\": []") != std::string_view::npos);
-}
-
-}  // namespace
-
-std::string_view UsageStrip::feed(std::string_view piece) {
-  held_.append(piece);
-  out_.clear();
-  size_t start = 0;
-  for (;;) {
-    // An event ends at a blank line: "\n\n", or "\r\n\r\n" from a server that writes CRLF.
-    const size_t lf = held_.find("\n\n", start);
-    const size_t crlf = held_.find("\r\n\r\n", start);
-    const size_t end = std::min(lf, crlf);
-    if (end == std::string::npos) break;
-    const size_t after = end + (end == lf ? 2 : 4);
-    const std::string_view event(held_.data() + start, after - start);
-    if (!is_usage_event(event)) out_.append(event);
-    start = after;
-  }
-  held_.erase(0, start);
-  return out_;
 }
 
 }  // namespace kvgate::app

@@ -1,7 +1,7 @@
 // What an engine says it found cached for a prompt, against what the index predicted there
 // (workers/cache_agreement.h keeps the tally per worker).
 //
-// Threading: functions are pure; a StreamTail belongs to one request.
+// Threading: pure functions.
 #pragma once
 
 #include <cstdint>
@@ -37,36 +37,10 @@ void note_cached_tokens(workers::Worker& worker, uint64_t predicted, std::string
 // and the dashboard show it.
 void write_cached_tokens(JsonWriter& w, const workers::CacheAgreement& a);
 
-// The last bytes of a streamed answer, where its usage (the last event) is.
-class StreamTail {
- public:
-  static constexpr size_t kBytes = 4096;
-  void add(std::string_view piece);
-  std::string_view view() const { return tail_; }
-
- private:
-  std::string tail_;
-};
-
 // A streamed OpenAI request whose client did not ask for usage: `body` with
 // "stream_options":{"include_usage":true} added, so the engine ends the stream with its usage
-// (cached tokens among it) for the gateway, which strips that event (UsageStrip). Nullopt when
+// (cached tokens among it) for the gateway, which strips that event (stream_events.h). Nullopt when
 // the body cannot take it (not an object).
 std::optional<std::string> with_stream_usage(std::string_view body);
-
-// Removes the usage-only event ("choices":[] and a "usage") from an SSE stream the gateway asked
-// usage for on its client's behalf; every other byte passes in order. Events split across pieces
-// are held until whole.
-class UsageStrip {
- public:
-  // The bytes of the stream so far that may go to the client now (valid until the next call).
-  std::string_view feed(std::string_view piece);
-  // At the stream's end: what is still held (an unterminated last event).
-  std::string_view rest() const { return held_; }
-
- private:
-  std::string held_;
-  std::string out_;
-};
 
 }  // namespace kvgate::app

@@ -129,6 +129,12 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
       &metrics::gauge_family(reg, "kvgate_admission_queued",
                              "Generation requests waiting for a slot (--queue-size).")
            .Add({});
+  auto& stream_bytes = metrics::counter_family(
+      reg, "kvgate_stream_bytes_total",
+      "Streamed answers' bytes: relayed (written to clients) and copied (held, rebuilt or kept by "
+      "the gateway on the way; at most once each).");
+  stream_relayed_ = sharded(stream_bytes.Add({{"kind", "relayed"}}));
+  stream_copied_ = sharded(stream_bytes.Add({{"kind", "copied"}}));
   retries_ =
       &metrics::counter_family(reg, "kvgate_upstream_retries_total",
                                "Requests sent again to another worker after a retryable failure.")
@@ -259,7 +265,10 @@ void GatewayMetrics::publish() {
   for (ShardedHistogramPtr& h : duration_) h->publish();
   for (ShardedCounterPtr& c : errors_) c->publish();
   for (ShardedCounterPtr& c : decisions_) c->publish();
-  for (ShardedCounterPtr* c : {&prompt_tokens_, &matched_tokens_, &lookups_}) (*c)->publish();
+  for (ShardedCounterPtr* c :
+       {&prompt_tokens_, &matched_tokens_, &lookups_, &stream_relayed_, &stream_copied_}) {
+    (*c)->publish();
+  }
   for (ShardedHistogramPtr* h : {&decision_seconds_, &ttft_, &lookup_seconds_}) (*h)->publish();
 }
 

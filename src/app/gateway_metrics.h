@@ -89,6 +89,12 @@ class GatewayMetrics {
     prompt_tokens_->add(prompt_tokens);
     matched_tokens_->add(matched_tokens);
   }
+  // A relayed stream's bytes: those written to the client, and those the gateway copied on the
+  // way (held, rebuilt, kept: each byte at most once).
+  void stream_bytes(uint64_t relayed, uint64_t copied) {
+    stream_relayed_->add(relayed);
+    stream_copied_->add(copied);
+  }
   void retry() { retries_->Increment(); }
   void stale_connection_retry() { stale_retries_->Increment(); }
   void vetoed_attempt() { vetoed_attempts_->Increment(); }
@@ -126,6 +132,8 @@ class GatewayMetrics {
   ShardedHistogramPtr decision_seconds_;
   ShardedCounterPtr prompt_tokens_;
   ShardedCounterPtr matched_tokens_;
+  ShardedCounterPtr stream_relayed_;
+  ShardedCounterPtr stream_copied_;
   ShardedHistogramPtr ttft_;
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;

@@ -32,49 +32,12 @@ TEST(CacheReport, ReadsTheLastCachedTokensOfAnAnswer) {
   EXPECT_EQ(reported_cached_tokens(R"({"cached_tokens":99999999999999999999999})"), std::nullopt);
 }
 
-TEST(CacheReport, AStreamTailKeepsTheLastBytes) {
-  StreamTail tail;
-  tail.add("abc");
-  EXPECT_EQ(tail.view(), "abc");
-  const std::string big(StreamTail::kBytes + 10, 'x');
-  tail.add(big);
-  EXPECT_EQ(tail.view().size(), StreamTail::kBytes);
-  tail.add("yz");
-  EXPECT_EQ(tail.view().size(), StreamTail::kBytes);
-  EXPECT_EQ(tail.view().substr(tail.view().size() - 3), "xyz");
-}
-
 TEST(CacheReport, UsageIsAskedForInTheBodyItself) {
   EXPECT_EQ(*with_stream_usage(R"( {"prompt":"x","stream":true})"),
             R"( {"stream_options":{"include_usage":true},"prompt":"x","stream":true})");
   EXPECT_EQ(*with_stream_usage("{ }"), R"({"stream_options":{"include_usage":true} })");
   EXPECT_EQ(with_stream_usage("[1]"), std::nullopt);
   EXPECT_EQ(with_stream_usage(""), std::nullopt);
-}
-
-TEST(CacheReport, TheUsageEventIsStrippedWhereverThePiecesSplit) {
-  const std::string stream =
-      "data: {\"choices\":[{\"text\":\"a\"}],\"usage\":null}\n\n"
-      "data: {\"choices\":[{\"text\":\"b\"}]}\n\n"
-      "data: {\"choices\":[],\"usage\":{\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n"
-      "data: [DONE]\n\n";
-  const std::string expected =
-      "data: {\"choices\":[{\"text\":\"a\"}],\"usage\":null}\n\n"
-      "data: {\"choices\":[{\"text\":\"b\"}]}\n\n"
-      "data: [DONE]\n\n";
-  for (size_t cut = 1; cut < stream.size(); cut += 7) {
-    UsageStrip strip;
-    std::string out(strip.feed(std::string_view(stream).substr(0, cut)));
-    out += strip.feed(std::string_view(stream).substr(cut));
-    out += strip.rest();
-    EXPECT_EQ(out, expected) << "cut at " << cut;
-  }
-  // CRLF events, and an unterminated last event kept for the end.
-  UsageStrip crlf;
-  std::string out(
-      crlf.feed("data: {\"choices\": [], \"usage\": {}}\r\n\r\ndata: x\r\n\r\ndata: y"));
-  EXPECT_EQ(out, "data: x\r\n\r\n");
-  EXPECT_EQ(crlf.rest(), "data: y");
 }
 
 class CacheAgreementGateway : public GatewayTest {

@@ -241,6 +241,27 @@ TEST_F(Observe, AStreamsUsageIsAskedForAndKeptFromAClientThatDidNotAsk) {
   EXPECT_NE(asked->body.find("\"usage\""), std::string::npos) << asked->body;
 }
 
+// A streamed answer's bytes are copied at most once on their way through, and with whole events
+// next to never: the counter of copied bytes stays far below the relayed ones.
+TEST_F(Observe, AStreamedPieceIsCopiedAtMostOnce) {
+  ASSERT_TRUE(start(1));
+  auto c = client();
+  uint64_t received = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.post("/v1/completions",
+                    completion(words("copies" + std::to_string(i), 100), 200, /*stream=*/true));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u);
+    received += r->body.size();
+  }
+  const std::string text = gateway_->metrics_text();
+  const double relayed = metric_value(text, "kvgate_stream_bytes_total{kind=\"relayed\"}");
+  const double copied = metric_value(text, "kvgate_stream_bytes_total{kind=\"copied\"}");
+  EXPECT_GE(relayed, 0.9 * static_cast<double>(received)) << "the chunk framing aside";
+  EXPECT_LE(copied, relayed);
+  EXPECT_LT(copied, 0.05 * relayed) << "only the usage and its last piece";
+}
+
 TEST_F(Observe, TheDashboardStateShowsTheFleetAndItsRecentPast) {
   ASSERT_TRUE(start_two());
   auto c = client();

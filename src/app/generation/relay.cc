@@ -5,6 +5,7 @@
 #include "app/answer_memory.h"
 #include "app/cache_report.h"
 #include "app/generation/leg.h"
+#include "app/stream_events.h"
 #include "app/stream_guard.h"
 #include "app/worker_exchange.h"
 #include "boost/asio/this_coro.hpp"
@@ -93,13 +94,18 @@ net::awaitable<void> relay_whole(const GenerationParts& parts, Generation& g, Le
   leg.a.done = true;
 }
 
-// The stream's observers: its usage is its last event (StreamTail), the usage event the gateway
-// asked for is kept from the client (UsageStrip), and a chat answer is kept for the next turn
-// (AnswerCapture).
+// The stream's observers: its usage and the usage event the gateway asked for, kept from the
+// client (StreamEvents, which copies next to nothing), and a chat answer kept for the next turn
+// (AnswerCapture, a copy: the answer is kept). What they copied and what went out are counted.
 struct StreamObservers {
-  StreamTail tail;
-  UsageStrip strip;
+  explicit StreamObservers(bool strip_usage) : events(strip_usage) {}
+  StreamEvents events;
   AnswerCapture said;
+  uint64_t relayed = 0;
+  uint64_t said_bytes = 0;
+  void count(GatewayMetrics& metrics) const {
+    metrics.stream_bytes(relayed, events.bytes_copied() + said_bytes);
+  }
 };
 
 // Ends the client's stream with an error event: the worker failed mid-stream (`piece`'s error),
@@ -135,16 +141,17 @@ net::awaitable<void> end_with_error(const GenerationParts& parts, Generation& g,
 net::awaitable<void> finish_stream(const GenerationParts& parts, Generation& g, Leg& leg,
                                    StreamObservers& seen, std::string_view out, bool had_bytes) {
   if (had_bytes) (void)co_await leg.conn().next_piece();  // the end, without a read
-  note_cache_report(parts, leg, seen.tail.view());
+  note_cache_report(parts, leg, seen.events.usage());
   if (g.remember_answer) {
     if (std::optional<std::string> bytes = seen.said.take()) {
       parts.answers->submit(std::string(g.req.body()), std::move(*bytes), /*stream=*/true);
     }
   }
-  const std::string_view rest = g.strip_usage ? seen.strip.rest() : std::string_view();
+  const std::string_view rest = seen.events.rest();
   std::string joined;  // only for an unterminated last event (rare)
   if (!rest.empty()) joined.append(out).append(rest);
   const std::string_view last = rest.empty() ? out : std::string_view(joined);
+  seen.relayed += last.size();
   leg.dispatch.set(Outcome::kSuccess);
   (void)co_await g.res.finish(last);
   leg.veto.watch(nullptr);
@@ -158,7 +165,8 @@ net::awaitable<void> relay_pieces(const GenerationParts& parts, Generation& g, L
   StreamGuard guard(g.start, parts.clock.now(), parts.config.request_timeout,
                     parts.config.stream_idle_timeout, parts.config.max_answer_bytes);
   if (guard.add(*piece, parts.clock.now())) leg.worker.liveness().note_progress();
-  StreamObservers seen;
+  StreamObservers seen(g.strip_usage);
+  const auto counted = [&] { seen.count(parts.metrics); };
   for (;;) {
     const StreamEnd bound = guard.check(parts.clock.now());
     if (bound != StreamEnd::kNone) {
@@ -167,27 +175,34 @@ net::awaitable<void> relay_pieces(const GenerationParts& parts, Generation& g, L
     }
     if (!piece.ok()) {
       co_await end_with_error(parts, g, leg, piece.status(), bound);
+      counted();
       co_return;
     }
     std::string_view out;
     if (!piece->empty()) {
-      seen.tail.add(*piece);
-      if (g.remember_answer) seen.said.add(*piece);
-      out = g.strip_usage ? seen.strip.feed(*piece) : std::string_view(*piece);
+      if (g.remember_answer) {
+        seen.said.add(*piece);
+        seen.said_bytes += piece->size();
+      }
+      out = seen.events.feed(*piece);
     }
     if (piece->empty() || leg.conn().body_complete()) {
       co_await finish_stream(parts, g, leg, seen, out, !piece->empty());
+      counted();
       co_return;
     }
     if (!out.empty() && !(co_await g.res.write(out)).ok()) {
       // The client went away: drop the upstream connection so the engine aborts the request.
       leg.conn().close();
       client_abort(parts, g, leg);
+      counted();
       co_return;
     }
+    seen.relayed += out.size();
     piece = co_await leg.conn().next_piece(guard.next_wait(parts.clock.now()));
     if (leg.watch.fired()) {
       client_abort(parts, g, leg);
+      counted();
       co_return;
     }
     if (piece.ok() && guard.add(*piece, parts.clock.now())) leg.worker.liveness().note_progress();

@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential g++ clang clang-format clang-tidy libclang-rt-14-dev lld cmake ninja-build ccache
-  pkg-config git gdb valgrind
+  pkg-config git gdb valgrind universal-ctags
   # libraries
   libboost-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libabsl-dev libjemalloc-dev prometheus-cpp-dev

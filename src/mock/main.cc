@@ -15,15 +15,11 @@
 
 namespace {
 
+using kvgate::mock::EngineConfig;
 using kvgate::mock::FleetOptions;
 
-int run(int argc, char** argv) {
-  FleetOptions o;
-  kvgate::mock::EngineConfig& e = o.engine;
-  kvgate::mock::TimingModel& t = e.timing;
-  if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
-    e.vllm_hash_seed = seed;
-  }
+// What the command line says in a form FleetOptions does not take as it is (apply() converts).
+struct RawFlags {
   std::string wire = "vllm-map";
   std::string replay_shape = "auto";
   std::string port_file;
@@ -31,19 +27,14 @@ int run(int argc, char** argv) {
   std::string log_format = "text";
   bool no_replay = false;
   bool no_prefix_caching = false;
+  bool push_loads = false;
+  double push_loads_interval_ms = 250;
   double step_overhead_ms = 6.0;
   double decode_per_seq_us = 40.0;
   double decode_per_ctx_ns = 40.0;
+};
 
-  CLI::App app{
-      "kvgate-mock: a fleet of simulated vLLM / SGLang engine workers with real KV-cache events,\n"
-      "engine truth and fault hooks. Worker i serves HTTP on --http-port + i; rank r of worker i\n"
-      "(holder h = i * dp_size + r) publishes KV events on PUB --kv-port + 2h and answers replay\n"
-      "requests on ROUTER --kv-port + 2h + 1. Port 0 picks free ports; the bound ports are "
-      "printed\n"
-      "on stdout as `kvgate-mock ready {json}` and written to --port-file. See docs/mock.md."};
-  app.option_defaults()->always_capture_default();
-
+void add_fleet_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
   auto* fleet_group = "Fleet and ports";
   app.add_option("--workers", o.workers, "Number of engine workers")->group(fleet_group);
   app.add_option("--dp-size", o.dp_size,
@@ -75,14 +66,17 @@ int run(int argc, char** argv) {
                  "Replay (ROUTER) port per holder (worker-major), overriding --kv-port")
       ->delimiter(',')
       ->group(fleet_group);
-  app.add_flag("--no-replay", no_replay, "Do not open replay sockets")->group(fleet_group);
-  app.add_option("--port-file", port_file,
+  app.add_flag("--no-replay", raw.no_replay, "Do not open replay sockets")->group(fleet_group);
+  app.add_option("--port-file", raw.port_file,
                  "Write the bound ports as JSON to this file once every port is bound")
       ->group(fleet_group);
   app.add_option("--threads", o.threads, "I/O threads shared by the workers")->group(fleet_group);
+}
 
+void add_kv_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
+  EngineConfig& e = o.engine;
   auto* kv = "KV events";
-  app.add_option("--kv-events-wire", wire,
+  app.add_option("--kv-events-wire", raw.wire,
                  "Event layout: vllm-array (vLLM <= 0.23), vllm-map (vLLM >= 0.24), sglang "
                  "(array events), sglang-map. vLLM layouts use vLLM's sha256_cbor block hashes, "
                  "SGLang layouts SGLang's sha256")
@@ -90,20 +84,18 @@ int run(int argc, char** argv) {
       ->group(kv);
   app.add_option("--kv-topic", o.topic, "Topic frame of every KV message (vLLM's default: empty)")
       ->group(kv);
-  app.add_option("--replay-shape", replay_shape,
+  app.add_option("--replay-shape", raw.replay_shape,
                  "Replay reply frames: topic ([\"\", topic, seq, payload], vLLM >= 0.26), legacy "
                  "([\"\", seq, payload]) or auto (topic for vLLM wires, legacy for SGLang)")
       ->check(CLI::IsMember({"auto", "topic", "legacy"}))
       ->group(kv);
   app.add_option("--replay-buffer-steps", o.replay_buffer_steps, "Batches the replay socket keeps")
       ->group(kv);
-  bool push_loads = false;
-  double push_loads_interval_ms = 250;
-  app.add_flag("--push-loads", push_loads,
+  app.add_flag("--push-loads", raw.push_loads,
                "Push each rank's load (running, waiting, KV usage, queued prefill tokens) on its "
                "KV-event socket after its steps and periodically while quiet (topic kvgate-load)")
       ->group(kv);
-  app.add_option("--push-loads-interval-ms", push_loads_interval_ms,
+  app.add_option("--push-loads-interval-ms", raw.push_loads_interval_ms,
                  "How often a quiet rank pushes its load")
       ->check(CLI::PositiveNumber)
       ->group(kv);
@@ -113,7 +105,10 @@ int run(int argc, char** argv) {
   app.add_option("--router-hash-seed", e.router_hash_seed,
                  "Seed of the router-side block hashes reported in the engine truth")
       ->group(kv);
+}
 
+void add_scheduler_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
+  EngineConfig& e = o.engine;
   auto* sched = "Scheduler and KV pool";
   app.add_option("--block-size", e.block_size, "Tokens per KV block")->group(sched);
   app.add_option("--num-blocks", e.num_blocks,
@@ -126,26 +121,37 @@ int run(int argc, char** argv) {
       ->group(sched);
   app.add_option("--max-model-len", e.max_model_len, "Prompt plus output tokens per request")
       ->group(sched);
-  app.add_flag("--no-prefix-caching", no_prefix_caching,
+  app.add_flag("--no-prefix-caching", raw.no_prefix_caching,
                "Disable prefix caching (and with it every KV event)")
       ->group(sched);
   app.add_option("--vocab", e.vocab, "Vocabulary of the built-in test tokenizer and outputs")
       ->group(sched);
+  app.add_option("--tokenizer", o.tokenizer,
+                 "A model's tokenizer.json (or its folder): prompts are tokenized as that model's "
+                 "engine does (default: the built-in test tokenizer, which the gateway uses "
+                 "without its own --tokenizer)")
+      ->group(sched);
+}
 
+void add_timing_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
+  kvgate::mock::TimingModel& t = o.engine.timing;
   auto* timing = "Timing model (docs/mock.md)";
   app.add_option("--prefill-tokens-per-s", t.prefill_tokens_per_s, "Prefill throughput")
       ->group(timing);
-  app.add_option("--step-overhead-ms", step_overhead_ms,
+  app.add_option("--step-overhead-ms", raw.step_overhead_ms,
                  "Fixed cost of every step (weights read once, launch, sampling)")
       ->group(timing);
-  app.add_option("--decode-per-seq-us", decode_per_seq_us, "Cost per decoding sequence in a step")
+  app.add_option("--decode-per-seq-us", raw.decode_per_seq_us,
+                 "Cost per decoding sequence in a step")
       ->group(timing);
-  app.add_option("--decode-per-context-token-ns", decode_per_ctx_ns,
+  app.add_option("--decode-per-context-token-ns", raw.decode_per_ctx_ns,
                  "Cost per context token of each decoding sequence (attention KV reads)")
       ->group(timing);
   app.add_option("--speedup", t.speedup, "Run this many times faster than real time (> 0)")
       ->group(timing);
+}
 
+void add_process_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
   auto* proc = "Process";
   app.add_option("--request-records", o.request_records,
                  "Request records kept per worker for /admin/requests")
@@ -161,11 +167,6 @@ int run(int argc, char** argv) {
       ->default_str("5")
       ->check(CLI::PositiveNumber)
       ->group(proc);
-  app.add_option("--tokenizer", o.tokenizer,
-                 "A model's tokenizer.json (or its folder): prompts are tokenized as that model's "
-                 "engine does (default: the built-in test tokenizer, which the gateway uses "
-                 "without its own --tokenizer)")
-      ->group(sched);
   app.add_option("--tls-cert-path", o.tls_cert_path,
                  "PEM certificate chain: with --tls-key-path every worker serves HTTPS")
       ->check(CLI::ExistingFile)
@@ -174,57 +175,97 @@ int run(int argc, char** argv) {
       ->check(CLI::ExistingFile)
       ->group(proc);
   app.add_option("--seed", o.seed, "Seed of the fault hooks' randomness")->group(proc);
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->group(proc);
-  app.add_option("--log-format", log_format, "text or json")
+  app.add_option("--log-level", raw.log_level, "trace, debug, info, warn, error, off")->group(proc);
+  app.add_option("--log-format", raw.log_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->group(proc);
+}
 
-  CLI11_PARSE(app, argc, argv);
-
-  o.wire = *kvgate::events::parse_wire_format(wire);
-  if (push_loads) {
+// The flags CLI11 cannot store as they are, converted into `o`.
+void apply(const RawFlags& raw, FleetOptions& o) {
+  kvgate::mock::TimingModel& t = o.engine.timing;
+  o.wire = *kvgate::events::parse_wire_format(raw.wire);
+  if (raw.push_loads) {
     o.push_loads_interval =
-        std::chrono::milliseconds(static_cast<int64_t>(std::max(1.0, push_loads_interval_ms)));
+        std::chrono::milliseconds(static_cast<int64_t>(std::max(1.0, raw.push_loads_interval_ms)));
   }
-  o.replay = !no_replay;
-  e.enable_prefix_caching = !no_prefix_caching;
-  if (replay_shape != "auto") o.replay_with_topic = replay_shape == "topic";
-  t.step_overhead = std::chrono::nanoseconds(static_cast<int64_t>(step_overhead_ms * 1e6));
-  t.decode_per_seq = std::chrono::nanoseconds(static_cast<int64_t>(decode_per_seq_us * 1e3));
-  t.decode_per_context_token = std::chrono::nanoseconds(static_cast<int64_t>(decode_per_ctx_ns));
+  o.replay = !raw.no_replay;
+  o.engine.enable_prefix_caching = !raw.no_prefix_caching;
+  if (raw.replay_shape != "auto") o.replay_with_topic = raw.replay_shape == "topic";
+  t.step_overhead = std::chrono::nanoseconds(static_cast<int64_t>(raw.step_overhead_ms * 1e6));
+  t.decode_per_seq = std::chrono::nanoseconds(static_cast<int64_t>(raw.decode_per_seq_us * 1e3));
+  t.decode_per_context_token =
+      std::chrono::nanoseconds(static_cast<int64_t>(raw.decode_per_ctx_ns));
+}
 
+// Logging set up and the options checked; false (with the reason on stderr) when either fails.
+bool init_and_validate(const RawFlags& raw, const FleetOptions& o) {
   kvgate::log::Options lo;
-  lo.level = log_level;
-  lo.format = *kvgate::log::parse_format(log_format);
+  lo.level = raw.log_level;
+  lo.format = *kvgate::log::parse_format(raw.log_format);
   if (auto s = kvgate::log::init(lo); !s.ok()) {
     std::cerr << "kvgate-mock: " << s << "\n";
-    return 2;
+    return false;
   }
   if (auto s = kvgate::mock::validate(o); !s.ok()) {
     std::cerr << "kvgate-mock: " << s.message() << "\n";
-    return 2;
+    return false;
   }
+  return true;
+}
 
-  // Signals are taken by sigwait() below, so block them before any thread starts.
+// SIGINT and SIGTERM, blocked: they are taken by sigwait(), so this runs before any thread starts.
+sigset_t block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  auto fleet = kvgate::mock::Fleet::start(o);
-  if (!fleet.ok()) {
-    std::cerr << "kvgate-mock: " << fleet.status().message() << "\n";
-    kvgate::log::shutdown();
-    return 1;
-  }
-  const std::string info = (*fleet)->info_json();
+// The bound ports, on stdout and in --port-file.
+void announce(const std::string& info, const std::string& port_file) {
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
     std::ofstream(tmp) << info << "\n";
     std::rename(tmp.c_str(), port_file.c_str());  // readers never see a partial file
   }
   std::cout << "kvgate-mock ready " << info << std::endl;
+}
+
+int run(int argc, char** argv) {
+  FleetOptions o;
+  if (const char* seed = std::getenv("PYTHONHASHSEED"); seed != nullptr && *seed != '\0') {
+    o.engine.vllm_hash_seed = seed;
+  }
+  RawFlags raw;
+  CLI::App app{
+      "kvgate-mock: a fleet of simulated vLLM / SGLang engine workers with real KV-cache events,\n"
+      "engine truth and fault hooks. Worker i serves HTTP on --http-port + i; rank r of worker i\n"
+      "(holder h = i * dp_size + r) publishes KV events on PUB --kv-port + 2h and answers replay\n"
+      "requests on ROUTER --kv-port + 2h + 1. Port 0 picks free ports; the bound ports are "
+      "printed\n"
+      "on stdout as `kvgate-mock ready {json}` and written to --port-file. See docs/mock.md."};
+  app.option_defaults()->always_capture_default();
+
+  add_fleet_flags(app, o, raw);
+  add_kv_flags(app, o, raw);
+  add_scheduler_flags(app, o, raw);
+  add_timing_flags(app, o, raw);
+  add_process_flags(app, o, raw);
+  CLI11_PARSE(app, argc, argv);
+  apply(raw, o);
+  if (!init_and_validate(raw, o)) return 2;
+
+  sigset_t signals = block_stop_signals();
+  auto fleet = kvgate::mock::Fleet::start(o);
+  if (!fleet.ok()) {
+    std::cerr << "kvgate-mock: " << fleet.status().message() << "\n";
+    kvgate::log::shutdown();
+    return 1;
+  }
+  announce((*fleet)->info_json(), raw.port_file);
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -100,6 +100,36 @@ net::awaitable<void> Worker::serve_pooling(PoolingKind kind, const http::Request
   (void)co_await res.send(std::move(reply));
 }
 
+namespace {
+
+// Until the step loop wakes `wake` (tokens, a finish) or a disconnect watch cancels it.
+net::awaitable<void> wait_for_wake(net::steady_timer& wake) {
+  wake.expires_at(MonoTime::max());
+  boost::system::error_code ec;
+  co_await wake.async_wait(net::redirect_error(net::use_awaitable, ec));
+}
+
+}  // namespace
+
+ChoiceResult Worker::choice_result(const Part& p, std::vector<TokenId> tokens) {
+  ChoiceResult c;
+  c.tokens = std::move(tokens);
+  c.prompt_tokens = p.prompt_tokens;
+  c.cached_tokens = p.cached;
+  c.output_tokens = static_cast<uint32_t>(p.all.size());
+  c.finished = p.finished && !p.aborted;
+  c.aborted = p.aborted;
+  return c;
+}
+
+std::optional<uint32_t> Worker::wanted_rank(const ApiRequest& api, const http::Request& req) {
+  std::optional<uint32_t> wanted = api.dp_rank;
+  if (auto h = req.header("X-Data-Parallel-Rank"); !h.empty()) {
+    wanted = static_cast<uint32_t>(std::strtoul(std::string(h).c_str(), nullptr, 10));
+  }
+  return wanted;
+}
+
 net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& req,
                                              http::Responder& res) {
   const MonoTime arrival = Clock::real().now();
@@ -126,10 +156,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
     (void)co_await res.send(std::move(reply));
     co_return;
   }
-  std::optional<uint32_t> wanted = api.dp_rank;
-  if (auto h = req.header("X-Data-Parallel-Rank"); !h.empty()) {
-    wanted = static_cast<uint32_t>(std::strtoul(std::string(h).c_str(), nullptr, 10));
-  }
+  const std::optional<uint32_t> wanted = wanted_rank(api, req);
   if (wanted && *wanted >= options_.dp_size) {
     Response reply = Response::error(400, "data_parallel_rank out of range");
     (void)co_await res.send(std::move(reply));
@@ -162,6 +189,24 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
                                                                  : "";
   const std::string base_id = std::string(prefix) + "w" + std::to_string(options_.index) + "-" +
                               std::to_string(next_request_++);
+  if (Status s = add_parts(kind, api, rank, base_id, arrival, arrival_wall, ex); !s.ok()) {
+    Response reply = Response::error(400, std::string(s.message()));
+    (void)co_await res.send(std::move(reply));
+    co_return;
+  }
+  kick(r);
+
+  const ResponseIds rids{base_id, static_cast<int64_t>(to_unix_seconds(arrival_wall)),
+                         options_.model};
+  if (api.stream) {
+    co_await answer_stream(kind, api, rids, ex, res);
+  } else {
+    co_await answer_whole(api, rids, arrival, ex, res);
+  }
+}
+
+Status Worker::add_parts(ApiKind kind, ApiRequest& api, uint32_t rank, const std::string& base_id,
+                         MonoTime arrival, WallTime arrival_wall, Exchange& ex) {
   for (size_t i = 0; i < api.prompts.size(); ++i) {
     auto p = std::make_unique<Part>();
     p->owner = &ex;
@@ -173,98 +218,53 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
       p->oracle_tokens = options_.oracle->best_prefix_tokens(api.prompts[i]);
     p->arrival = arrival;
     p->arrival_wall = arrival_wall;
-    auto id = r.engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
-    if (!id.ok()) {
-      Response reply = Response::error(400, std::string(id.status().message()));
-      (void)co_await res.send(std::move(reply));
-      co_return;
-    }
+    auto id = ranks_[rank]->engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
+    if (!id.ok()) return id.status();
     p->engine_id = *id;
     p->registered = true;
     parts_[part_key(rank, *id)] = p.get();
     ex.parts.push_back(std::move(p));
   }
-  kick(r);
+  return absl::OkStatus();
+}
 
-  ResponseIds rids{base_id, static_cast<int64_t>(to_unix_seconds(arrival_wall)), options_.model};
-  auto wait = [&ex]() -> net::awaitable<void> {
-    ex.wake.expires_at(MonoTime::max());
-    boost::system::error_code ec;
-    co_await ex.wake.async_wait(net::redirect_error(net::use_awaitable, ec));
-  };
-  auto result_of = [](const Part& p, std::vector<TokenId> tokens) {
-    ChoiceResult c;
-    c.tokens = std::move(tokens);
-    c.prompt_tokens = p.prompt_tokens;
-    c.cached_tokens = p.cached;
-    c.output_tokens = static_cast<uint32_t>(p.all.size());
-    c.finished = p.finished && !p.aborted;
-    c.aborted = p.aborted;
-    return c;
-  };
-
-  if (!api.stream) {
-    // As vLLM does: a client that closes the connection aborts its request (Cleanup, above).
-    const http::DisconnectWatch watch = res.watch_disconnect([&ex] { ex.wake.cancel(); });
-    for (;;) {
-      bool done =
-          std::all_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->finished; });
-      if (done) break;
-      co_await wait();
-      if (watch.fired()) co_return;
-    }
-    if (std::any_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->aborted; })) {
-      Response reply =
-          Response::error(503, "request aborted: engine shutting down", "service_unavailable");
-      (void)co_await res.send(std::move(reply));
-      co_return;
-    }
-    std::vector<ChoiceResult> choices;
-    for (auto& p : ex.parts) choices.push_back(result_of(*p, p->all));
-    double e2e = to_seconds(Clock::real().now() - arrival);
-    {
-      Response reply = Response::json(200, render_response(api, rids, choices, e2e));
-      (void)co_await res.send(std::move(reply));
-    }
+net::awaitable<void> Worker::answer_whole(const ApiRequest& api, const ResponseIds& rids,
+                                          MonoTime arrival, Exchange& ex, http::Responder& res) {
+  // As vLLM does: a client that closes the connection aborts its request (serve_inference's
+  // Cleanup).
+  const http::DisconnectWatch watch = res.watch_disconnect([&ex] { ex.wake.cancel(); });
+  while (
+      !std::all_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->finished; })) {
+    co_await wait_for_wake(ex.wake);
+    if (watch.fired()) co_return;
+  }
+  if (std::any_of(ex.parts.begin(), ex.parts.end(), [](const auto& p) { return p->aborted; })) {
+    Response reply =
+        Response::error(503, "request aborted: engine shutting down", "service_unavailable");
+    (void)co_await res.send(std::move(reply));
     co_return;
   }
+  std::vector<ChoiceResult> choices;
+  for (auto& p : ex.parts) choices.push_back(choice_result(*p, p->all));
+  const double e2e = to_seconds(Clock::real().now() - arrival);
+  Response reply = Response::json(200, render_response(api, rids, choices, e2e));
+  (void)co_await res.send(std::move(reply));
+}
 
+net::awaitable<void> Worker::answer_stream(ApiKind kind, const ApiRequest& api,
+                                           const ResponseIds& rids, Exchange& ex,
+                                           http::Responder& res) {
   if (!(co_await res.start_sse()).ok()) co_return;
   for (;;) {
-    bool all_written = true;
-    bool wrote = false;
-    for (size_t i = 0; i < ex.parts.size(); ++i) {
-      Part& p = *ex.parts[i];
-      if (p.final_written) continue;
-      if (!p.pending.empty() || p.finished) {
-        ChoiceResult c = result_of(p, std::move(p.pending));
-        p.pending.clear();
-        if (kind == ApiKind::kGenerate) append_token_text(c.tokens, &p.text_so_far);
-        if (kind == ApiKind::kGenerate) c.tokens = p.all;  // SGLang streams cumulative ids
-        if (kind == ApiKind::kResponses && !p.first_written) {
-          const std::string created = render_response_created(rids, 0);
-          if (!(co_await res.write_sse(created)).ok()) co_return;
-        }
-        std::string chunk = render_chunk(api, rids, i, c, !p.first_written, p.text_so_far);
-        p.first_written = true;
-        if (c.finished || c.aborted) p.final_written = true;
-        wrote = true;
-        if (!(co_await res.write_sse(chunk)).ok()) co_return;
-        if (kind == ApiKind::kResponses && p.final_written) {
-          const std::string completed =
-              render_response_completed(api, rids, result_of(p, p.all), p.all.size() + 2);
-          if (!(co_await res.write_sse(completed)).ok()) co_return;
-        }
-      }
-      if (!p.final_written) all_written = false;
-    }
-    if (all_written) break;
-    if (!wrote) {
+    const StreamStep step = co_await write_ready_chunks(kind, api, rids, ex, res);
+    if (step == StreamStep::kClientGone) co_return;
+    if (step == StreamStep::kAllWritten) break;
+    if (step == StreamStep::kNothingNew) {
       // As vLLM's server does (Starlette listens for the disconnect beside the stream): a client
       // that closes the connection while the engine works (a long prefill, a queue) aborts its
       // request at once, not at the next token it would have been sent.
       const http::DisconnectWatch watch = res.watch_disconnect([&ex] { ex.wake.cancel(); });
-      co_await wait();
+      co_await wait_for_wake(ex.wake);
       if (watch.fired()) co_return;
     }
   }
@@ -274,12 +274,48 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
   }
   if (api.include_usage && kind != ApiKind::kGenerate) {
     std::vector<ChoiceResult> choices;
-    for (auto& p : ex.parts) choices.push_back(result_of(*p, {}));
+    for (auto& p : ex.parts) choices.push_back(choice_result(*p, {}));
     const std::string usage = render_usage_chunk(api, rids, choices);
     if (!(co_await res.write_sse(usage)).ok()) co_return;
   }
   if (!(co_await res.write_sse("[DONE]")).ok()) co_return;
   (void)co_await res.finish();
+}
+
+// Writes what each part produced since the last pass (and its last chunk once it finished).
+net::awaitable<Worker::StreamStep> Worker::write_ready_chunks(ApiKind kind, const ApiRequest& api,
+                                                              const ResponseIds& rids, Exchange& ex,
+                                                              http::Responder& res) {
+  bool all_written = true;
+  bool wrote = false;
+  for (size_t i = 0; i < ex.parts.size(); ++i) {
+    Part& p = *ex.parts[i];
+    if (p.final_written) continue;
+    if (!p.pending.empty() || p.finished) {
+      ChoiceResult c = choice_result(p, std::move(p.pending));
+      p.pending.clear();
+      if (kind == ApiKind::kGenerate) append_token_text(c.tokens, &p.text_so_far);
+      if (kind == ApiKind::kGenerate) c.tokens = p.all;  // SGLang streams cumulative ids
+      if (kind == ApiKind::kResponses && !p.first_written) {
+        const std::string created = render_response_created(rids, 0);
+        if (!(co_await res.write_sse(created)).ok()) co_return StreamStep::kClientGone;
+      }
+      std::string chunk = render_chunk(api, rids, i, c, !p.first_written, p.text_so_far);
+      p.first_written = true;
+      if (c.finished || c.aborted) p.final_written = true;
+      wrote = true;
+      if (!(co_await res.write_sse(chunk)).ok()) co_return StreamStep::kClientGone;
+      if (kind == ApiKind::kResponses && p.final_written) {
+        const std::string completed =
+            render_response_completed(api, rids, choice_result(p, p.all), p.all.size() + 2);
+        if (!(co_await res.write_sse(completed)).ok()) co_return StreamStep::kClientGone;
+      }
+    }
+    if (!p.final_written) all_written = false;
+  }
+  co_return all_written ? StreamStep::kAllWritten
+  : wrote               ? StreamStep::kWrote
+                        : StreamStep::kNothingNew;
 }
 
 }  // namespace kvgate::mock::detail

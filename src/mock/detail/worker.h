@@ -73,6 +73,22 @@ class Worker {
                                                http::Responder& res);
   boost::asio::awaitable<void> serve_pooling(PoolingKind kind, const http::Request& req,
                                              http::Responder& res);
+  // serve_inference's steps: the rank a request asks for (header over body), its prompts added
+  // to the rank's engine as parts of `ex`, and the answer written whole or streamed.
+  static std::optional<uint32_t> wanted_rank(const ApiRequest& api, const http::Request& req);
+  Status add_parts(ApiKind kind, ApiRequest& api, uint32_t rank, const std::string& base_id,
+                   MonoTime arrival, WallTime arrival_wall, Exchange& ex);
+  boost::asio::awaitable<void> answer_whole(const ApiRequest& api, const ResponseIds& rids,
+                                            MonoTime arrival, Exchange& ex, http::Responder& res);
+  boost::asio::awaitable<void> answer_stream(ApiKind kind, const ApiRequest& api,
+                                             const ResponseIds& rids, Exchange& ex,
+                                             http::Responder& res);
+  // What one pass of answer_stream over the parts did.
+  enum class StreamStep : uint8_t { kWrote, kNothingNew, kAllWritten, kClientGone };
+  boost::asio::awaitable<StreamStep> write_ready_chunks(ApiKind kind, const ApiRequest& api,
+                                                        const ResponseIds& rids, Exchange& ex,
+                                                        http::Responder& res);
+  static ChoiceResult choice_result(const Part& p, std::vector<TokenId> tokens);
   boost::asio::awaitable<void> serve_admin(const http::Request& req, http::Responder& res);
   // A refusal for a body not sent as JSON (FastAPI answers 422), or nothing.
   std::optional<http::Response> refuse_non_json(const http::Request& req) const;

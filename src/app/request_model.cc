@@ -384,27 +384,226 @@ std::optional<size_t> top_level_string_bytes(std::string_view body, std::string_
   return std::nullopt;
 }
 
+namespace {
+
+bool is_null(od::value& v) {
+  od::json_type t;
+  return v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null;
+}
+
+// The text member whose raw size bounds a route's prompt before the body is parsed ("" if none).
+std::string_view raw_prompt_key(ApiRoute route) {
+  return route == ApiRoute::kCompletions  ? "prompt"
+         : route == ApiRoute::kGenerate   ? "text"
+         : route == ApiRoute::kEmbeddings ? "input"
+         : route == ApiRoute::kResponses  ? "input"
+         : route == ApiRoute::kRerank     ? "query"
+         : route == ApiRoute::kScore      ? "text_1"
+                                          : "";
+}
+
+// A huge text prompt is refused before the body is parsed: a string of n raw bytes decodes to at
+// least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many over
+// max_token_bytes() tokens.
+Status check_raw_prompt(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
+                        size_t max_prompt_tokens) {
+  if (body.size() <= kKeptParserBytes || max_prompt_tokens == kNoTokenLimit) {
+    return absl::OkStatus();
+  }
+  const std::string_view key = raw_prompt_key(route);
+  if (key.empty()) return absl::OkStatus();
+  if (auto raw = top_level_string_bytes(body, key)) {
+    const size_t at_least = *raw / 6 / tokenizers.max_token_bytes();
+    if (at_least > max_prompt_tokens) return too_long(max_prompt_tokens, at_least);
+  }
+  return absl::OkStatus();
+}
+
+// The model decides the tokenizer, and may come after the prompt: look it up first.
+Result<const PromptTokenizer*> tokenizer_for(od::document& doc,
+                                             const PromptTokenizers& tokenizers) {
+  const PromptTokenizer* chosen = &tokenizers.for_model("");
+  if (tokenizers.per_model()) {
+    std::string_view m;
+    const simdjson::error_code e = doc["model"].get_string().get(m);
+    if (e == simdjson::SUCCESS) chosen = &tokenizers.for_model(m);
+    if (broken(e) || !doc.is_alive()) return not_json();
+    doc.rewind();
+  }
+  return chosen;
+}
+
+// A request body's members, read in the order sent, and the prompt they add up to.
+class BodyReader {
+ public:
+  BodyReader(ApiRoute route, const PromptTokenizer& tokenizer, size_t max_prompt_tokens,
+             size_t max_token_bytes, ParsedRequest* out)
+      : route_(route),
+        tokenizer_(tokenizer),
+        limit_(max_prompt_tokens),
+        budget_(max_prompt_tokens, max_token_bytes),
+        out_(out) {}
+
+  Status read(std::string_view key, od::value& v) {
+    bool known = false;
+    if (Status s = read_shared(key, v, &known); !s.ok() || known) return s;
+    return read_route_member(key, v);
+  }
+
+  // Once every member is read: a required one missing, else a chat or Responses prompt encoded.
+  Status finish() {
+    if (!have_prompt_) return missing_prompt();
+    if (route_ == ApiRoute::kChatCompletions) {
+      return encode_chat(tokenizer_, chat_, limit_, &out_->tokens);
+    }
+    if (route_ == ApiRoute::kRerank && !have_second_) return bad("documents", "is required");
+    if (route_ == ApiRoute::kScore && !have_second_) return bad("text_2", "is required");
+    if (route_ == ApiRoute::kResponses) return encode_responses();
+    return absl::OkStatus();
+  }
+
+ private:
+  // model, stream, stream_options and cache_salt: what every route reads alike.
+  Status read_shared(std::string_view key, od::value& v, bool* known) {
+    *known = true;
+    if (key == "model"sv) {
+      std::string_view m;
+      if (v.get_string().get(m) != simdjson::SUCCESS) return bad("model", "must be a string");
+      out_->model = m;
+    } else if (key == "stream"sv) {
+      if (is_null(v)) return absl::OkStatus();
+      bool b = false;
+      if (v.get_bool().get(b) != simdjson::SUCCESS) return bad("stream", "must be a boolean");
+      out_->stream = b;
+    } else if (key == "stream_options"sv) {
+      out_->has_stream_options = true;  // even null: the body keeps the client's own key
+      if (is_null(v)) return absl::OkStatus();
+      od::object so;
+      if (v.get_object().get(so) != simdjson::SUCCESS) {
+        return bad("stream_options", "must be an object");
+      }
+      bool b = false;
+      const simdjson::error_code e = so["include_usage"].get_bool().get(b);
+      if (e == simdjson::SUCCESS) out_->include_usage = b;
+      if (broken(e)) return bad("stream_options", "is not valid JSON");
+    } else if (key == "cache_salt"sv) {
+      if (is_null(v)) return absl::OkStatus();
+      std::string_view s;
+      if (v.get_string().get(s) != simdjson::SUCCESS) return bad("cache_salt", "must be a string");
+      out_->cache_salt = s;
+    } else {
+      *known = false;
+    }
+    return absl::OkStatus();
+  }
+
+  // The members only some routes read: the prompt's and those that shape it.
+  Status read_route_member(std::string_view key, od::value& v) {
+    const ApiRoute r = route_;
+    if ((r == ApiRoute::kCompletions && key == "prompt"sv) ||
+        (r == ApiRoute::kGenerate && key == "input_ids"sv) ||
+        (r == ApiRoute::kEmbeddings && key == "input"sv) ||
+        (r == ApiRoute::kScore && key == "text_1"sv) ||
+        (r == ApiRoute::kGenerate && key == "text"sv && !is_null(v))) {
+      return take_prompt(read_prompt(v, key, tokenizer_, limit_, out_));
+    }
+    if (r == ApiRoute::kChatCompletions) return read_chat_member(key, v);
+    if ((r == ApiRoute::kScore && key == "text_2"sv) ||
+        (r == ApiRoute::kRerank && key == "documents"sv)) {
+      od::array docs;
+      if (r == ApiRoute::kRerank && v.get_array().get(docs) != simdjson::SUCCESS)
+        return bad("documents", "must be a list of texts");
+      have_second_ = true;
+    } else if (r == ApiRoute::kRerank && key == "query"sv) {
+      std::string_view q;
+      if (v.get_string().get(q) != simdjson::SUCCESS) return bad("query", "must be a string");
+      return take_prompt(encode_within(tokenizer_, q, limit_, &out_->tokens));
+    } else if (r == ApiRoute::kResponses && key == "instructions"sv) {
+      if (is_null(v)) return absl::OkStatus();
+      std::string_view text;
+      if (v.get_string().get(text) != simdjson::SUCCESS)
+        return bad("instructions", "must be a string");
+      instructions_ = text;
+    } else if (r == ApiRoute::kResponses && key == "input"sv) {
+      return take_prompt(read_response_input(v, budget_, &roles_, &texts_));
+    }
+    return absl::OkStatus();
+  }
+
+  Status read_chat_member(std::string_view key, od::value& v) {
+    if (key == "messages"sv) return take_prompt(read_messages(v, budget_, &chat_));
+    if (key == "tools"sv) return read_raw(v, key, /*list=*/true, &chat_.tools_json);
+    if (key == "chat_template_kwargs"sv) {
+      return read_raw(v, key, /*list=*/false, &chat_.kwargs_json);
+    }
+    if (key == "add_generation_prompt"sv || key == "continue_final_message"sv) {
+      bool b = false;
+      if (v.get_bool().get(b) != simdjson::SUCCESS) return bad(key, "must be a boolean");
+      (key == "add_generation_prompt"sv ? chat_.add_generation_prompt
+                                        : chat_.continue_final_message) = b;
+    }
+    return absl::OkStatus();
+  }
+
+  // A prompt member's reading: on success the request has its prompt.
+  Status take_prompt(Status s) {
+    if (s.ok()) have_prompt_ = true;
+    return s;
+  }
+
+  Status missing_prompt() const {
+    switch (route_) {
+      case ApiRoute::kCompletions:
+        return bad("prompt", "is required");
+      case ApiRoute::kChatCompletions:
+        return bad("messages", "is required");
+      case ApiRoute::kGenerate:
+        return bad("text", "or 'input_ids' is required");
+      case ApiRoute::kEmbeddings:
+      case ApiRoute::kResponses:
+        return bad("input", "is required");
+      case ApiRoute::kRerank:
+        return bad("query", "is required");
+      case ApiRoute::kScore:
+        return bad("text_1", "is required");
+    }
+    return absl::OkStatus();
+  }
+
+  // Rendered as the chat route renders messages, so a conversation continued through either API
+  // shares its prefix blocks.
+  Status encode_responses() {
+    ChatFields responses;
+    if (!instructions_.empty()) {
+      responses.roles.push_back("system");
+      responses.contents.push_back(std::move(instructions_));
+    }
+    for (size_t i = 0; i < roles_.size(); ++i) {
+      responses.roles.push_back(std::move(roles_[i]));
+      responses.contents.push_back(std::move(texts_[i]));
+    }
+    if (responses.roles.empty()) return bad("input", "holds no message");
+    return encode_chat(tokenizer_, responses, limit_, &out_->tokens);
+  }
+
+  const ApiRoute route_;
+  const PromptTokenizer& tokenizer_;
+  const size_t limit_;
+  TextBudget budget_;
+  ParsedRequest* const out_;
+  bool have_prompt_ = false;
+  bool have_second_ = false;  // rerank's documents, score's text_2
+  std::string instructions_;  // a Responses request's, the system message before its input
+  std::vector<std::string> roles_, texts_;
+  ChatFields chat_;
+};
+
+}  // namespace
+
 Status parse_request(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
                      size_t max_prompt_tokens, ParsedRequest* out, size_t readable_past_end) {
   *out = ParsedRequest{};
-  // A huge text prompt is refused before the body is parsed: a string of n raw bytes decodes
-  // to at least n / 6 bytes (\uXXXX escapes are the densest), which are at least that many
-  // over max_token_bytes() tokens.
-  if (body.size() > kKeptParserBytes && max_prompt_tokens != kNoTokenLimit) {
-    const std::string_view key = route == ApiRoute::kCompletions  ? "prompt"
-                                 : route == ApiRoute::kGenerate   ? "text"
-                                 : route == ApiRoute::kEmbeddings ? "input"
-                                 : route == ApiRoute::kResponses  ? "input"
-                                 : route == ApiRoute::kRerank     ? "query"
-                                 : route == ApiRoute::kScore      ? "text_1"
-                                                                  : "";
-    if (!key.empty()) {
-      if (auto raw = top_level_string_bytes(body, key)) {
-        const size_t at_least = *raw / 6 / tokenizers.max_token_bytes();
-        if (at_least > max_prompt_tokens) return too_long(max_prompt_tokens, at_least);
-      }
-    }
-  }
+  if (Status s = check_raw_prompt(route, body, tokenizers, max_prompt_tokens); !s.ok()) return s;
   std::optional<ParserState> own;
   if (body.size() > kKeptParserBytes) own.emplace();
   ParserState& st = own ? *own : tl_state;
@@ -421,26 +620,13 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
       simdjson::SUCCESS) {
     return not_json();
   }
-  // The model decides the tokenizer, and may come after the prompt: look it up first.
-  const PromptTokenizer* chosen = &tokenizers.for_model("");
-  if (tokenizers.per_model()) {
-    std::string_view m;
-    const simdjson::error_code e = doc["model"].get_string().get(m);
-    if (e == simdjson::SUCCESS) chosen = &tokenizers.for_model(m);
-    if (broken(e) || !doc.is_alive()) return not_json();
-    doc.rewind();
-  }
-  const PromptTokenizer& tokenizer = *chosen;
+  auto tokenizer = tokenizer_for(doc, tokenizers);
+  if (!tokenizer.ok()) return tokenizer.status();
   od::object obj;
   if (doc.get_object().get(obj) != simdjson::SUCCESS) {
     return absl::InvalidArgumentError("the request body must be a JSON object");
   }
-  bool have_prompt = false;
-  bool have_second = false;  // rerank's documents, score's text_2
-  std::string instructions;  // a Responses request's, the system message before its input
-  std::vector<std::string> roles, texts;
-  ChatFields chat;
-  TextBudget budget(max_prompt_tokens, tokenizers.max_token_bytes());
+  BodyReader reader(route, **tokenizer, max_prompt_tokens, tokenizers.max_token_bytes(), out);
   for (auto field : obj) {
     // (A member's reader returns on any break it meets; this catches one it let pass.)
     if (!doc.is_alive()) return not_json();
@@ -448,126 +634,9 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) return not_json();
     od::value v;
     if (field.value().get(v) != simdjson::SUCCESS) return not_json();
-    if (key == "model"sv) {
-      std::string_view m;
-      if (v.get_string().get(m) != simdjson::SUCCESS) return bad("model", "must be a string");
-      out->model = m;
-    } else if (key == "stream"sv) {
-      bool b = false;
-      od::json_type t;
-      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
-      if (v.get_bool().get(b) != simdjson::SUCCESS) return bad("stream", "must be a boolean");
-      out->stream = b;
-    } else if (key == "stream_options"sv) {
-      out->has_stream_options = true;  // even null: the body keeps the client's own key
-      od::json_type t;
-      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
-      od::object so;
-      if (v.get_object().get(so) != simdjson::SUCCESS) {
-        return bad("stream_options", "must be an object");
-      }
-      bool b = false;
-      const simdjson::error_code e = so["include_usage"].get_bool().get(b);
-      if (e == simdjson::SUCCESS) out->include_usage = b;
-      if (broken(e)) return bad("stream_options", "is not valid JSON");
-    } else if (key == "cache_salt"sv) {
-      std::string_view s;
-      od::json_type t;
-      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
-      if (v.get_string().get(s) != simdjson::SUCCESS) return bad("cache_salt", "must be a string");
-      out->cache_salt = s;
-    } else if (route == ApiRoute::kCompletions && key == "prompt"sv) {
-      if (Status s = read_prompt(v, "prompt", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
-      have_prompt = true;
-    } else if (route == ApiRoute::kChatCompletions && key == "messages"sv) {
-      if (Status s = read_messages(v, budget, &chat); !s.ok()) return s;
-      have_prompt = true;
-    } else if (route == ApiRoute::kChatCompletions && key == "tools"sv) {
-      if (Status s = read_raw(v, key, /*list=*/true, &chat.tools_json); !s.ok()) return s;
-    } else if (route == ApiRoute::kChatCompletions && key == "chat_template_kwargs"sv) {
-      if (Status s = read_raw(v, key, /*list=*/false, &chat.kwargs_json); !s.ok()) return s;
-    } else if (route == ApiRoute::kChatCompletions &&
-               (key == "add_generation_prompt"sv || key == "continue_final_message"sv)) {
-      bool b = false;
-      if (v.get_bool().get(b) != simdjson::SUCCESS) return bad(key, "must be a boolean");
-      (key == "add_generation_prompt"sv ? chat.add_generation_prompt
-                                        : chat.continue_final_message) = b;
-    } else if (route == ApiRoute::kGenerate && key == "input_ids"sv) {
-      if (Status s = read_prompt(v, "input_ids", tokenizer, max_prompt_tokens, out); !s.ok())
-        return s;
-      have_prompt = true;
-    } else if ((route == ApiRoute::kEmbeddings && key == "input"sv) ||
-               (route == ApiRoute::kScore && key == "text_1"sv)) {
-      if (Status s = read_prompt(v, key, tokenizer, max_prompt_tokens, out); !s.ok()) return s;
-      have_prompt = true;
-    } else if (route == ApiRoute::kScore && key == "text_2"sv) {
-      have_second = true;
-    } else if (route == ApiRoute::kRerank && key == "query"sv) {
-      std::string_view q;
-      if (v.get_string().get(q) != simdjson::SUCCESS) return bad("query", "must be a string");
-      if (Status s = encode_within(tokenizer, q, max_prompt_tokens, &out->tokens); !s.ok())
-        return s;
-      have_prompt = true;
-    } else if (route == ApiRoute::kRerank && key == "documents"sv) {
-      od::array docs;
-      if (v.get_array().get(docs) != simdjson::SUCCESS)
-        return bad("documents", "must be a list of texts");
-      have_second = true;
-    } else if (route == ApiRoute::kResponses && key == "instructions"sv) {
-      od::json_type t;
-      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
-      std::string_view text;
-      if (v.get_string().get(text) != simdjson::SUCCESS)
-        return bad("instructions", "must be a string");
-      instructions = text;
-    } else if (route == ApiRoute::kResponses && key == "input"sv) {
-      if (Status s = read_response_input(v, budget, &roles, &texts); !s.ok()) return s;
-      have_prompt = true;
-    } else if (route == ApiRoute::kGenerate && key == "text"sv) {
-      od::json_type t;
-      if (v.type().get(t) == simdjson::SUCCESS && t == od::json_type::null) continue;
-      if (Status s = read_prompt(v, "text", tokenizer, max_prompt_tokens, out); !s.ok()) return s;
-      have_prompt = true;
-    }
+    if (Status s = reader.read(key, v); !s.ok()) return s;
   }
-  if (!have_prompt) {
-    switch (route) {
-      case ApiRoute::kCompletions:
-        return bad("prompt", "is required");
-      case ApiRoute::kChatCompletions:
-        return bad("messages", "is required");
-      case ApiRoute::kGenerate:
-        return bad("text", "or 'input_ids' is required");
-      case ApiRoute::kEmbeddings:
-      case ApiRoute::kResponses:
-        return bad("input", "is required");
-      case ApiRoute::kRerank:
-        return bad("query", "is required");
-      case ApiRoute::kScore:
-        return bad("text_1", "is required");
-    }
-  }
-  if (route == ApiRoute::kChatCompletions) {
-    return encode_chat(tokenizer, chat, max_prompt_tokens, &out->tokens);
-  }
-  if (route == ApiRoute::kRerank && !have_second) return bad("documents", "is required");
-  if (route == ApiRoute::kScore && !have_second) return bad("text_2", "is required");
-  if (route == ApiRoute::kResponses) {
-    // Rendered as the chat route renders messages, so a conversation continued through either
-    // API shares its prefix blocks.
-    ChatFields responses;
-    if (!instructions.empty()) {
-      responses.roles.push_back("system");
-      responses.contents.push_back(std::move(instructions));
-    }
-    for (size_t i = 0; i < roles.size(); ++i) {
-      responses.roles.push_back(std::move(roles[i]));
-      responses.contents.push_back(std::move(texts[i]));
-    }
-    if (responses.roles.empty()) return bad("input", "holds no message");
-    return encode_chat(tokenizer, responses, max_prompt_tokens, &out->tokens);
-  }
-  return absl::OkStatus();
+  return reader.finish();
 }
 
 }  // namespace kvgate::app

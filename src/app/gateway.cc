@@ -113,47 +113,55 @@ size_t connections_for_descriptor_limit() {
   return fds > 512 ? (fds - 256) / 2 : 128;
 }
 
-Status GatewayImpl::init() {
-  auto access_format = parse_access_log_format(config_.access_log);
+// --access-log: its format, and where it goes (a rotating file under --log-dir unless the
+// configuration brings its own sink).
+Status GatewayImpl::init_access_log() {
+  const GatewayConfig& c = config_;
+  auto access_format = parse_access_log_format(c.access_log);
   if (!access_format.ok()) return access_format.status();
-  AccessLog::Sink access_sink = config_.access_log_sink;
-  if (!access_sink && !config_.log_dir.empty() && *access_format != AccessLogFormat::kOff) {
-    auto file = rotating_access_log(config_.log_dir + "/access.log");
+  AccessLog::Sink access_sink = c.access_log_sink;
+  if (!access_sink && !c.log_dir.empty() && *access_format != AccessLogFormat::kOff) {
+    auto file = rotating_access_log(c.log_dir + "/access.log");
     if (!file.ok()) return file.status();
     access_sink = std::move(*file);
   }
   access_log_ = std::make_unique<AccessLog>(*access_format, std::move(access_sink));
-  auto decision_headers = parse_decision_headers(config_.decision_headers);
-  if (!decision_headers.ok()) return decision_headers.status();
-  decision_headers_ = *decision_headers;
-  admission_ = std::make_unique<AdmissionGate>(config_.max_concurrent_requests, config_.queue_size,
-                                               config_.queue_timeout);
-  if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
-  metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
-  process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
-  if (!config_.tokenizers.empty()) {
-    auto toks = PromptTokenizers::load(config_.tokenizers, config_.chat_templates);
-    if (!toks.ok()) return toks.status();
-    tokenizers_ = std::move(*toks);
-    for (const std::string& spec : tokenizers_.without_chat_template()) {
-      log::get("gateway")->warn(
-          "--tokenizer {}: the model ships no chat template (no chat_template.jinja, none in "
-          "tokenizer_config.json), so its chat requests route on a prefix the engines do not "
-          "share; give one with --chat-template",
-          spec);
+  return absl::OkStatus();
+}
+
+// --tokenizer and --chat-template: the models' own tokenizers, and the memory of answers encoded
+// ahead of the next turn when a model has a chat template.
+Status GatewayImpl::init_tokenizers() {
+  const GatewayConfig& c = config_;
+  if (c.tokenizers.empty()) {
+    if (!c.chat_templates.empty()) {
+      return absl::InvalidArgumentError("--chat-template needs the model's --tokenizer");
     }
-    if (config_.answer_prewarm &&
-        tokenizers_.without_chat_template().size() < config_.tokenizers.size()) {
-      answers_ = std::make_unique<AnswerMemory>(tokenizers_);
-    }
-  } else if (!config_.chat_templates.empty()) {
-    return absl::InvalidArgumentError("--chat-template needs the model's --tokenizer");
+    return absl::OkStatus();
   }
+  auto toks = PromptTokenizers::load(c.tokenizers, c.chat_templates);
+  if (!toks.ok()) return toks.status();
+  tokenizers_ = std::move(*toks);
+  for (const std::string& spec : tokenizers_.without_chat_template()) {
+    log::get("gateway")->warn(
+        "--tokenizer {}: the model ships no chat template (no chat_template.jinja, none in "
+        "tokenizer_config.json), so its chat requests route on a prefix the engines do not "
+        "share; give one with --chat-template",
+        spec);
+  }
+  if (c.answer_prewarm && tokenizers_.without_chat_template().size() < c.tokenizers.size()) {
+    answers_ = std::make_unique<AnswerMemory>(tokenizers_);
+  }
+  return absl::OkStatus();
+}
+
+// --numa and --pin-threads checked, and the gauges that say what they gave.
+Status GatewayImpl::init_thread_layout() {
+  const GatewayConfig& c = config_;
   if (!numa_.ok()) return numa_.status();
-  if (config_.pin_threads != "auto" && config_.pin_threads != "on" &&
-      config_.pin_threads != "off") {
+  if (c.pin_threads != "auto" && c.pin_threads != "on" && c.pin_threads != "off") {
     return absl::InvalidArgumentError("--pin-threads must be auto, on or off, not '" +
-                                      config_.pin_threads + "'");
+                                      c.pin_threads + "'");
   }
   metrics::gauge_family(registry_, "kvgate_numa_nodes",
                         "NUMA nodes the gateway runs one executor pool, index shard and set of "
@@ -165,9 +173,16 @@ Status GatewayImpl::init() {
                              "Executor threads pinned to one CPU each (--pin-threads; 0: the OS "
                              "places them).")
            .Add({});
-  index::IndexerOptions index_options{.hash_seed = config_.hash_seed};
+  return absl::OkStatus();
+}
+
+// The index (a shard per NUMA node), what routing reads of it, and what fills it: the KV-event
+// ingest, or the relay follower with --kv-events-relay.
+Status GatewayImpl::init_index() {
+  const GatewayConfig& c = config_;
+  index::IndexerOptions index_options{.hash_seed = c.hash_seed};
   if (numa_nodes() > 1) {
-    if (config_.kv_index != index::IndexKind::kChain) {
+    if (c.kv_index != index::IndexKind::kChain) {
       return absl::InvalidArgumentError(
           "several NUMA nodes shard the index, which only the chain index does: use "
           "--kv-index chain, or --numa off");
@@ -179,42 +194,49 @@ Status GatewayImpl::init() {
         "lanes each ({})",
         numa_->size(), numa_->describe());
   }
-  auto idx = index::make_indexer(config_.kv_index, index_options);
+  auto idx = index::make_indexer(c.kv_index, index_options);
   if (!idx.ok()) return idx.status();
   raw_index_ = index::make_synchronized(std::move(*idx));
   index_ = std::make_unique<InstrumentedIndex>(*raw_index_, *metrics_, clock_);
-  if (config_.kv_events && !config_.kv_events_relay.empty()) {
+  if (c.kv_events && !c.kv_events_relay.empty()) {
     follower_ = std::make_unique<relay::RelayFollower>(
-        *raw_index_, relay::FollowerOptions{.target = config_.kv_events_relay});
+        *raw_index_, relay::FollowerOptions{.target = c.kv_events_relay});
     follow_metrics_ = std::make_unique<RelayFollowMetrics>(registry_);
-  } else if (config_.kv_events) {
+  } else if (c.kv_events) {
     events::IngestOptions io;
-    io.event_threads = config_.event_threads;
-    io.lanes = config_.event_lanes;
+    io.event_threads = c.event_threads;
+    io.lanes = c.event_lanes;
     io.lane_cpus = node_cpus(numa_);
-    io.subscription.hash_seed = config_.hash_seed;
-    apply_kv_event_bounds(config_.kv_event_bounds, io);
+    io.subscription.hash_seed = c.hash_seed;
+    apply_kv_event_bounds(c.kv_event_bounds, io);
     ingest_ = std::make_unique<events::EventIngest>(*raw_index_, registry_, clock_, io);
   }
+  return absl::OkStatus();
+}
+
+// The policy, the pool of upstream connections, and the worker control that ties the fleet to
+// both.
+Status GatewayImpl::init_routing() {
+  GatewayConfig& c = config_;
   // Replicas share what the approximate mode predicts on workers without KV events.
-  config_.cache_aware.journal_predictions = !config_.state_sync_url.empty();
-  auto pol = policy::make_policy(config_.policy, config_.cache_aware,
-                                 {.index = index_.get(), .clock = &clock_});
+  c.cache_aware.journal_predictions = !c.state_sync_url.empty();
+  auto pol =
+      policy::make_policy(c.policy, c.cache_aware, {.index = index_.get(), .clock = &clock_});
   if (!pol.ok()) return pol.status();
   policy_ = std::move(*pol);
   // One context for every https worker: loading the roots is the costly part of it.
-  auto worker_tls = http::make_client_tls(config_.worker_ca_path);
+  auto worker_tls = http::make_client_tls(c.worker_ca_path);
   if (!worker_tls.ok()) return worker_tls.status();
   upstream_ = std::make_unique<UpstreamPool>(
-      io_, UpstreamPoolOptions{.client = {.connect_timeout = config_.connect_timeout,
-                                          .request_timeout = config_.request_timeout,
-                                          .idle_timeout = config_.stream_idle_timeout,
-                                          .body_limit = config_.max_answer_bytes},
-                               .worker_tls = *worker_tls,
-                               .idle_per_worker = config_.idle_connections_per_worker,
-                               .idle_timeout = config_.upstream_idle_timeout});
+      io_, UpstreamPoolOptions{.client = {.connect_timeout = c.connect_timeout,
+                                            .request_timeout = c.request_timeout,
+                                            .idle_timeout = c.stream_idle_timeout,
+                                            .body_limit = c.max_answer_bytes},
+                                 .worker_tls = *worker_tls,
+                                 .idle_per_worker = c.idle_connections_per_worker,
+                                 .idle_timeout = c.upstream_idle_timeout});
   control_ =
-      std::make_unique<WorkerControl>(WorkerControlDeps{.config = &config_,
+      std::make_unique<WorkerControl>(WorkerControlDeps{.config = &c,
                                                         .registry = &workers_,
                                                         .holders = &holders_,
                                                         .ingest = ingest_.get(),
@@ -225,29 +247,32 @@ Status GatewayImpl::init() {
                                                         .metrics = metrics_.get(),
                                                         .clock = &clock_,
                                                         .worker_tls = *worker_tls});
-  if (Status s = init_state_sync(); !s.ok()) return s;
-  init_generation();
+  return absl::OkStatus();
+}
+
+// The client-facing server, and on it the generation, Responses and pooling routes: cache-aware
+// on their prompt, proxied whole or streamed; the handler writes its own access-log line.
+void GatewayImpl::init_server() {
+  const GatewayConfig& c = config_;
   server_ = std::make_unique<http::Server>(
-      io_, http::ServerOptions{.address = config_.host,
-                               .port = config_.port,
-                               .body_limit = config_.max_payload_bytes,
-                               .idle_timeout = config_.client_idle_timeout,
-                               .read_timeout = config_.client_read_timeout,
-                               .write_timeout = config_.client_write_timeout,
-                               .server_name = "kvgate",
-                               .max_connections = config_.max_connections,
-                               .max_inflight_body_bytes = config_.max_inflight_body_bytes,
-                               .body_limit_name = "--max-payload-size",
-                               .inflight_limit_name = "--max-inflight-body-bytes",
-                               .tls_cert_path = config_.tls_cert_path,
-                               .tls_key_path = config_.tls_key_path,
-                               .tls_session_tickets = config_.tls_session_tickets});
+      io_, http::ServerOptions{.address = c.host,
+                                 .port = c.port,
+                                 .body_limit = c.max_payload_bytes,
+                                 .idle_timeout = c.client_idle_timeout,
+                                 .read_timeout = c.client_read_timeout,
+                                 .write_timeout = c.client_write_timeout,
+                                 .server_name = "kvgate",
+                                 .max_connections = c.max_connections,
+                                 .max_inflight_body_bytes = c.max_inflight_body_bytes,
+                                 .body_limit_name = "--max-payload-size",
+                                 .inflight_limit_name = "--max-inflight-body-bytes",
+                                 .tls_cert_path = c.tls_cert_path,
+                                 .tls_key_path = c.tls_key_path,
+                                 .tls_session_tickets = c.tls_session_tickets});
   // Orchestrators' probes and the scrape stay reachable at the connection limit.
   for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
     server_->always_available(path);
   }
-  // Generation, Responses and pooling routes: cache-aware on their prompt, proxied whole or
-  // streamed; the handler writes its own access-log line.
   for (const auto& [path, api] :
        {std::pair{"/v1/completions", ApiRoute::kCompletions},
         std::pair{"/v1/chat/completions", ApiRoute::kChatCompletions},
@@ -262,27 +287,49 @@ Status GatewayImpl::init() {
         },
         /*logs_own_access=*/true);
   }
+}
+
+// --prometheus-port: /metrics on a listener of its own.
+void GatewayImpl::init_metrics_server() {
+  const GatewayConfig& c = config_;
+  if (c.prometheus_port == 0) return;
+  metrics_server_ = std::make_unique<http::Server>(
+      io_, http::ServerOptions{.address = c.prometheus_host.empty() ? c.host : c.prometheus_host,
+                                 .port = c.prometheus_port,
+                                 .server_name = "kvgate",
+                                 .tls_cert_path = c.tls_cert_path,
+                                 .tls_key_path = c.tls_key_path,
+                                 .tls_session_tickets = c.tls_session_tickets});
+  metrics_server_->route(
+      http::Verb::get, "/metrics",
+      [&g](const http::Request&, http::Responder& res) -> net::awaitable<void> {
+        http::Response r = http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
+        (void)co_await res.send(std::move(r));
+      });
+}
+
+Status GatewayImpl::init() {
+  if (Status s = init_access_log(); !s.ok()) return s;
+  auto decision_headers = parse_decision_headers(config_.decision_headers);
+  if (!decision_headers.ok()) return decision_headers.status();
+  decision_headers_ = *decision_headers;
+  admission_ = std::make_unique<AdmissionGate>(config_.max_concurrent_requests, config_.queue_size,
+                                               config_.queue_timeout);
+  if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
+  metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
+  process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
+  if (Status s = init_tokenizers(); !s.ok()) return s;
+  if (Status s = init_thread_layout(); !s.ok()) return s;
+  if (Status s = init_index(); !s.ok()) return s;
+  if (Status s = init_routing(); !s.ok()) return s;
+  if (Status s = init_state_sync(); !s.ok()) return s;
+  init_generation();
+  init_server();
   add_info_routes();
   add_admin_routes();
   add_tokenize_routes();
   add_observe_routes();
-  if (config_.prometheus_port != 0) {
-    metrics_server_ = std::make_unique<http::Server>(
-        io_,
-        http::ServerOptions{
-            .address = config_.prometheus_host.empty() ? config_.host : config_.prometheus_host,
-            .port = config_.prometheus_port,
-            .server_name = "kvgate",
-            .tls_cert_path = config_.tls_cert_path,
-            .tls_key_path = config_.tls_key_path,
-            .tls_session_tickets = config_.tls_session_tickets});
-    metrics_server_->route(
-        http::Verb::get, "/metrics",
-        [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {
-          http::Response r = http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
-          (void)co_await res.send(std::move(r));
-        });
-  }
+  init_metrics_server();
   if (cors_.enabled()) {
     server_->route_every_path(
         http::Verb::options,
@@ -395,24 +442,24 @@ Status GatewayImpl::start() {
 }
 
 void GatewayImpl::init_generation() {
-  generation_ =
-      std::make_unique<GenerationPipeline>(GenerationParts{.config = config_,
-                                                           .clock = clock_,
-                                                           .instance_id = instance_id_,
-                                                           .workers = workers_,
-                                                           .policy = *policy_,
-                                                           .upstream = *upstream_,
-                                                           .routing = routing_,
-                                                           .tokenizers = tokenizers_,
-                                                           .parse_context = parse_context_,
-                                                           .admission = *admission_,
-                                                           .metrics = *metrics_,
-                                                           .access_log = *access_log_,
-                                                           .decision_headers = decision_headers_,
-                                                           .answers = answers_.get(),
-                                                           .draining = draining_,
-                                                           .shutting_down = shutting_down_,
-                                                           .active = active_generations_});
+  generation_ = std::make_unique<GenerationPipeline>(
+      GenerationParts{.config = config_,
+                      .clock = clock_,
+                      .instance_id = instance_id_,
+                      .workers = workers_,
+                      .policy = *policy_,
+                      .upstream = *upstream_,
+                      .routing = routing_,
+                      .tokenizers = tokenizers_,
+                      .parse_context = parse_context_,
+                      .admission = *admission_,
+                      .metrics = *metrics_,
+                      .access_log = *access_log_,
+                      .decision_headers = decision_headers_,
+                      .answers = answers_.get(),
+                      .draining = draining_,
+                      .shutting_down = shutting_down_,
+                      .active = active_generations_});
 }
 
 Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,

@@ -66,6 +66,15 @@ class GatewayImpl {
  private:
   friend class Gateway;  // the public face reads its listeners' ports, the registry, the index
 
+  // init()'s steps: the access log, the tokenizers, the executors' layout, the index, the
+  // policy with its upstreams and worker control, the client-facing and metrics servers.
+  Status init_access_log();
+  Status init_tokenizers();
+  Status init_thread_layout();
+  Status init_index();
+  Status init_routing();
+  void init_server();
+  void init_metrics_server();
   // The generation pipeline, built by init() from the parts it reads.
   void init_generation();
   // observe_routes.cc: GET /debug/route, GET /dashboard and its JSON, and the pulse they read

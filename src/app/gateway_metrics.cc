@@ -77,6 +77,17 @@ const char* error_reason_name(ErrorReason r) {
 }
 
 GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_name) {
+  // Each kind of family is exposed in the order it was registered: keep these in order.
+  add_request_series(reg, policy_name);
+  add_admission_series(reg);
+  add_upstream_series(reg);
+  add_answer_series(reg);
+  add_front_end_series(reg);
+  add_index_series(reg);
+  add_worker_families(reg);
+}
+
+void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view policy_name) {
   auto& requests = metrics::counter_family(reg, "kvgate_requests_total",
                                            "Requests answered, by route and status class.");
   auto& duration = metrics::histogram_family(
@@ -121,6 +132,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
                       reg, "kvgate_ttft_seconds",
                       "Time from a streamed request's arrival to its first byte from the worker."),
                   {}, metrics::request_buckets_seconds());
+}
+
+void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
   admission_running_ = &metrics::gauge_family(
                             reg, "kvgate_admission_running",
                             "Generation requests admitted and running (--max-concurrent-requests).")
@@ -129,6 +143,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
       &metrics::gauge_family(reg, "kvgate_admission_queued",
                              "Generation requests waiting for a slot (--queue-size).")
            .Add({});
+}
+
+void GatewayMetrics::add_upstream_series(metrics::Registry& reg) {
   auto& stream_bytes = metrics::counter_family(
       reg, "kvgate_stream_bytes_total",
       "Streamed answers' bytes: relayed (written to clients) and copied (held, rebuilt or kept by "
@@ -157,6 +174,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
       "(idle past --upstream-idle-timeout-secs, closed), closed_by_peer (found closed by the "
       "worker before reuse).",
       "event", {"connect", "reuse", "expired", "closed_by_peer"});
+}
+
+void GatewayMetrics::add_answer_series(metrics::Registry& reg) {
   answers_ = labelled_counters<4>(
       reg, "kvgate_tokenizer_answers_total",
       "Chat answers encoded ahead of the client's next turn, by outcome: encoded (in the encode "
@@ -168,6 +188,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
                          "Time the answer thread spent rendering and encoding answers ahead of "
                          "the next turn (off the request path).")
                          .Add({});
+}
+
+void GatewayMetrics::add_front_end_series(metrics::Registry& reg) {
   front_connections_ = &metrics::gauge_family(reg, "kvgate_http_open_connections",
                                               "Client connections open now (--max-connections).")
                             .Add({});
@@ -189,6 +212,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
                                               "framing", "read_timeout"};
   for (size_t i = 0; i < 5; ++i) front_[i] = &front_events.Add({{"event", kFront[i]}});
   for (size_t i = 0; i < 5; ++i) front_[5 + i] = &refusals.Add({{"reason", kRefusals[i]}});
+}
+
+void GatewayMetrics::add_index_series(metrics::Registry& reg) {
   lookups_ = sharded(
       metrics::counter_family(reg, "kvgate_index_lookups_total", "KV index lookups.").Add({}));
   lookup_seconds_ = sharded(
@@ -206,6 +232,9 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   index_bytes_ =
       &metrics::gauge_family(reg, "kvgate_index_bytes", "Bytes the index's structures hold.")
            .Add({});
+}
+
+void GatewayMetrics::add_worker_families(metrics::Registry& reg) {
   worker_in_flight_ =
       &metrics::gauge_family(reg, "kvgate_worker_in_flight", "Requests in flight per worker.");
   worker_peer_in_flight_ = &metrics::gauge_family(

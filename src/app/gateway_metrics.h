@@ -121,6 +121,15 @@ class GatewayMetrics {
   metrics::ShardedHistogram& lookup_seconds() { return *lookup_seconds_; }
 
  private:
+  // The constructor's steps, one group of families each.
+  void add_request_series(metrics::Registry& reg, std::string_view policy_name);
+  void add_admission_series(metrics::Registry& reg);
+  void add_upstream_series(metrics::Registry& reg);
+  void add_answer_series(metrics::Registry& reg);
+  void add_front_end_series(metrics::Registry& reg);
+  void add_index_series(metrics::Registry& reg);
+  void add_worker_families(metrics::Registry& reg);
+
   static constexpr size_t kRoutes = kApiRouteCount;
   using ShardedCounterPtr = std::unique_ptr<metrics::ShardedCounter>;
   using ShardedHistogramPtr = std::unique_ptr<metrics::ShardedHistogram>;

@@ -34,7 +34,7 @@ class AdmissionTest : public GatewayTest {
       c.queue_timeout = queue_timeout;
     }));
     std::thread t = send_async(gateway_->port(), completion("the long one", 150), status);
-    EXPECT_TRUE(wait_for(
+    EXPECT_TRUE(wait_until(
         [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_running") == 1; },
         std::chrono::seconds(5)));
     return t;
@@ -45,7 +45,7 @@ TEST_F(AdmissionTest, BeyondTheLimitRequestsWaitThenTimeOutOrAreRefusedAtOnce) {
   std::atomic<unsigned> first{0}, second{0};
   std::thread a = start_one_slot_with_a_long_request(/*queue_size=*/1, 300ms, &first);
   std::thread b = send_async(gateway_->port(), completion("the waiting one", 4), &second);
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_queued") == 1; }, 5s));
   // The queue is full: refused at once.
   auto refused = client().post("/v1/completions", completion("one too many", 4));
@@ -61,7 +61,7 @@ TEST_F(AdmissionTest, BeyondTheLimitRequestsWaitThenTimeOutOrAreRefusedAtOnce) {
   EXPECT_EQ(metric_value(m, "kvgate_request_errors_total{reason=\"queue_full\"}"), 1);
   EXPECT_EQ(metric_value(m, "kvgate_request_errors_total{reason=\"queue_timeout\"}"), 1);
   // The slot frees as the answer's last bytes leave, which the client may see first.
-  EXPECT_TRUE(wait_for(
+  EXPECT_TRUE(wait_until(
       [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_running") == 0; }, 5s));
   auto again = client().post("/v1/completions", completion("free again", 4));
   ASSERT_TRUE(again.ok());

@@ -8,6 +8,7 @@
 #include "kvgate/core/json_writer.h"
 #include "support/external.h"
 #include "support/sanitizer.h"
+#include "support/wait.h"
 
 namespace kvgate::app {
 namespace {
@@ -164,11 +165,12 @@ TEST(AnswerMemory, TheThreadCountsEveryOutcome) {
   memory.submit(body, whole_answer("Hello there, how can I help?"), false);
   memory.submit(body, whole_answer(""), false);                  // no text
   memory.submit(R"({"prompt":"x"})", whole_answer("A"), false);  // no messages
-  for (int i = 0; i < 500; ++i) {
-    const AnswerMemoryStats s = memory.stats();
-    if (s.encoded + s.no_answer + s.failed == 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  testing::wait_until(
+      [&] {
+        const AnswerMemoryStats s = memory.stats();
+        return s.encoded + s.no_answer + s.failed == 3;
+      },
+      std::chrono::seconds(5));
   const AnswerMemoryStats s = memory.stats();
   EXPECT_EQ(s.encoded, 1u);
   EXPECT_EQ(s.no_answer, 1u);

@@ -80,8 +80,8 @@ TEST_F(ApiRoutesTest, ResponsesAnswerWholeAndStreamedAndHitTheCache) {
   EXPECT_EQ(doc["output"].at(0)["content"].at(0)["type"].get_string().value(), "output_text");
   const std::string worker(a->header("x-kvgate-worker"));
   // The first turn's blocks reach the index through the worker's KV events.
-  ASSERT_TRUE(wait_for([&] { return gateway_->index().stats().memberships >= 4; },
-                       std::chrono::milliseconds(5000)));
+  ASSERT_TRUE(wait_until([&] { return gateway_->index().stats().memberships >= 4; },
+                         std::chrono::milliseconds(5000)));
 
   // The next turn, as items: same instructions, the first turn, then more.
   const std::string second =
@@ -271,16 +271,15 @@ TEST_F(ApiRoutesTest, WithTheEnginesTokenizerContinuedPromptsFindTheirCache) {
     // Until the index holds what the workers published (each prompt is dozens of blocks) and
     // stops growing: a fresh gateway rebuilds it from the workers' replay.
     double last = -1;
-    EXPECT_TRUE(wait_for(
+    EXPECT_TRUE(wait_until(
         [&] {
           auto m = client().get("/metrics");
           const double now = m.ok() ? metric_value(m->body, "kvgate_index_memberships ") : -1;
           const bool settled = now >= kPrompts * 30 && now == last;
           last = now;
-          if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
           return settled;
         },
-        std::chrono::seconds(10)));
+        std::chrono::seconds(10), std::chrono::milliseconds(100)));
     Seen seen;
     auto c = client();
     for (size_t i = 0; i < kPrompts; ++i) {
@@ -331,7 +330,7 @@ TEST_F(ApiRoutesTest, ChatAnswersAreEncodedAheadOfTheNextTurn) {
         c.post("/v1/chat/completions", R"({"model":"mock-8b","stream":true,)" + messages + "}");
     EXPECT_TRUE(streamed.ok() && streamed->status == 200u);
     double encoded = -1;
-    wait_for(
+    wait_until(
         [&] {
           auto m = client().get("/metrics");
           encoded =

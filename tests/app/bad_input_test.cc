@@ -106,7 +106,7 @@ TEST_F(GatewayTest, WorkerDyingMidStreamEndsThatStreamWithAnErrorEvent) {
   EXPECT_NE(events.back().find("upstream_error"), std::string::npos);
   EXPECT_FALSE(sse.done()) << "a cut stream must not look complete";
   // The gateway keeps serving once the worker is back.
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         auto ok = client().post("/v1/completions", completion("after the cut"));
         return ok.ok() && ok->status == 200;

@@ -8,6 +8,7 @@
 
 #include "drills/harness.h"
 #include "kvgate/http/client.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace {
@@ -48,8 +49,8 @@ TEST(Binary, ARadixTreeKnobStartsWithAWarningInsteadOfARefusal) {
   const auto warned = [&] {
     return gw.process().errors().find("--max-tree-size has no effect") != std::string::npos;
   };
-  for (int i = 0; i < 100 && !warned(); ++i) sleep_s(0.02);  // the log is written asynchronously
-  EXPECT_TRUE(warned()) << gw.process().errors();
+  // The log is written asynchronously.
+  EXPECT_TRUE(testing::wait_until(warned, 2s)) << gw.process().errors();
 }
 
 // --log-dir: the log and the access log go to files there, not to stderr and stdout.
@@ -70,11 +71,8 @@ TEST(Binary, LogDirHoldsTheLogAndTheAccessLog) {
     return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   };
   const auto has = [&](const std::string& file, const std::string& text) {
-    for (int i = 0; i < 100; ++i) {
-      if (read(dir + "/" + file).find(text) != std::string::npos) return true;
-      sleep_s(0.02);
-    }
-    return false;
+    return testing::wait_until(
+        [&] { return read(dir + "/" + file).find(text) != std::string::npos; }, 2s);
   };
   EXPECT_TRUE(has("access.log", "POST /v1/completions 200 model=")) << read(dir + "/access.log");
   EXPECT_TRUE(has("kvgate.log", "added")) << read(dir + "/kvgate.log");

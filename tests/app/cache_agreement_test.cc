@@ -97,7 +97,7 @@ TEST_F(CacheAgreementGateway, AWorkerWithAnotherBlockSizeIsNamed) {
   cfg.worker_urls = {url_of(0), url_of(1), odd};
   start_gateway(cfg);
   ASSERT_TRUE(wait_routable(3));
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         return gateway_->registry().snapshot()->block_size == 16 &&
                gateway_->registry().snapshot()->workers.size() == 3 &&

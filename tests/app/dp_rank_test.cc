@@ -28,8 +28,9 @@ class DpRankTest : public GatewayTest {
     cfg.worker_urls = {url_of(0)};
     start_gateway(cfg);
     return wait_routable(1) &&
-           wait_for([&] { return gateway_->registry().snapshot()->infos[0]->holders.size() == 2; },
-                    std::chrono::seconds(5));
+           wait_until(
+               [&] { return gateway_->registry().snapshot()->infos[0]->holders.size() == 2; },
+               std::chrono::seconds(5));
   }
 };
 
@@ -52,7 +53,7 @@ TEST_F(DpRankTest, ARepeatedPrefixRunsOnTheRankThatHoldsIt) {
   std::vector<SeqHash> chain;
   BlockHasher().hash_blocks(TestTokenizer().encode(prefix), 16, nullptr, &chain);
   std::vector<index::HolderMatch> matches;
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         gateway_->index().lookup(chain, matches);
         for (const auto& m : matches) {
@@ -106,8 +107,8 @@ TEST_F(GatewayTest, APromptOverTheContextIsAClear400EvenStreamed) {
   cfg.worker_urls = {url_of(0)};
   start_gateway(cfg);
   ASSERT_TRUE(wait_routable(1));
-  ASSERT_TRUE(wait_for([&] { return gateway_->registry().snapshot()->max_model_len == 256; },
-                       std::chrono::seconds(5)));
+  ASSERT_TRUE(wait_until([&] { return gateway_->registry().snapshot()->max_model_len == 256; },
+                         std::chrono::seconds(5)));
   std::string prompt;
   while (prompt.size() < 4000) prompt += "word ";
   for (const bool stream : {false, true}) {

@@ -55,7 +55,7 @@ TEST(Drain, SigtermLetsEveryRequestInFlightFinish) {
     return n;
   };
   const auto finished = [&] { return streams.records().size() + whole.records().size(); };
-  for (int i = 0; i < 600 && at_workers() + finished() < 400; ++i) sleep_s(0.05);
+  testing::wait_until([&] { return at_workers() + finished() >= 400; }, 30s, 50ms);
   const uint64_t in_flight_at_signal = at_workers();
   const size_t finished_before = finished();
   ASSERT_EQ(in_flight_at_signal + finished_before, 400u) << "every request reached the gateway";

@@ -191,7 +191,7 @@ TEST_F(FrontDoorTest, EachRequestLeavesOneAccessLogLine) {
   ASSERT_TRUE(c.request(gen).ok());
   ASSERT_TRUE(c.get("/v1/models").ok());
   // A line is written once its answer has gone out, so it may trail the client a little.
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         std::lock_guard<std::mutex> l(mu);
         return lines.size() >= 2;
@@ -292,7 +292,7 @@ TEST_F(TlsGatewayTest, TheFrontEndServesHttpsWithStreamsAndProbes) {
   auto p = plain.get("/health");
   EXPECT_FALSE(p.ok() && p->status == 200u);
   // ... and an operator sees it.
-  EXPECT_TRUE(wait_for(
+  EXPECT_TRUE(wait_until(
       [&] {
         auto m = c.get("/metrics");
         return m.ok() &&

@@ -18,8 +18,11 @@
 #include "kvgate/core/numa.h"
 #include "kvgate/http/client.h"
 #include "kvgate/mock/fleet.h"
+#include "support/wait.h"
 
 namespace kvgate::app {
+
+using kvgate::testing::wait_until;
 
 class GatewayTest : public ::testing::Test {
  protected:
@@ -95,7 +98,7 @@ class GatewayTest : public ::testing::Test {
 
   // Waits until `n` workers are routable (discovered, healthy).
   bool wait_routable(size_t n, std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
-    return wait_for(
+    return kvgate::testing::wait_until(
         [&] {
           size_t ready = 0;
           // Hold the snapshot: a range-for over `snapshot()->workers` would iterate a vector whose
@@ -107,15 +110,6 @@ class GatewayTest : public ::testing::Test {
           return ready >= n;
         },
         limit);
-  }
-
-  static bool wait_for(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (cond()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return cond();
   }
 
   // `workers` mock workers, the first behind a gateway configured by `tweak`; true when routable.

@@ -58,7 +58,7 @@ TEST_F(GatewayTest, RepeatedPrefixRequestsLandOnTheWorkerHoldingIt) {
   BlockHasher().hash_blocks(tokens, 16, nullptr, &chain);
   ASSERT_GT(chain.size(), 20u);
   std::vector<index::HolderMatch> matches;
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         gateway_->index().lookup(chain, matches);
         return !matches.empty() && matches[0].any_depth == chain.size();
@@ -128,8 +128,9 @@ TEST_F(GatewayTest, KilledWorkerIsRoutedAroundAndItsInFlightRequestsRetried) {
       }
     });
   }
-  ASSERT_TRUE(wait_for([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() > 0; },
-                       std::chrono::milliseconds(5000)));
+  ASSERT_TRUE(
+      wait_until([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() > 0; },
+                 std::chrono::milliseconds(5000)));
   fleets_[0]->stop();
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kRequests) << "every request answered despite the kill";
@@ -166,13 +167,13 @@ TEST_F(GatewayTest, ClientThatLeavesAbortsItsNonStreamedRequestOnTheWorker) {
         std::to_string(body.size()) + "\r\n\r\n" + body;
     boost::asio::write(s, boost::asio::buffer(req));
     ASSERT_TRUE(
-        wait_for([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() > 0; },
-                 std::chrono::milliseconds(5000)));
+        wait_until([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() > 0; },
+                   std::chrono::milliseconds(5000)));
     s.close();
   }
   http::SyncClient worker("127.0.0.1", worker_port(0));
   std::string records;
-  EXPECT_TRUE(wait_for(
+  EXPECT_TRUE(wait_until(
       [&] {
         auto r = worker.get("/admin/requests");
         if (r.ok()) records = r->body;
@@ -181,8 +182,8 @@ TEST_F(GatewayTest, ClientThatLeavesAbortsItsNonStreamedRequestOnTheWorker) {
       std::chrono::milliseconds(5000)))
       << "the worker still runs the abandoned request: " << records;
   EXPECT_TRUE(
-      wait_for([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() == 0; },
-               std::chrono::milliseconds(2000)));
+      wait_until([&] { return gateway_->registry().snapshot()->workers[0]->in_flight() == 0; },
+                 std::chrono::milliseconds(2000)));
   const std::string metrics = gateway_->metrics_text();
   EXPECT_NE(metrics.find("kvgate_request_errors_total{reason=\"client_abort\"} 1"),
             std::string::npos)
@@ -206,8 +207,8 @@ TEST_F(GatewayTest, AnEnginesKvPoolSizesItsHolderInTheIndexAtDiscovery) {
   cfg.worker_urls = {url_of(0)};
   start_gateway(cfg);
   ASSERT_TRUE(wait_routable(1));
-  EXPECT_TRUE(wait_for([&] { return gateway_->index().stats().bytes >= 200'000 * 20; },
-                       std::chrono::milliseconds(10000)))
+  EXPECT_TRUE(wait_until([&] { return gateway_->index().stats().bytes >= 200'000 * 20; },
+                         std::chrono::milliseconds(10000)))
       << gateway_->index().stats().bytes;
   EXPECT_EQ(gateway_->index().stats().memberships, 0u) << "sized before any event";
   // Routing knows the pool too (the wait rule weighs what the queue ahead would evict).

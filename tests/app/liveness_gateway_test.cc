@@ -92,7 +92,7 @@ TEST_F(GatewayTest, WedgedWorkerIsVetoedAndItsStreamsMoveOrEnd) {
   http::SyncClient admin("127.0.0.1", worker_port(0));
   ASSERT_TRUE(admin.post("/admin/fault/pause", R"({"paused":true,"duration_ms":6000})").ok());
   const auto paused_at = SteadyClock::now();
-  ASSERT_TRUE(wait_for([&] { return wa.liveness().state() == workers::Liveness::kWedged; }, 3s));
+  ASSERT_TRUE(wait_until([&] { return wa.liveness().state() == workers::Liveness::kWedged; }, 3s));
   const auto vetoed_after = SteadyClock::now() - paused_at;
   EXPECT_LT(vetoed_after, 1500ms) << "wedge 1 s plus the evaluator's tick";
   std::this_thread::sleep_for(200ms);
@@ -100,9 +100,9 @@ TEST_F(GatewayTest, WedgedWorkerIsVetoedAndItsStreamsMoveOrEnd) {
   std::this_thread::sleep_for(2s);
   EXPECT_EQ(wa.dispatched(), dispatched_at_veto) << "no request is routed to a vetoed worker";
   // The pause ends by itself; the probe's token ends the veto.
-  ASSERT_TRUE(wait_for([&] { return wa.liveness().state() == workers::Liveness::kLive; }, 8s));
+  ASSERT_TRUE(wait_until([&] { return wa.liveness().state() == workers::Liveness::kLive; }, 8s));
   const uint64_t dispatched_at_return = wa.dispatched();
-  ASSERT_TRUE(wait_for([&] { return wa.dispatched() > dispatched_at_return; }, 5s))
+  ASSERT_TRUE(wait_until([&] { return wa.dispatched() > dispatched_at_return; }, 5s))
       << "a live worker is routed to again";
   stop = true;
   for (auto& c : clients) c.join();
@@ -136,10 +136,10 @@ TEST_F(GatewayTest, WhenEveryWorkerIsWedgedTheVetoSteersButNeverRefuses) {
   const auto fleet = gateway_->registry().snapshot();
   workers::Worker& wa = *fleet->workers[0];
   std::thread first([&] { (void)one_stream(gateway_->port(), "held", 200); });
-  ASSERT_TRUE(wait_for([&] { return wa.in_flight() > 0; }, 2s));
+  ASSERT_TRUE(wait_until([&] { return wa.in_flight() > 0; }, 2s));
   http::SyncClient admin("127.0.0.1", worker_port(0));
   ASSERT_TRUE(admin.post("/admin/fault/pause", R"({"paused":true,"duration_ms":1500})").ok());
-  ASSERT_TRUE(wait_for([&] { return wa.vetoed(); }, 2s));
+  ASSERT_TRUE(wait_until([&] { return wa.vetoed(); }, 2s));
   // The only worker is vetoed: a request still goes to it (and completes once it resumes).
   const StreamRecord r = one_stream(gateway_->port(), "while vetoed", 4);
   EXPECT_TRUE(r.failure.empty()) << r.failure;

@@ -98,7 +98,7 @@ TEST_F(NumaGateway, TwoNodesServeAndFindPrefixesInEitherShard) {
     }
     if (round == 0) {  // the first round's KV events applied on both nodes' lanes
       const auto fleet = gateway_->registry().snapshot();
-      ASSERT_TRUE(wait_for(
+      ASSERT_TRUE(wait_until(
           [&] {
             size_t holding = 0;
             for (const auto& w : fleet->workers) holding += w->index_blocks() > 0 ? 1 : 0;

@@ -23,7 +23,7 @@ class Observe : public GatewayTest {
   // Waits until the index holds a block of either worker (a first answer's KV events applied).
   bool wait_indexed() {
     const auto fleet = gateway_->registry().snapshot();
-    return wait_for(
+    return wait_until(
         [&] { return fleet->workers[0]->index_blocks() + fleet->workers[1]->index_blocks() > 0; },
         std::chrono::milliseconds(3000));
   }
@@ -196,7 +196,7 @@ TEST_F(Observe, TheAccessLogCarriesTheDecisionAndItsTextWhenAsked) {
                             .body = completion("log why, and say")};
   asked.headers.emplace_back("x-kvgate-explain", "1");
   ASSERT_TRUE(c.request(asked).ok());
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         std::lock_guard<std::mutex> l(mu);
         return lines.size() == 2;
@@ -221,7 +221,7 @@ TEST_F(Observe, AStreamsUsageIsAskedForAndKeptFromAClientThatDidNotAsk) {
   ASSERT_TRUE(c.post("/v1/completions", completion(prompt)).ok());
   const auto fleet = gateway_->registry().snapshot();
   workers::Worker& w = *fleet->workers[0];
-  ASSERT_TRUE(wait_for([&] { return w.index_blocks() > 0; }, std::chrono::milliseconds(3000)));
+  ASSERT_TRUE(wait_until([&] { return w.index_blocks() > 0; }, std::chrono::milliseconds(3000)));
   const uint64_t reported = w.cache_agreement().reported_total();
 
   auto r = c.post("/v1/completions", completion(prompt, 4, /*stream=*/true));

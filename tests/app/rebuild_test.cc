@@ -208,7 +208,7 @@ TEST_F(RebuildTest, EightEnginesReplayingAtOnceRebuildTheIndexWithinSeconds) {
     start_gateway(cfg);
     std::string diff;
     chains_checked_ = 0;
-    const bool equal = wait_for([&] { return index_equals_truth(&diff); }, 10s);
+    const bool equal = wait_until([&] { return index_equals_truth(&diff); }, 10s);
     EXPECT_GT(chains_checked_, size_t{kWorkers * 100}) << "the engines' chains were looked up";
     seconds.push_back(std::chrono::duration<double>(SteadyClock::now() - t0).count());
     EXPECT_TRUE(equal) << "trial " << trial << ": " << diff;
@@ -241,7 +241,7 @@ TEST_F(RebuildTest, EngineBeyondItsReplayWindowIsRebuiltPartialAndRecoversOnClea
   start_gateway(cfg);
   ASSERT_TRUE(wait_routable(1));
   // Rebuilt from the oldest retained batch: a subset of the truth, marked degraded.
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(wait_until(
       [&] {
         return gateway_->metrics_text().find("kvgate_events_degraded_ranks 1") != std::string::npos;
       },
@@ -252,13 +252,15 @@ TEST_F(RebuildTest, EngineBeyondItsReplayWindowIsRebuiltPartialAndRecoversOnClea
   // count has held for two rounds.
   double applied = -1;
   int still = 0;
-  for (int i = 0; i < 100 && still < 2; ++i) {
-    gateway_->flush_events();
-    const double now = sum_of(gateway_->metrics_text(), "kvgate_events_batches_total{");
-    still = now == applied && engine_idle(worker_port(0)) ? still + 1 : 0;
-    applied = now;
-    std::this_thread::sleep_for(300ms);
-  }
+  wait_until(
+      [&] {
+        gateway_->flush_events();
+        const double now = sum_of(gateway_->metrics_text(), "kvgate_events_batches_total{");
+        still = now == applied && engine_idle(worker_port(0)) ? still + 1 : 0;
+        applied = now;
+        return still >= 2;
+      },
+      30s, 300ms);
   gateway_->flush_events();
   const auto fleet = gateway_->registry().snapshot();
   const HolderId holder = fleet->infos[0]->holders.at(0);
@@ -278,12 +280,12 @@ TEST_F(RebuildTest, EngineBeyondItsReplayWindowIsRebuiltPartialAndRecoversOnClea
   // The engine empties its cache: exact again, no longer degraded.
   http::SyncClient admin("127.0.0.1", worker_port(0));
   ASSERT_TRUE(admin.post("/admin/clear_cache", "{}").ok());
-  EXPECT_TRUE(wait_for(
+  EXPECT_TRUE(wait_until(
       [&] {
         return gateway_->metrics_text().find("kvgate_events_degraded_ranks 0") != std::string::npos;
       },
       5s));
-  EXPECT_TRUE(wait_for([&] { return index_equals_truth(); }, 5s));
+  EXPECT_TRUE(wait_until([&] { return index_equals_truth(); }, 5s));
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ TEST_F(StreamBoundsTest, ATricklingWorkerIsVetoedAndSteeredAround) {
   const auto fleet = gateway_->registry().snapshot();
   const workers::Worker* w = fleet->find(trickle.url());
   ASSERT_NE(w, nullptr);
-  ASSERT_TRUE(wait_for([&] { return w->liveness().state() == workers::Liveness::kWedged; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return w->liveness().state() == workers::Liveness::kWedged; }, 5s));
   const uint64_t routed = w->dispatched();
   for (int i = 0; i < 6; ++i) {
     const Streamed s = stream_once();

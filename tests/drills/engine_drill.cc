@@ -7,9 +7,12 @@
 #include <cstdio>
 
 #include "drills/harness.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace {
+
+using namespace std::chrono_literals;
 
 // Streams on a worker that dies end with an error event, never as a hung or cut connection.
 TEST(Drill, EngineKilled) {
@@ -121,7 +124,7 @@ TEST(Drill, EngineRestartedWithEmptyCache) {
   ASSERT_TRUE(f.a->ready());
   const double up_at = now_s();
   const auto back_at = [&] { return watcher.first(url, up_at, in_routing); };
-  while (!back_at() && now_s() < up_at + 10) sleep_s(0.05);
+  testing::wait_until([&] { return back_at().has_value(); }, 10s, 50ms);
   const uint64_t before_trickle = f.requests_of(url);
   const double trickle_at = now_s();
   Traffic trickle({.port = f.gw.port(), .max_tokens = 32});

@@ -8,9 +8,12 @@
 #include <cstdio>
 
 #include "drills/harness.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace {
+
+using namespace std::chrono_literals;
 
 TEST(Drill, EngineFrozenBySigstop) {
   TwoEngines f;
@@ -27,13 +30,13 @@ TEST(Drill, EngineFrozenBySigstop) {
   ASSERT_TRUE(a.process().signal(SIGSTOP));
   const auto vetoed = [](const WorkerView& v) { return v.liveness != "live"; };
   double vetoed_at = -1;
-  while (now_s() < frozen_at + 8) {
-    if (auto t = watcher.first(a.url(0), frozen_at, vetoed)) {
-      vetoed_at = *t;
-      break;
-    }
-    sleep_s(0.02);
-  }
+  testing::wait_until(
+      [&] {
+        const auto t = watcher.first(a.url(0), frozen_at, vetoed);
+        if (t) vetoed_at = *t;
+        return t.has_value();
+      },
+      8s, 20ms);
   sleep_s(0.2);
   const uint64_t a_requests_after_veto = requests_of_a();
   sleep_s(std::max(0.0, frozen_at + 8 - now_s() - 0.1));

@@ -8,9 +8,12 @@
 #include <cstdio>
 
 #include "drills/harness.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace {
+
+using namespace std::chrono_literals;
 
 // The p99 of the whole-stream latency of the successful requests that started in [from, to).
 double p99_latency(const std::vector<StreamRecord>& records, double from, double to) {
@@ -49,7 +52,7 @@ TEST(Drill, GatewayRestartedUnderLoad) {
   ASSERT_TRUE(gw->ready());
   const double listening_at = now_s();
   // What the index holds before the restarted gateway has routed much: the engines' replay.
-  while (index_blocks(*gw) < blocks_before && now_s() < listening_at + 5) sleep_s(0.05);
+  testing::wait_until([&] { return index_blocks(*gw) >= blocks_before; }, 5s, 50ms);
   const uint64_t blocks_rebuilt = index_blocks(*gw);
   const double rebuilt_at = now_s();
   sleep_s(std::max(0.0, killed_at + 12 - now_s()));

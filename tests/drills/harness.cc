@@ -26,6 +26,7 @@
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "kvgate/http/client.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace net = boost::asio;
@@ -43,6 +44,10 @@ std::string join_args(const std::vector<std::string>& args) {
 std::string temp_path(const std::string& what) {
   static std::atomic<int> n{0};
   return "/tmp/kvgate-drill-" + std::to_string(getpid()) + "-" + std::to_string(n++) + "-" + what;
+}
+
+std::chrono::milliseconds in_ms(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
 std::optional<std::string> get(uint16_t port, const std::string& target) {
@@ -245,15 +250,15 @@ std::vector<IndexVsEngine> index_vs_engines(const GatewayProcess& gw, const Mock
 
 bool wait_index_exact(const GatewayProcess& gw, const MockFleet& fleet, double timeout_s,
                       std::vector<IndexVsEngine>* last) {
-  const double deadline = now_s() + timeout_s;
   std::vector<IndexVsEngine> v;
-  bool exact = false;
-  do {
-    v = index_vs_engines(gw, fleet);
-    exact = std::all_of(v.begin(), v.end(),
-                        [](const IndexVsEngine& w) { return w.answered && w.index == w.engine; });
-    if (!exact) sleep_s(0.1);
-  } while (!exact && now_s() < deadline);
+  const bool exact = testing::wait_until(
+      [&] {
+        v = index_vs_engines(gw, fleet);
+        return std::all_of(v.begin(), v.end(), [](const IndexVsEngine& w) {
+          return w.answered && w.index == w.engine;
+        });
+      },
+      in_ms(timeout_s), std::chrono::milliseconds(100));
   if (last != nullptr) *last = std::move(v);
   return exact;
 }
@@ -307,14 +312,13 @@ std::optional<double> RelayProcess::metric_sum(const std::string& family,
 }
 
 bool GatewayProcess::wait_routable(size_t n, double timeout_s) const {
-  const double deadline = now_s() + timeout_s;
-  while (now_s() < deadline) {
-    size_t routable = 0;
-    for (const auto& w : workers()) routable += w.routable ? 1 : 0;
-    if (routable >= n) return true;
-    sleep_s(0.05);
-  }
-  return false;
+  return testing::wait_until(
+      [&] {
+        size_t routable = 0;
+        for (const auto& w : workers()) routable += w.routable ? 1 : 0;
+        return routable >= n;
+      },
+      in_ms(timeout_s), std::chrono::milliseconds(50));
 }
 
 // ---- Watcher ----
@@ -514,8 +518,8 @@ void Traffic::start_burst(int n) {
 
 void Traffic::stop(double timeout_s) {
   state_->stop = true;
-  const double deadline = now_s() + timeout_s;
-  while (in_flight_.load() > 0 && now_s() < deadline) sleep_s(0.01);
+  testing::wait_until([&] { return in_flight_.load() == 0; }, in_ms(timeout_s),
+                      std::chrono::milliseconds(10));
 }
 
 std::vector<StreamRecord> Traffic::records() const {

@@ -8,9 +8,12 @@
 #include <cstdio>
 
 #include "drills/harness.h"
+#include "support/wait.h"
 
 namespace kvgate::drills {
 namespace {
+
+using namespace std::chrono_literals;
 
 void partition_drill(double heal_after_exclusion_s, double cut_for_s, const std::string& name) {
   MockFleet a(1, {"--advertise-host", "127.0.0.2"});
@@ -29,10 +32,12 @@ void partition_drill(double heal_after_exclusion_s, double cut_for_s, const std:
   const double cut_at = now_s();
   link.cut();
   std::optional<double> out;
-  while (!out && now_s() < cut_at + 10) {
-    out = watcher.first(url, cut_at, out_of_routing);
-    sleep_s(0.05);
-  }
+  testing::wait_until(
+      [&] {
+        out = watcher.first(url, cut_at, out_of_routing);
+        return out.has_value();
+      },
+      10s, 50ms);
   const double heal_at =
       std::max(cut_at + cut_for_s, out.value_or(now_s()) + heal_after_exclusion_s);
   sleep_s(std::max(0.0, heal_at - now_s()));
@@ -40,10 +45,12 @@ void partition_drill(double heal_after_exclusion_s, double cut_for_s, const std:
   link.heal();
   const double healed_at = now_s();
   std::optional<double> back;
-  while (!back && now_s() < healed_at + 15) {
-    back = watcher.first(url, healed_at, in_routing);
-    sleep_s(0.05);
-  }
+  testing::wait_until(
+      [&] {
+        back = watcher.first(url, healed_at, in_routing);
+        return back.has_value();
+      },
+      15s, 50ms);
   sleep_s(3);
   traffic.stop(60);
   const size_t hung = traffic.in_flight();

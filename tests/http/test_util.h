@@ -2,29 +2,20 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
-#include <thread>
 
 #include "absl/functional/function_ref.h"
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/this_coro.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "support/wait.h"
 
 namespace kvgate::http::testing {
 
-// Polls `done` every millisecond until it holds or `timeout` passes; returns whether it held.
-inline bool wait_until(const std::function<bool()>& done,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+using kvgate::testing::wait_until;
 
-// The coroutine form of wait_until, for handlers.
+// The coroutine form of wait_until (support/wait.h), for handlers: it waits without holding
+// the handler's thread.
 // `done` is a reference: a std::function built inside the caller's co_await would be a temporary
 // g++ 12 may destroy twice.
 inline boost::asio::awaitable<bool> co_wait_until(absl::FunctionRef<bool()> done,

@@ -18,6 +18,7 @@
 #include "boost/beast/core/error.hpp"
 #include "gtest/gtest.h"
 #include "kvgate/http/timed_socket.h"
+#include "support/wait.h"
 
 namespace kvgate::http {
 namespace {
@@ -220,10 +221,12 @@ TEST_F(TimedSocketTest, WriteNowToAClosedPeerReportsTheErrorWithoutASignal) {
   const std::array<net::const_buffer, 1> parts = {net::buffer("x", 1)};
   boost::system::error_code ec;
   // The first send may still be accepted (the reset comes back with it); one after it fails.
-  for (int i = 0; i < 50 && !ec; ++i) {
-    ours().write_now(parts, ec);
-    std::this_thread::sleep_for(10ms);
-  }
+  kvgate::testing::wait_until(
+      [&] {
+        ours().write_now(parts, ec);
+        return bool(ec);
+      },
+      2s, 10ms);
   EXPECT_TRUE(ec == net::error::broken_pipe || ec == net::error::connection_reset) << ec.message();
 }
 

@@ -120,10 +120,12 @@ TEST_P(Exactness, EventsReproduceEngineTruth) {
   for (size_t r = 0; r < 2; ++r) {
     ASSERT_FALSE(truth[r].in_flight);
     ASSERT_GT(truth[r].next_seq, 20u) << "rank " << r << " published too little to test";
-    wait_until([&] {
-      auto m = kv.messages(r);
-      return !m.empty() && m.back().seq + 1 >= truth[r].next_seq;
-    });
+    wait_until(
+        [&] {
+          auto m = kv.messages(r);
+          return !m.empty() && m.back().seq + 1 >= truth[r].next_seq;
+        },
+        kFleetWait);
   }
 
   auto index = index::make_indexer(index::IndexKind::kReference, {o.engine.router_hash_seed});

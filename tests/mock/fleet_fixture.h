@@ -21,20 +21,15 @@
 #include "kvgate/http/client.h"
 #include "kvgate/mock/fleet.h"
 #include "simdjson.h"
+#include "support/wait.h"
 
 namespace kvgate::mock::testing {
 
 using namespace std::chrono_literals;
 
-inline bool wait_until(const std::function<bool()>& done,
-                       std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
+using kvgate::testing::wait_until;
+// How long the fleet tests wait for events and answers: a fleet under a sanitizer is slow.
+inline constexpr std::chrono::seconds kFleetWait{20};
 
 // Options for a small, fast fleet on free ports.
 inline FleetOptions small_fleet(uint32_t workers = 1, uint32_t dp = 1) {

@@ -47,23 +47,26 @@ class FleetTest : public ::testing::Test {
     kv_ = std::make_unique<KvCollector>(eps);
     Http h(port());
     uint32_t seed = 1000;
-    ASSERT_TRUE(wait_until([&] {
-      for (uint32_t r = 0; r < eps.size(); ++r) {
-        if (kv_->count(r) > 0) continue;
-        h.post("/v1/completions",
-               "{\"prompt\":" + ids_json(prompt_ids(40, seed++)) +
-                   ",\"max_tokens\":1,\"data_parallel_rank\":" + std::to_string(r) + "}");
-        return false;
-      }
-      return true;
-    }));
+    ASSERT_TRUE(wait_until(
+        [&] {
+          for (uint32_t r = 0; r < eps.size(); ++r) {
+            if (kv_->count(r) > 0) continue;
+            h.post("/v1/completions",
+                   "{\"prompt\":" + ids_json(prompt_ids(40, seed++)) +
+                       ",\"max_tokens\":1,\"data_parallel_rank\":" + std::to_string(r) + "}");
+            return false;
+          }
+          return true;
+        },
+        kFleetWait));
     for (size_t r = 0; r < eps.size(); ++r) wait_published(r);
   }
   // Waits until the SUB has every batch rank `rank` published so far.
   void wait_published(size_t rank = 0) {
     Http h(port());
     uint64_t next = Json(h.get("/admin/truth").body)["ranks"].at(rank)["next_seq"].get_uint64();
-    ASSERT_TRUE(wait_until([&] { return kv_->count(rank) > 0 && last_seq(rank) + 1 >= next; }));
+    ASSERT_TRUE(
+        wait_until([&] { return kv_->count(rank) > 0 && last_seq(rank) + 1 >= next; }, kFleetWait));
   }
   uint64_t last_seq(size_t rank = 0) {
     auto m = kv_->messages(rank);
@@ -266,7 +269,7 @@ TEST_F(FleetTest, DropBatchesLeavesAGapTheReplayFills) {
   h.post("/admin/fault/drop_batches", "{\"count\":3}");
   // Each request stores at least one block: one batch each.
   for (uint32_t i = 0; i < 5; ++i) h.post("/v1/completions", completion(prompt_ids(32, 50 + i), 1));
-  ASSERT_TRUE(wait_until([&] { return last_seq() == before + 5; }));
+  ASSERT_TRUE(wait_until([&] { return last_seq() == before + 5; }, kFleetWait));
   std::vector<uint64_t> seen;
   for (auto& m : kv_->messages(0)) {
     if (m.seq > before) seen.push_back(m.seq);
@@ -291,7 +294,7 @@ TEST_F(FleetTest, DelayPublisherHoldsBatches) {
   auto sent = std::chrono::steady_clock::now();
   h.post("/v1/completions", completion(prompt_ids(32, 77), 1));
   auto answered = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([&] { return last_seq() > before; }));
+  ASSERT_TRUE(wait_until([&] { return last_seq() > before; }, kFleetWait));
   auto got = kv_->messages(0).back().received;
   EXPECT_GE(got - sent, 390ms);
   EXPECT_LT(answered - sent, 390ms);  // the request itself was not delayed
@@ -300,7 +303,7 @@ TEST_F(FleetTest, DelayPublisherHoldsBatches) {
   before = last_seq();
   sent = std::chrono::steady_clock::now();
   h.post("/v1/completions", completion(prompt_ids(32, 78), 1));
-  ASSERT_TRUE(wait_until([&] { return last_seq() > before; }));
+  ASSERT_TRUE(wait_until([&] { return last_seq() > before; }, kFleetWait));
   EXPECT_LT(kv_->messages(0).back().received - sent, 390ms);
 }
 
@@ -319,10 +322,12 @@ TEST_F(FleetTest, RestartPublisherResetsSeqAndKeepsOrClearsTheCache) {
   h.post("/admin/fault/restart_publisher", "{\"clear_cache\":false}");
   kv_->clear();
   uint32_t seed = 200;
-  ASSERT_TRUE(wait_until([&] {  // the SUB reconnects to the re-bound socket by itself
-    h.post("/v1/completions", completion(prompt_ids(32, seed++), 1));
-    return kv_->count(0) > 0;
-  }));
+  ASSERT_TRUE(wait_until(
+      [&] {  // the SUB reconnects to the re-bound socket by itself
+        h.post("/v1/completions", completion(prompt_ids(32, seed++), 1));
+        return kv_->count(0) > 0;
+      },
+      kFleetWait));
   wait_published();
   Json after(h.get("/admin/truth").body);
   const uint64_t next = after["ranks"].at(0)["next_seq"].get_uint64();
@@ -342,10 +347,12 @@ TEST_F(FleetTest, RestartPublisherResetsSeqAndKeepsOrClearsTheCache) {
   EXPECT_EQ(empty["ranks"].at(0)["next_seq"].get_uint64().value(), 0u);
   kv_->clear();
   EXPECT_EQ(cached_tokens(h.post("/v1/completions", completion(ids, 1))), 0u);
-  ASSERT_TRUE(wait_until([&] {
-    h.post("/v1/completions", completion(prompt_ids(32, seed++), 1));
-    return kv_->count(0) > 0;
-  }));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        h.post("/v1/completions", completion(prompt_ids(32, seed++), 1));
+        return kv_->count(0) > 0;
+      },
+      kFleetWait));
   for (auto& m : kv_->messages(0)) {
     for (auto& e : decode(m.payload).events) {
       EXPECT_FALSE(std::holds_alternative<events::AllBlocksCleared>(e));
@@ -363,12 +370,13 @@ TEST_F(FleetTest, PauseStopsGenerationWhileHealthAnswers) {
     EXPECT_EQ(c.post("/v1/completions", completion(prompt_ids(32, 1), 3)).status, 200u);
     done = true;
   });
-  ASSERT_TRUE(wait_until([&] { return Json(h.get("/load").body)["waiting"].get_uint64() == 1u; }));
+  ASSERT_TRUE(wait_until([&] { return Json(h.get("/load").body)["waiting"].get_uint64() == 1u; },
+                         kFleetWait));
   EXPECT_EQ(h.get("/health").status, 200u);
   EXPECT_TRUE(Json(h.get("/load").body)["paused"].get_bool().value());
   EXPECT_FALSE(done.load());
   h.post("/admin/fault/pause", "{\"paused\":false}");
-  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  ASSERT_TRUE(wait_until([&] { return done.load(); }, kFleetWait));
   t.join();
 
   // With a duration the pause ends by itself.
@@ -409,7 +417,7 @@ TEST_F(FleetTest, CloseListenerRefusesConnectionsForAWhile) {
     http::SyncClient c("127.0.0.1", port(), {.connect_timeout = 200ms, .request_timeout = 200ms});
     return !c.get("/health").ok();
   };
-  ASSERT_TRUE(wait_until(refused));
+  ASSERT_TRUE(wait_until(refused, kFleetWait));
   EXPECT_TRUE(refused());
   ASSERT_TRUE(wait_until([&] { return !refused(); }, 5s));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 480ms);
@@ -425,7 +433,7 @@ TEST_F(FleetTest, ClearCachePublishesAllBlocksCleared) {
   wait_published();
   uint64_t before = last_seq();
   EXPECT_EQ(h.post("/admin/clear_cache", "").status, 200u);
-  ASSERT_TRUE(wait_until([&] { return last_seq() == before + 1; }));
+  ASSERT_TRUE(wait_until([&] { return last_seq() == before + 1; }, kFleetWait));
   auto batch = decode(kv_->messages(0).back().payload);
   ASSERT_EQ(batch.events.size(), 1u);
   EXPECT_TRUE(std::holds_alternative<events::AllBlocksCleared>(batch.events[0]));
@@ -453,7 +461,7 @@ TEST_F(FleetTest, StopWithStreamsOpenEndsThem) {
                          })
                  .status();
   });
-  const bool streaming = wait_until([&] { return chunks.load() > 2; });
+  const bool streaming = wait_until([&] { return chunks.load() > 2; }, kFleetWait);
   auto t0 = std::chrono::steady_clock::now();
   fleet_->stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);

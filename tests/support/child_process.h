@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/wait.h"
+
 extern char** environ;
 
 namespace kvgate::testing {
@@ -75,28 +77,27 @@ class Child {
 
   // Waits until stdout holds `text` (true) or `timeout` passes or the child exits (false).
   bool wait_for_output(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (output().find(text) != std::string::npos) return true;
-      if (wait(std::chrono::milliseconds(0))) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+    bool found = false;
+    wait_until(
+        [&] {
+          found = output().find(text) != std::string::npos;
+          return found || wait(std::chrono::milliseconds(0)).has_value();
+        },
+        timeout, std::chrono::milliseconds(10));
+    return found;
   }
 
   // Waits for the exit (up to `timeout`); the exit code, or nullopt on timeout / signal.
   std::optional<int> wait(std::chrono::milliseconds timeout) {
     if (exit_code_) return exit_code_;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    do {
+    const auto reaped = [&] {
       int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return exit_code_;
-      }
-      if (timeout.count() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } while (std::chrono::steady_clock::now() < deadline);
-    return std::nullopt;
+      if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return true;
+    };
+    wait_until(reaped, timeout, std::chrono::milliseconds(5));
+    return exit_code_;
   }
 
   // CPU seconds (user + system) the child used so far, from /proc.

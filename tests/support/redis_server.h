@@ -13,6 +13,7 @@
 
 #include "support/child_process.h"
 #include "support/ports.h"
+#include "support/wait.h"
 
 namespace kvgate::testing {
 
@@ -101,15 +102,14 @@ inline bool make_redis_cluster(const std::vector<std::unique_ptr<RedisServer>>& 
   for (const auto& n : nodes) cmd += " 127.0.0.1:" + std::to_string(n->port());
   cmd += " --cluster-replicas 0 --cluster-yes > /dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) return false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool ok = true;
-    for (const auto& n : nodes)
-      ok &= n->cli("cluster info").find("cluster_state:ok") != std::string::npos;
-    if (ok) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return wait_until(
+      [&] {
+        bool ok = true;
+        for (const auto& n : nodes)
+          ok &= n->cli("cluster info").find("cluster_state:ok") != std::string::npos;
+        return ok;
+      },
+      std::chrono::seconds(20), std::chrono::milliseconds(100));
 }
 
 }  // namespace kvgate::testing

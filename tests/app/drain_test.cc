@@ -60,8 +60,13 @@ TEST(Drain, SigtermLetsEveryRequestInFlightFinish) {
   const size_t finished_before = finished();
   ASSERT_EQ(in_flight_at_signal + finished_before, 400u) << "every request reached the gateway";
   ASSERT_TRUE(gw.process().signal(SIGTERM));
-  sleep_s(0.3);
-  const Answer ready = get(gw.port(), "/readiness");
+  Answer ready;
+  testing::wait_until(
+      [&] {
+        ready = get(gw.port(), "/readiness");
+        return ready.status == 503;
+      },
+      5s, 20ms);
   const Answer refused = post_completion(gw.port());
   const auto code = gw.process().wait(60s);
   streams.stop(10);

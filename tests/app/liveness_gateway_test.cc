@@ -86,8 +86,7 @@ TEST_F(GatewayTest, WedgedWorkerIsVetoedAndItsStreamsMoveOrEnd) {
       }
     });
   }
-  std::this_thread::sleep_for(1500ms);
-  ASSERT_GT(wa.in_flight(), 0);
+  ASSERT_TRUE(wait_until([&] { return wa.in_flight() > 0; }, 5s));
   // Worker a stops generating; its /health keeps answering.
   http::SyncClient admin("127.0.0.1", worker_port(0));
   ASSERT_TRUE(admin.post("/admin/fault/pause", R"({"paused":true,"duration_ms":6000})").ok());

@@ -269,8 +269,20 @@ TEST_F(Observe, TheDashboardStateShowsTheFleetAndItsRecentPast) {
     ASSERT_TRUE(
         c.post("/v1/completions", completion(words("dash" + std::to_string(i % 4), 100))).ok());
   }
-  // Two samples a second apart hold the traffic.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  // Until the pulse's samples (one a second) hold the traffic and the events it made.
+  const auto holds_traffic = [&] {
+    auto state = c.get("/dashboard/state");
+    simdjson::dom::parser p;
+    simdjson::dom::element d;
+    if (!state.ok() || p.parse(state->body).get(d) != simdjson::SUCCESS) return false;
+    const auto f = d["fleet"];
+    return d["series"]["t"].get_array().size() >= 2 &&
+           f["requests_per_second"].get_double().value() > 0 &&
+           f["decision_p99_us"].get_double().value() > 0 &&
+           f["hit_ratio"].get_double().value() > 0.5 &&
+           f["events"]["apply_lag_p99_ms"].get_double().value() > 0;
+  };
+  EXPECT_TRUE(wait_until(holds_traffic, std::chrono::seconds(10), std::chrono::milliseconds(50)));
   auto r = c.get("/dashboard/state");
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->status, 200u);

@@ -163,8 +163,11 @@ TEST_F(StateSyncTest, AWorkerDeletedOnOneReplicaStopsOnTheOtherAndStaysGone) {
   ASSERT_TRUE(del.ok());
   ASSERT_EQ(del->status, 200u);
   ASSERT_TRUE(testing::wait_until([&] { return !registered(b, w); }, 2s));
-  // Past the TTL of every worker key: nobody brings it back.
-  std::this_thread::sleep_for(1500ms);
+  // Past the TTL of every worker key, and two cycles of each replica after: nobody brings it back.
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return redis.cli("EXISTS 'kvgate:{it}:worker:" + w + "'") == "0\n"; }, 5s, 20ms));
+  ASSERT_TRUE(sync_cycles(a, 2));
+  ASSERT_TRUE(sync_cycles(b, 2));
   EXPECT_FALSE(registered(a, w));
   EXPECT_FALSE(registered(b, w));
   auto r = client_of(b).post("/v1/completions", completion("anyone?"));

@@ -11,6 +11,7 @@
 
 #include "kvgate/relay/v1/relay.grpc.pb.h"
 #include "relay/test_subscriber.h"
+#include "support/wait.h"
 
 namespace kvgate::relay {
 namespace {
@@ -174,8 +175,7 @@ TEST_F(RelayServerTest, ListWorkersDescribesEveryRank) {
 TEST_F(RelayServerTest, StoppingEndsOpenStreamsAsUnavailable) {
   grpc::ClientContext ctx;
   auto reader = stub_->Subscribe(&ctx, request(0));
-  std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(server_->stats().active, 1u);
+  EXPECT_TRUE(kvgate::testing::wait_until([&] { return server_->stats().active == 1u; }));
   server_->stop();
   v1::SubscribeResponse m;
   while (reader->Read(&m)) {

@@ -176,7 +176,8 @@ TEST(StateSync, APredictionJournalIsWrittenOnceAndLivesForItsTtl) {
   ASSERT_EQ(seen.predictions[0].workers.size(), 1u);
   EXPECT_EQ(seen.predictions[0].workers[0].second,
             (std::vector<SeqHash>{1, 2, 18'446'744'073'709'551'615ull}));
-  std::this_thread::sleep_for(350ms);  // past the TTL
+  ASSERT_TRUE(testing::wait_until(  // past the TTL
+      [&] { return redis.cli("EXISTS 'kvgate:{test}:pred:gw-a/1/1'") == "0\n"; }, 5s, 20ms));
   ASSERT_TRUE(b.sync.run_once().ok());
   EXPECT_TRUE(b.host.last().predictions.empty());
 }
@@ -195,7 +196,8 @@ TEST(StateSync, ADeletedWorkerStaysDeletedWhileAPeerStillPublishesIt) {
   ASSERT_TRUE(b.sync.run_once().ok());
   EXPECT_TRUE(b.host.worker_urls().empty());
   // Past the worker key's TTL nothing brings it back, and the tombstone is still there.
-  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return redis.cli("EXISTS 'kvgate:{test}:worker:http://w:1'") == "0\n"; }, 5s, 20ms));
   ASSERT_TRUE(a.sync.run_once().ok());
   ASSERT_TRUE(b.sync.run_once().ok());
   EXPECT_TRUE(b.host.worker_urls().empty());

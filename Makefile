@@ -14,7 +14,7 @@ help:
 	@echo "make build         set up and build the release preset (PRESET=debug|asan|tsan to change)"
 	@echo "make bench         build and run every benchmark briefly (results: bench-out/)"
 	@echo "make asan | tsan   build and test under ASan+UBSan | ThreadSanitizer (clang 14, asserts on;"
-	@echo "                   every test but the timing-bound drills and routing-quality runs;"
+	@echo "                   every test but those whose pass rule is a timing (label timing);"
 	@echo "                   tsan also not the gRPC servers' tests, label grpc, nor those"
 	@echo "                   that start no thread, label single_thread)"
 	@echo "make fuzz          build the libFuzzer targets and run each for FUZZ_SECONDS (default 60)"
@@ -38,8 +38,9 @@ demo: build
 bench: build
 	@tools/bench.sh $(BUILD_DIR)
 
-# Every test but the fault drills and the routing-quality runs (label timing), whose pass rules
-# are timings a sanitizer's slowdown would bend (they run on the release build).
+# Every test but those whose pass rules are timings a sanitizer's slowdown would bend (label
+# timing: the fault drills, the routing-quality runs, the mock's publisher delay); they run on the
+# release build. Other tests scale their wall-clock bounds by testing_support::kSlowdown.
 asan:
 	@$(MAKE) --no-print-directory test PRESET=asan CTEST_ARGS="-LE 'drill|timing' $(CTEST_ARGS)"
 

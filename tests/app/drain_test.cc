@@ -107,7 +107,8 @@ TEST(Drain, AtTheEndOfTheGracePeriodWhatStillRunsEndsWithTheDocumentedError) {
 
   ASSERT_TRUE(code.has_value()) << "kvgate did not exit";
   EXPECT_EQ(*code, 0);
-  EXPECT_LT(exited_at - term_at, 1 + 5.0) << "the grace period, then a few seconds at most";
+  EXPECT_LT(exited_at - term_at, (1 + 5.0) * testing_support::kSlowdown)
+      << "the grace period, then a few seconds at most";
   const auto stream_records = streams.records();
   ASSERT_EQ(stream_records.size(), 20u);
   for (const StreamRecord& r : stream_records) {
@@ -143,7 +144,7 @@ TEST(Drain, ASecondSignalExitsAtOnce) {
   EXPECT_EQ(*code, 1) << "the documented status, not a death by the signal";
   EXPECT_NE(gw.process().errors().find("exiting at once"), std::string::npos)
       << gw.process().errors();
-  EXPECT_LT(now_s() - second_at, 3);
+  EXPECT_LT(now_s() - second_at, 3 * testing_support::kSlowdown);
   streams.stop(10);
 }
 

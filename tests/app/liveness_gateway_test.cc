@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "app/gateway_fixture.h"
+#include "support/sanitizer.h"
 
 namespace kvgate::app {
 namespace {
@@ -93,7 +94,8 @@ TEST_F(GatewayTest, WedgedWorkerIsVetoedAndItsStreamsMoveOrEnd) {
   const auto paused_at = SteadyClock::now();
   ASSERT_TRUE(wait_until([&] { return wa.liveness().state() == workers::Liveness::kWedged; }, 3s));
   const auto vetoed_after = SteadyClock::now() - paused_at;
-  EXPECT_LT(vetoed_after, 1500ms) << "wedge 1 s plus the evaluator's tick";
+  EXPECT_LT(vetoed_after, 1500ms * testing_support::kSlowdown)
+      << "wedge 1 s plus the evaluator's tick";
   std::this_thread::sleep_for(200ms);
   const uint64_t dispatched_at_veto = wa.dispatched();
   std::this_thread::sleep_for(2s);
@@ -111,7 +113,7 @@ TEST_F(GatewayTest, WedgedWorkerIsVetoedAndItsStreamsMoveOrEnd) {
     EXPECT_TRUE(r.failure.empty()) << r.failure;
     EXPECT_TRUE(r.done || r.error_event) << "every stream finishes or ends with an error event";
     // wedge (1 s) + 1 s: the longest any stream waited for a piece.
-    EXPECT_LT(r.longest_wait, 2000ms)
+    EXPECT_LT(r.longest_wait, 2000ms * testing_support::kSlowdown)
         << "a stream on " << r.worker << " waited " << r.longest_wait.count() << " ms";
     done += r.done ? 1 : 0;
     errored += r.error_event ? 1 : 0;

@@ -4,6 +4,7 @@
 // is taken out of routing, and a junk answer goes to another worker before the client sees it.
 #include "app/gateway_fixture.h"
 #include "support/faulty_worker.h"
+#include "support/sanitizer.h"
 
 namespace kvgate::app {
 namespace {
@@ -60,7 +61,8 @@ TEST_F(StreamBoundsTest, ATrickleIsNoProgressAndEndsAtTheIdleBound) {
   const Streamed s = stream_once();
   EXPECT_EQ(s.status, 200u);
   EXPECT_NE(s.body.find("--stream-idle-timeout-secs"), std::string::npos) << s.body;
-  EXPECT_LT(s.seconds, 2.5) << "each trickled byte would have kept it open";
+  EXPECT_LT(s.seconds, 2.5 * testing_support::kSlowdown)
+      << "each trickled byte would have kept it open";
   EXPECT_EQ(errors("stream_silent"), 1);
 }
 
@@ -79,7 +81,7 @@ TEST_F(StreamBoundsTest, ATricklingWorkerIsVetoedAndSteeredAround) {
     if (s.body.find("[DONE]") == std::string::npos) on_trickle = std::move(s);
   }
   EXPECT_NE(on_trickle.body.find("\"error\""), std::string::npos) << on_trickle.body;
-  EXPECT_LT(on_trickle.seconds, 5);
+  EXPECT_LT(on_trickle.seconds, 5 * testing_support::kSlowdown);
   const auto fleet = gateway_->registry().snapshot();
   const workers::Worker* w = fleet->find(trickle.url());
   ASSERT_NE(w, nullptr);
@@ -117,7 +119,7 @@ TEST_F(StreamBoundsTest, JunkWithoutEventsEndsAtTheIdleBound) {
   const Streamed s = stream_once();
   EXPECT_NE(s.body.find("--stream-idle-timeout-secs"), std::string::npos)
       << s.body.substr(s.body.size() - std::min<size_t>(s.body.size(), 300));
-  EXPECT_LT(s.seconds, 3);
+  EXPECT_LT(s.seconds, 3 * testing_support::kSlowdown);
 }
 
 TEST_F(StreamBoundsTest, AnAnswerPastItsSizeEnds) {
@@ -135,7 +137,7 @@ TEST_F(StreamBoundsTest, AStreamEndsAtItsDeadline) {
   const Streamed s = stream_once();
   EXPECT_NE(s.body.find("--request-timeout-secs"), std::string::npos);
   EXPECT_GE(s.seconds, 0.9);
-  EXPECT_LT(s.seconds, 3);
+  EXPECT_LT(s.seconds, 3 * testing_support::kSlowdown);
   EXPECT_EQ(errors("stream_deadline"), 1);
 }
 
@@ -149,7 +151,8 @@ TEST_F(StreamBoundsTest, AWholeAnswerTrickledFailsAtTheIdleBound) {
   auto r = client().post("/v1/completions", completion("whole", 4));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->status, 504u) << r->body;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << "not the 600 s request timeout";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s * testing_support::kSlowdown)
+      << "not the 600 s request timeout";
 }
 
 }  // namespace

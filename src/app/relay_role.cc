@@ -319,6 +319,7 @@ int run_relay(int argc, char** argv) {
       host, server.port(), engines.size(), c.history_batches, c.history_bytes);
 
   std::atomic<bool> stop{false};
+  // Guards no data (`stop` is atomic): the lock the condition variable needs to wake discovery.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::thread> discovery;

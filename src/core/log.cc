@@ -1,8 +1,7 @@
 #include "kvgate/core/log.h"
 
-#include <mutex>
-
 #include "kvgate/core/json_writer.h"
+#include "kvgate/core/thread_annotations.h"
 #include "spdlog/async.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/rotating_file_sink.h"
@@ -30,11 +29,11 @@ constexpr const char* kJsonPattern =
     R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","component":"%n","msg":%j})";
 
 struct State {
-  std::mutex mu;  // guards creation of loggers and the sink swap, never held while logging
-  spdlog::sink_ptr sink;
-  std::shared_ptr<spdlog::details::thread_pool> pool;
-  spdlog::level::level_enum level = spdlog::level::info;
-  Format format = Format::kText;
+  Mutex mu;  // guards creation of loggers and the sink swap, never held while logging
+  spdlog::sink_ptr sink KVGATE_GUARDED_BY(mu);
+  std::shared_ptr<spdlog::details::thread_pool> pool KVGATE_GUARDED_BY(mu);
+  spdlog::level::level_enum level KVGATE_GUARDED_BY(mu) = spdlog::level::info;
+  Format format KVGATE_GUARDED_BY(mu) = Format::kText;
 };
 
 State& state() {
@@ -52,7 +51,8 @@ std::unique_ptr<spdlog::formatter> make_formatter(Format f) {
   return fmt;
 }
 
-std::shared_ptr<spdlog::logger> make_logger(State& s, const std::string& name) {
+std::shared_ptr<spdlog::logger> make_logger(State& s, const std::string& name)
+    KVGATE_REQUIRES(s.mu) {
   std::shared_ptr<spdlog::logger> logger;
   if (s.pool) {
     logger = std::make_shared<spdlog::async_logger>(name, s.sink, s.pool,
@@ -81,7 +81,7 @@ Status init(const Options& options) {
                                       "' (trace, debug, info, warn, error, critical, off)");
   }
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   s.level = level;
   s.format = options.format;
   if (options.file.empty()) {
@@ -106,7 +106,7 @@ Status init(const Options& options) {
 
 void shutdown() {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
   spdlog::drop_all();
   s.pool.reset();
@@ -117,7 +117,7 @@ std::shared_ptr<spdlog::logger> get(std::string_view component) {
   const std::string name(component);
   if (auto existing = spdlog::get(name)) return existing;
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   if (auto existing = spdlog::get(name)) return existing;
   if (!s.sink) {
     s.sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
@@ -128,7 +128,7 @@ std::shared_ptr<spdlog::logger> get(std::string_view component) {
 
 uint64_t dropped_lines() {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(&s.mu);
   return s.pool ? s.pool->overrun_counter() : 0;
 }
 

@@ -21,7 +21,7 @@ LanePool::LanePool(LanePoolOptions options) : options_(std::move(options)) {
 LanePool::~LanePool() {
   flush_all();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (auto& g : groups_) g->ready_cv.notify_all();
@@ -37,14 +37,14 @@ void LanePool::submit_always(uint64_t key, Task task) {
 }
 
 bool LanePool::has_room(uint64_t key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = keys_.find(key);
   return it == keys_.end() || it->second->tasks.size() < options_.max_queued_per_key;
 }
 
 bool LanePool::enqueue(uint64_t key, Task task, bool bounded) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto& k = keys_[key];
     if (!k) k = std::make_unique<Key>();
     k->forgotten = false;  // re-used after forget(): its lane must keep it
@@ -66,9 +66,9 @@ bool LanePool::enqueue(uint64_t key, Task task, bool bounded) {
 
 void LanePool::run_lane(size_t group) {
   Group& mine = *groups_[group];
-  std::unique_lock<std::mutex> lock(mu_);
+  RelockableMutexLock lock(&mu_);
   for (;;) {
-    mine.ready_cv.wait(lock, [&] { return stopping_ || !mine.ready.empty(); });
+    while (!stopping_ && mine.ready.empty()) mine.ready_cv.wait(&mu_);
     if (mine.ready.empty()) return;  // stopping and nothing left
     const uint64_t id = mine.ready.front();
     mine.ready.pop_front();
@@ -98,24 +98,26 @@ void LanePool::run_lane(size_t group) {
 }
 
 void LanePool::flush(uint64_t key) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
-  Key* k = it->second.get();
+  const Key* k = it->second.get();
   const uint64_t target = k->submitted;
-  done_cv_.wait(lock, [&] {
-    auto cur = keys_.find(key);
-    return cur == keys_.end() || cur->second.get() != k || k->done >= target;
-  });
+  while (!flushed(key, k, target)) done_cv_.wait(&mu_);
+}
+
+bool LanePool::flushed(uint64_t key, const Key* k, uint64_t target) const {
+  auto cur = keys_.find(key);
+  return cur == keys_.end() || cur->second.get() != k || k->done >= target;
 }
 
 void LanePool::flush_all() {
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return queued_ == 0 && running_ == 0; });
+  MutexLock lock(&mu_);
+  while (queued_ != 0 || running_ != 0) done_cv_.wait(&mu_);
 }
 
 size_t LanePool::forget(uint64_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = keys_.find(key);
   if (it == keys_.end()) return 0;
   Key* k = it->second.get();
@@ -133,7 +135,7 @@ size_t LanePool::forget(uint64_t key) {
 }
 
 LanePoolStats LanePool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return {submitted_, executed_, refused_, queued_};
 }
 

@@ -39,6 +39,7 @@ class ShardLeases {
   }
 
  private:
+  // std::mutex, not the annotated kvgate::Mutex: metrics depends on no other kvgate module.
   std::mutex mu_;
   std::vector<bool> held_ = std::vector<bool>(shard_count(), false);  // guarded by mu_
   size_t overflow_ = 0;                                               // guarded by mu_

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "kvgate/core/log.h"
+#include "kvgate/core/thread_annotations.h"
 #include "kvgate/relay/proto_events.h"
 #include "kvgate/relay/v1/relay.grpc.pb.h"
 
@@ -75,21 +74,23 @@ class RelayFollower::Impl final : public StreamOwner {
 
  private:
   void run();
-  void open(const std::shared_ptr<Follow>& f);  // with mu_ held
+  void open(const std::shared_ptr<Follow>& f) KVGATE_REQUIRES(mu_);
   // The holder cannot continue from what it holds: empty it, subscribe fresh.
   void start_over(Follow& f, StreamReactor& r, const std::string& why);
   // Applies to f's holder; the caller counts the result in f's stats (with mu_ held).
   index::ApplyResult apply(Follow& f, const google::protobuf::RepeatedPtrField<v1::Event>& events);
   static FollowStats stats_of(const Follow& f);  // with mu_ held
+  bool any_stream_open() const KVGATE_REQUIRES(mu_);
 
   index::Indexer& index_;
   const FollowerOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Relay::Stub> stub_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::pair<std::string, uint32_t>, std::shared_ptr<Follow>, std::less<>> follows_;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::map<std::pair<std::string, uint32_t>, std::shared_ptr<Follow>, std::less<>> follows_
+      KVGATE_GUARDED_BY(mu_);
+  bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
@@ -150,7 +151,7 @@ RelayFollower::Impl::Impl(index::Indexer& index, FollowerOptions options)
 
 Status RelayFollower::Impl::add(std::string worker, uint32_t rank, HolderId holder,
                                 FollowCallbacks callbacks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto key = std::make_pair(worker, rank);
   if (follows_.contains(key)) {
     return absl::AlreadyExistsError("relay: " + worker + " rank " + std::to_string(rank) +
@@ -167,29 +168,31 @@ Status RelayFollower::Impl::add(std::string worker, uint32_t rank, HolderId hold
 }
 
 bool RelayFollower::Impl::remove(std::string_view worker, uint32_t rank) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto it = follows_.find(std::make_pair(std::string(worker), rank));
-  if (it == follows_.end()) return false;
-  std::shared_ptr<Follow> f = it->second;
-  follows_.erase(it);
-  f->removed = true;
-  if (f->reactor != nullptr) f->reactor->cancel();
-  cv_.wait(lock, [&] { return f->reactor == nullptr; });
-  lock.unlock();
+  std::shared_ptr<Follow> f;
+  {
+    MutexLock lock(&mu_);
+    auto it = follows_.find(std::make_pair(std::string(worker), rank));
+    if (it == follows_.end()) return false;
+    f = it->second;
+    follows_.erase(it);
+    f->removed = true;
+    if (f->reactor != nullptr) f->reactor->cancel();
+    while (f->reactor != nullptr) cv_.wait(&mu_);
+  }
   index_.remove_holder(f->holder);
   return true;
 }
 
 std::optional<FollowStats> RelayFollower::Impl::stats(std::string_view worker,
                                                       uint32_t rank) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = follows_.find(std::make_pair(std::string(worker), rank));
   if (it == follows_.end()) return std::nullopt;
   return stats_of(*it->second);
 }
 
 std::vector<FollowStats> RelayFollower::Impl::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<FollowStats> out;
   out.reserve(follows_.size());
   for (const auto& [key, f] : follows_) out.push_back(stats_of(*f));
@@ -207,29 +210,32 @@ FollowStats RelayFollower::Impl::stats_of(const Follow& f) {
 }
 
 void RelayFollower::Impl::cut_links() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [key, f] : follows_) {
     if (f->reactor != nullptr) f->reactor->cancel();
   }
 }
 
 void RelayFollower::Impl::stop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (stopping_) return;
-  stopping_ = true;
-  for (auto& [key, f] : follows_) {
-    f->removed = true;
-    if (f->reactor != nullptr) f->reactor->cancel();
-  }
-  cv_.wait(lock, [&] {
+  {
+    MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
     for (auto& [key, f] : follows_) {
-      if (f->reactor != nullptr) return false;
+      f->removed = true;
+      if (f->reactor != nullptr) f->reactor->cancel();
     }
-    return true;
-  });
-  lock.unlock();
+    while (any_stream_open()) cv_.wait(&mu_);
+  }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+bool RelayFollower::Impl::any_stream_open() const {
+  for (const auto& [key, f] : follows_) {
+    if (f->reactor != nullptr) return true;
+  }
+  return false;
 }
 
 void RelayFollower::Impl::open(const std::shared_ptr<Follow>& f) {
@@ -283,7 +289,7 @@ void RelayFollower::Impl::start_over(Follow& f, StreamReactor& r, const std::str
 }
 
 void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, StreamReactor& r) {
-  std::unique_lock<std::mutex> lock(mu_);
+  RelockableMutexLock lock(&mu_);
   if (f.removed || r.abandoned()) return;
   f.stats.connected = true;
   switch (m.kind_case()) {
@@ -363,7 +369,7 @@ void RelayFollower::Impl::on_message(Follow& f, const v1::SubscribeResponse& m, 
 }
 
 void RelayFollower::Impl::on_done(Follow& f, const grpc::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const bool delivered = f.stats.connected;  // this stream delivered something
   f.reactor = nullptr;
   f.stats.connected = false;
@@ -383,9 +389,9 @@ void RelayFollower::Impl::on_done(Follow& f, const grpc::Status& status) {
 }
 
 void RelayFollower::Impl::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(20));
+    cv_.wait_for(&mu_, std::chrono::milliseconds(20));
     if (stopping_) break;
     const auto now = Steady::now();
     for (auto& [key, f] : follows_) {

@@ -9,9 +9,9 @@
 namespace kvgate::relay {
 
 uint64_t new_epoch_id() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;
+  static std::mt19937_64 rng KVGATE_GUARDED_BY(mu){std::random_device{}()};
+  MutexLock lock(&mu);
   uint64_t id = 0;
   while (id == 0) id = rng();
   return id;

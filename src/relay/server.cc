@@ -5,9 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -271,7 +269,7 @@ class RelayServer::Impl {
   void stop() {
     if (!server_) return;
     {
-      std::lock_guard<std::mutex> lock(stop_mu_);
+      MutexLock lock(&stop_mu_);
       stopping_ = true;
     }
     stop_cv_.notify_all();
@@ -293,13 +291,20 @@ class RelayServer::Impl {
   void heartbeat_loop() {
     const auto step =
         std::max<std::chrono::milliseconds>(std::chrono::milliseconds(10), options_.heartbeat / 4);
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    while (!stop_cv_.wait_for(lock, step, [this] { return stopping_; })) {
-      lock.unlock();
+    while (!wait_for_stop(step)) {
       const auto now = SteadyClock::now();
       for (const auto& link : registry_.all()) SubscribeReactor::maybe_heartbeat(link, now);
-      lock.lock();
     }
+  }
+
+  // Waits up to `d`; true once stop() has begun.
+  bool wait_for_stop(std::chrono::milliseconds d) {
+    MutexLock lock(&stop_mu_);
+    const auto until = SteadyClock::now() + d;
+    while (!stopping_ && SteadyClock::now() < until) {
+      stop_cv_.wait_for(&stop_mu_, until - SteadyClock::now());
+    }
+    return stopping_;
   }
 
   const ServerOptions options_;
@@ -309,9 +314,9 @@ class RelayServer::Impl {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::thread heartbeats_;
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
+  Mutex stop_mu_;
+  CondVar stop_cv_;
+  bool stopping_ KVGATE_GUARDED_BY(stop_mu_) = false;
 };
 
 RelayServer::RelayServer(StreamTable& table, ServerOptions options)

@@ -101,6 +101,32 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   Mutex* mu_;
 };
 
+// Exclusive lock for a scope that may be let go and taken again within it: unlock() around work
+// that must not hold it (a callback, a task), lock() after. Released at the end if held.
+class ABSL_SCOPED_LOCKABLE RelockableMutexLock {
+ public:
+  explicit RelockableMutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) {
+    mu_->lock();
+  }
+  ~RelockableMutexLock() ABSL_UNLOCK_FUNCTION() {
+    if (held_) mu_->unlock();
+  }
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_->lock();
+    held_ = true;
+  }
+  void unlock() ABSL_UNLOCK_FUNCTION() {
+    held_ = false;
+    mu_->unlock();
+  }
+  RelockableMutexLock(const RelockableMutexLock&) = delete;
+  RelockableMutexLock& operator=(const RelockableMutexLock&) = delete;
+
+ private:
+  Mutex* mu_;
+  bool held_ = true;
+};
+
 // Shared (reader) lock for a scope.
 class ABSL_SCOPED_LOCKABLE ReaderMutexLock {
  public:

@@ -11,16 +11,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "kvgate/core/thread_annotations.h"
 
 namespace kvgate::index {
 
@@ -78,26 +77,29 @@ class LanePool {
     uint64_t submitted = 0;  // tasks ever submitted
     uint64_t done = 0;       // tasks ever finished (or dropped)
   };
-  // One group's ready keys and the lanes that wait for them.
+  // One group's ready keys and the lanes that wait for them (`ready` guarded by the pool's mu_).
   struct Group {
-    std::condition_variable ready_cv;
+    CondVar ready_cv;
     std::deque<uint64_t> ready;
   };
   void run_lane(size_t group);
   Group& group_of(uint64_t key) { return *groups_[key % groups_.size()]; }
   bool enqueue(uint64_t key, Task task, bool bounded);
+  // Whether every task submitted for `key` up to `target` ran (or the key is gone or reused).
+  bool flushed(uint64_t key, const Key* k, uint64_t target) const KVGATE_REQUIRES(mu_);
 
   const LanePoolOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable done_cv_;  // flushers wait for progress
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Key>> keys_;
+  mutable Mutex mu_;
+  CondVar done_cv_;  // flushers wait for progress
+  // A Key's fields are guarded by mu_ too.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Key>> keys_ KVGATE_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Group>> groups_;  // one without group_cpus
-  bool stopping_ = false;
-  uint64_t submitted_ = 0;
-  uint64_t executed_ = 0;
-  uint64_t refused_ = 0;
-  uint64_t queued_ = 0;
-  uint32_t running_ = 0;
+  bool stopping_ KVGATE_GUARDED_BY(mu_) = false;
+  uint64_t submitted_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t executed_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t refused_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t queued_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint32_t running_ KVGATE_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 

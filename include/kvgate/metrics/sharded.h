@@ -58,6 +58,7 @@ class ShardedCounter {
   };
   std::unique_ptr<Shard[]> shards_;  // shard_count() of them
   Counter& series_;
+  // std::mutex, not the annotated kvgate::Mutex: metrics depends on no other kvgate module.
   std::mutex publish_mu_;
   uint64_t published_ = 0;  // guarded by publish_mu_
 };
@@ -94,6 +95,7 @@ class ShardedHistogram {
   const std::vector<double> bounds_;
   const size_t lines_per_shard_;
   std::unique_ptr<Line[]> lines_;
+  // std::mutex, not the annotated kvgate::Mutex: metrics depends on no other kvgate module.
   std::mutex publish_mu_;
   std::vector<uint64_t> published_counts_;  // guarded by publish_mu_
   double published_sum_ = 0;                // guarded by publish_mu_

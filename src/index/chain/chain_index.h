@@ -92,6 +92,7 @@ class ChainIndex final : public Indexer {
   static constexpr uint32_t kHolderChunkShift = 10;
   static constexpr uint32_t kHolderChunks = (kMaxHolders >> kHolderChunkShift) + 1;
   std::atomic<std::atomic<HolderState*>*> holder_chunks_[kHolderChunks] = {};
+  // std::mutex: it only serializes a chunk's creation; the slots are atomics read without it.
   std::mutex holder_chunks_mu_;
   std::atomic<uint64_t> holder_bytes_{0};
 };

@@ -114,8 +114,9 @@ std::vector<std::pair<size_t, uint64_t>> WordSlab::free_bytes_by_class() const {
          b = address(b[1].load(std::memory_order_relaxed))) {
       ++n;
     }
-    const uint64_t tail =
-        classes_[cls].bump ? (classes_[cls].bump_end - classes_[cls].bump) * sizeof(Word) : 0;
+    const Class& c = classes_[cls];
+    MutexLock lock(&c.refill_mu);
+    const uint64_t tail = c.bump ? (c.bump_end - c.bump) * sizeof(Word) : 0;
     if (n > 0 || tail > 0)
       out.emplace_back(class_words(cls), n * class_words(cls) * sizeof(Word) + tail);
   }
@@ -125,7 +126,7 @@ std::vector<std::pair<size_t, uint64_t>> WordSlab::free_bytes_by_class() const {
 Word* WordSlab::carve(int cls) {
   Class& c = classes_[cls];
   const size_t block_words = class_words(cls);
-  std::lock_guard<std::mutex> lock(c.refill_mu);
+  MutexLock lock(&c.refill_mu);
   if (c.bump == nullptr || c.bump + block_words > c.bump_end) {
     // Chunks of a few blocks for large classes: a class's last chunk is only partly carved, and
     // with fifty classes those tails add up.
@@ -139,7 +140,7 @@ Word* WordSlab::carve(int cls) {
     Word* words = static_cast<Word*>(p);
     for (size_t i = 0; i < bytes / sizeof(Word); ++i) new (&words[i]) Word(0);
     {
-      std::lock_guard<std::mutex> chunks_lock(chunks_mu_);
+      MutexLock chunks_lock(&chunks_mu_);
       chunks_.emplace_back(p, bytes);
     }
     reserved_.fetch_add(bytes, std::memory_order_relaxed);

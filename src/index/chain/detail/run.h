@@ -143,6 +143,7 @@ class RunArena {
   std::atomic<uint32_t> chunk_count_{0};
   std::atomic<uint64_t> free_head_{0};  // tagged: low 32 bits id+1 (0 = empty), high 32 bits tag
   std::atomic<uint64_t> live_{0};
+  // std::mutex: it only serializes growth; the atomics it orders are read without it.
   std::mutex grow_mu_;
 };
 

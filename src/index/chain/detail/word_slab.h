@@ -18,8 +18,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
+
+#include "kvgate/core/thread_annotations.h"
 
 namespace kvgate::index::chain::detail {
 
@@ -60,9 +61,9 @@ class WordSlab {
   struct Class {
     std::atomic<uint64_t> free_head{
         0};  // tagged pointer: low 48 bits address, high 16 bits ABA tag
-    std::mutex refill_mu;
-    Word* bump = nullptr;  // next uncarved block in the current chunk (under refill_mu)
-    Word* bump_end = nullptr;
+    mutable Mutex refill_mu;
+    Word* bump KVGATE_GUARDED_BY(refill_mu) = nullptr;  // next uncarved block of the chunk
+    Word* bump_end KVGATE_GUARDED_BY(refill_mu) = nullptr;
   };
   static int class_of(size_t words);
   Word* pop(Class& c);
@@ -72,8 +73,8 @@ class WordSlab {
 
   const int numa_node_;
   Class classes_[kClasses];
-  std::mutex chunks_mu_;
-  std::vector<std::pair<void*, size_t>> chunks_;
+  Mutex chunks_mu_;
+  std::vector<std::pair<void*, size_t>> chunks_ KVGATE_GUARDED_BY(chunks_mu_);
   std::atomic<uint64_t> reserved_{0};
   std::atomic<uint64_t> live_{0};
 };

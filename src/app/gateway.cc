@@ -229,12 +229,12 @@ Status GatewayImpl::init_routing() {
   if (!worker_tls.ok()) return worker_tls.status();
   upstream_ = std::make_unique<UpstreamPool>(
       io_, UpstreamPoolOptions{.client = {.connect_timeout = c.connect_timeout,
-                                            .request_timeout = c.request_timeout,
-                                            .idle_timeout = c.stream_idle_timeout,
-                                            .body_limit = c.max_answer_bytes},
-                                 .worker_tls = *worker_tls,
-                                 .idle_per_worker = c.idle_connections_per_worker,
-                                 .idle_timeout = c.upstream_idle_timeout});
+                                          .request_timeout = c.request_timeout,
+                                          .idle_timeout = c.stream_idle_timeout,
+                                          .body_limit = c.max_answer_bytes},
+                               .worker_tls = *worker_tls,
+                               .idle_per_worker = c.idle_connections_per_worker,
+                               .idle_timeout = c.upstream_idle_timeout});
   control_ =
       std::make_unique<WorkerControl>(WorkerControlDeps{.config = &c,
                                                         .registry = &workers_,
@@ -256,19 +256,19 @@ void GatewayImpl::init_server() {
   const GatewayConfig& c = config_;
   server_ = std::make_unique<http::Server>(
       io_, http::ServerOptions{.address = c.host,
-                                 .port = c.port,
-                                 .body_limit = c.max_payload_bytes,
-                                 .idle_timeout = c.client_idle_timeout,
-                                 .read_timeout = c.client_read_timeout,
-                                 .write_timeout = c.client_write_timeout,
-                                 .server_name = "kvgate",
-                                 .max_connections = c.max_connections,
-                                 .max_inflight_body_bytes = c.max_inflight_body_bytes,
-                                 .body_limit_name = "--max-payload-size",
-                                 .inflight_limit_name = "--max-inflight-body-bytes",
-                                 .tls_cert_path = c.tls_cert_path,
-                                 .tls_key_path = c.tls_key_path,
-                                 .tls_session_tickets = c.tls_session_tickets});
+                               .port = c.port,
+                               .body_limit = c.max_payload_bytes,
+                               .idle_timeout = c.client_idle_timeout,
+                               .read_timeout = c.client_read_timeout,
+                               .write_timeout = c.client_write_timeout,
+                               .server_name = "kvgate",
+                               .max_connections = c.max_connections,
+                               .max_inflight_body_bytes = c.max_inflight_body_bytes,
+                               .body_limit_name = "--max-payload-size",
+                               .inflight_limit_name = "--max-inflight-body-bytes",
+                               .tls_cert_path = c.tls_cert_path,
+                               .tls_key_path = c.tls_key_path,
+                               .tls_session_tickets = c.tls_session_tickets});
   // Orchestrators' probes and the scrape stay reachable at the connection limit.
   for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
     server_->always_available(path);
@@ -295,14 +295,14 @@ void GatewayImpl::init_metrics_server() {
   if (c.prometheus_port == 0) return;
   metrics_server_ = std::make_unique<http::Server>(
       io_, http::ServerOptions{.address = c.prometheus_host.empty() ? c.host : c.prometheus_host,
-                                 .port = c.prometheus_port,
-                                 .server_name = "kvgate",
-                                 .tls_cert_path = c.tls_cert_path,
-                                 .tls_key_path = c.tls_key_path,
-                                 .tls_session_tickets = c.tls_session_tickets});
+                               .port = c.prometheus_port,
+                               .server_name = "kvgate",
+                               .tls_cert_path = c.tls_cert_path,
+                               .tls_key_path = c.tls_key_path,
+                               .tls_session_tickets = c.tls_session_tickets});
   metrics_server_->route(
       http::Verb::get, "/metrics",
-      [&g](const http::Request&, http::Responder& res) -> net::awaitable<void> {
+      [this](const http::Request&, http::Responder& res) -> net::awaitable<void> {
         http::Response r = http::Response::text(200, metrics_text(), "text/plain; version=0.0.4");
         (void)co_await res.send(std::move(r));
       });
@@ -442,24 +442,24 @@ Status GatewayImpl::start() {
 }
 
 void GatewayImpl::init_generation() {
-  generation_ = std::make_unique<GenerationPipeline>(
-      GenerationParts{.config = config_,
-                      .clock = clock_,
-                      .instance_id = instance_id_,
-                      .workers = workers_,
-                      .policy = *policy_,
-                      .upstream = *upstream_,
-                      .routing = routing_,
-                      .tokenizers = tokenizers_,
-                      .parse_context = parse_context_,
-                      .admission = *admission_,
-                      .metrics = *metrics_,
-                      .access_log = *access_log_,
-                      .decision_headers = decision_headers_,
-                      .answers = answers_.get(),
-                      .draining = draining_,
-                      .shutting_down = shutting_down_,
-                      .active = active_generations_});
+  generation_ =
+      std::make_unique<GenerationPipeline>(GenerationParts{.config = config_,
+                                                           .clock = clock_,
+                                                           .instance_id = instance_id_,
+                                                           .workers = workers_,
+                                                           .policy = *policy_,
+                                                           .upstream = *upstream_,
+                                                           .routing = routing_,
+                                                           .tokenizers = tokenizers_,
+                                                           .parse_context = parse_context_,
+                                                           .admission = *admission_,
+                                                           .metrics = *metrics_,
+                                                           .access_log = *access_log_,
+                                                           .decision_headers = decision_headers_,
+                                                           .answers = answers_.get(),
+                                                           .draining = draining_,
+                                                           .shutting_down = shutting_down_,
+                                                           .active = active_generations_});
 }
 
 Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,

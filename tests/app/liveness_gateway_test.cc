@@ -87,7 +87,10 @@ TEST_F(GatewayTest, WedgedWorkerIsVetoedAndItsStreamsMoveOrEnd) {
       }
     });
   }
-  ASSERT_TRUE(wait_until([&] { return wa.in_flight() > 0; }, 5s));
+  // Streams underway on worker a: running, and past their first token (a stream that has sent
+  // its client nothing would move to the other worker instead of ending with an error event).
+  ASSERT_TRUE(wait_until(
+      [&] { return wa.in_flight() > 0 && wa.liveness().last_progress().has_value(); }, 5s));
   // Worker a stops generating; its /health keeps answering.
   http::SyncClient admin("127.0.0.1", worker_port(0));
   ASSERT_TRUE(admin.post("/admin/fault/pause", R"({"paused":true,"duration_ms":6000})").ok());

@@ -125,6 +125,23 @@ std::string completions_body(const v1::GenerateRequest& r) {
   return body;
 }
 
+// The pipeline's view of a call's request (`messages` holds the views of its conversation). The
+// engine is always asked for a stream with its usage: that is how a call learns its tokens.
+TypedRequest typed_request(const v1::GenerateRequest& r, std::vector<ChatMessage>* messages) {
+  TypedRequest typed{.model = r.model(), .stream = true, .include_usage = true};
+  if (r.has_chat()) {
+    for (const v1::ChatMessage& m : r.chat().messages())
+      messages->push_back({m.role(), m.content()});
+    typed.messages = *messages;
+  } else if (r.has_token_ids()) {
+    const auto& ids = r.token_ids().ids();
+    typed.token_ids = std::span<const TokenId>(ids.data(), static_cast<size_t>(ids.size()));
+  } else {
+    typed.text = r.text();
+  }
+  return typed;
+}
+
 // "ipv4:127.0.0.1:5000" / "ipv6:[::1]:5000" as an endpoint (unspecified when it is neither).
 net::ip::tcp::endpoint peer_endpoint(const std::string& peer) {
   const size_t colon = peer.rfind(':');
@@ -192,8 +209,13 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public http::ResponseSink,
                            public std::enable_shared_from_this<GenerateCall> {
  public:
-  GenerateCall(net::io_context& ctx, const v1::GenerateRequest& r)
-      : executor_(ctx.get_executor()), stream_(r.stream()), return_text_(r.return_text()) {}
+  GenerateCall(net::io_context& ctx, v1::GenerateRequest r)
+      : executor_(ctx.get_executor()),
+        stream_(r.stream()),
+        return_text_(r.return_text()),
+        request_(std::move(r)) {
+    typed_ = typed_request(request_, &messages_);
+  }
 
   // Runs the handler; the call owns itself until gRPC is done with it.
   void run(GenerationPipeline& generation, http::Request request) {
@@ -204,7 +226,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
         http::Responder responder(*call);
         const ApiRoute route = req.path() == "/v1/chat/completions" ? ApiRoute::kChatCompletions
                                                                     : ApiRoute::kCompletions;
-        co_await pipeline.serve(route, req, responder);
+        co_await pipeline.serve(route, req, responder, &call->typed_);
       }
       call->complete();
     };
@@ -448,6 +470,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   const net::any_io_executor executor_;
   const bool stream_;
   const bool return_text_;
+  // The call's request, read by the pipeline as a TypedRequest (views into it).
+  const v1::GenerateRequest request_;
+  std::vector<ChatMessage> messages_;
+  TypedRequest typed_;
   std::shared_ptr<GenerateCall> self_;  // until OnDone
   // The handler's side: only its coroutine touches these.
   unsigned status_ = 0;
@@ -500,7 +526,7 @@ class GatewayService final : public RawGatewayService {
     if (auto invalid = invalid_input(request)) return new Refused(*invalid);
     http::Request req = as_http_request(gw_, ctx, request);
     if (auto refused = refusal_of(req)) return new Refused(*refused);
-    auto call = std::make_shared<GenerateCall>(gw_.io.next(), request);
+    auto call = std::make_shared<GenerateCall>(gw_.io.next(), std::move(request));
     call->run(gw_.generation, std::move(req));
     return call.get();
   }

@@ -1,13 +1,14 @@
 // GrpcFront: the gateway's gRPC API (kvgate.v1.Gateway, proto/kvgate/v1/gateway.proto) on
 // --grpc-port, with grpc.health.v1.Health and server reflection.
 //
-// Generate runs the very handler POST /v1/completions (or, for chat messages,
-// /v1/chat/completions) runs (GenerationPipeline::serve): the call becomes an http::Request
-// (the prompt as token ids, text or messages, stream on, usage and token ids asked of the
-// engine) answered through a ResponseSink that turns the engine's SSE chunks into
-// GenerateResponse messages. So routing, admission, liveness vetoes, overload shedding, retries
-// and metrics are the HTTP API's, by construction. The client cancelling, or its deadline
-// passing, is the HTTP client disconnecting: the upstream request is aborted.
+// Generate runs the very pipeline POST /v1/completions (or, for chat messages,
+// /v1/chat/completions) runs (GenerationPipeline::serve): the call is read as a TypedRequest (its
+// prompt as token ids, text or messages; no JSON body parsed back), the engine's body written once
+// from the same fields (stream on, usage and token ids asked of the engine), and the answer comes
+// through a ResponseSink that parses the engine's SSE events once into GenerateResponse messages.
+// So routing, admission, liveness vetoes, overload shedding, retries and metrics are the HTTP
+// API's, by construction. The client cancelling, or its deadline passing, is the HTTP client
+// disconnecting: the upstream request is aborted.
 //
 // Health: SERVING while /readiness would answer 200 (a routable worker, not draining), checked
 // every half second; NOT_SERVING from the moment a drain begins.

@@ -639,4 +639,32 @@ Status parse_request(ApiRoute route, std::string_view body, const PromptTokenize
   return reader.finish();
 }
 
+Status parse_typed_request(const TypedRequest& request, const PromptTokenizers& tokenizers,
+                           size_t max_prompt_tokens, ParsedRequest* out) {
+  *out = ParsedRequest{};
+  out->model = std::string(request.model);
+  out->stream = request.stream;
+  out->has_stream_options = request.stream;
+  out->include_usage = request.stream && request.include_usage;
+  const PromptTokenizer& tok = tokenizers.for_model(out->model);
+  if (!request.token_ids.empty()) {
+    if (request.token_ids.size() > max_prompt_tokens) {
+      return too_long(max_prompt_tokens, request.token_ids.size());
+    }
+    out->tokens.assign(request.token_ids.begin(), request.token_ids.end());
+    out->tokens_given = true;
+    return absl::OkStatus();
+  }
+  if (!request.messages.empty()) {
+    ChatFields chat;
+    for (const ChatMessage& m : request.messages) {
+      chat.roles.emplace_back(m.role);
+      chat.contents.emplace_back(m.content);
+    }
+    return encode_chat(tok, chat, max_prompt_tokens, &out->tokens);
+  }
+  if (request.text.empty()) return bad("prompt", "is required");
+  return encode_within(tok, request.text, max_prompt_tokens, &out->tokens);
+}
+
 }  // namespace kvgate::app

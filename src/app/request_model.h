@@ -21,6 +21,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +69,21 @@ inline constexpr size_t kNoTokenLimit = static_cast<size_t>(-1);
 // with http::kPayloadPadding of them a large body is parsed where it lies, without a copy.
 Status parse_request(ApiRoute route, std::string_view body, const PromptTokenizers& tokenizers,
                      size_t max_prompt_tokens, ParsedRequest* out, size_t readable_past_end = 0);
+
+// A generation request that arrives typed (the gRPC API's GenerateRequest), not as a JSON body:
+// its prompt is token ids, a text, or a conversation (the one that is not empty; a conversation
+// is a chat completion). parse_typed_request fills `out` as parse_request fills it from the body
+// these fields stand for (the same tokenizer, template, bounds and errors), without any JSON.
+struct TypedRequest {
+  std::string_view model;
+  bool stream = false;
+  bool include_usage = false;  // the engine is asked for the stream's usage
+  std::span<const TokenId> token_ids;
+  std::string_view text;
+  std::span<const ChatMessage> messages;
+};
+Status parse_typed_request(const TypedRequest& request, const PromptTokenizers& tokenizers,
+                           size_t max_prompt_tokens, ParsedRequest* out);
 
 // The raw length in bytes (escapes undecoded) of the string value of top-level `key` in the JSON
 // object `body`, found by a scan that decodes nothing; nullopt when the key is absent, its value

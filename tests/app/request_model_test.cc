@@ -52,6 +52,42 @@ TEST(RequestModel, ChatRendersMessagesAndContentParts) {
   EXPECT_EQ(p.tokens, kTest.encode(render_chat(msgs)));
 }
 
+// The gRPC API's typed request reads as the JSON body it stands for: same tokens, same bounds.
+TEST(RequestModel, ATypedRequestReadsAsTheBodyItStandsFor) {
+  const auto both = [](ApiRoute route, std::string_view body, const TypedRequest& typed,
+                       size_t limit) {
+    ParsedRequest from_json, from_typed;
+    const Status a = parse_request(route, body, kTok, limit, &from_json);
+    const Status b = parse_typed_request(typed, kTok, limit, &from_typed);
+    EXPECT_EQ(a.code(), b.code()) << body << ": " << a << " / " << b;
+    if (!a.ok()) return;
+    EXPECT_EQ(from_json.model, from_typed.model) << body;
+    EXPECT_EQ(from_json.stream, from_typed.stream) << body;
+    EXPECT_EQ(from_json.include_usage, from_typed.include_usage) << body;
+    EXPECT_EQ(from_json.tokens, from_typed.tokens) << body;
+    EXPECT_EQ(from_json.tokens_given, from_typed.tokens_given) << body;
+  };
+  const std::vector<TokenId> ids = {5, 6, 7, 8};
+  const ChatMessage chat[] = {{"system", "be brief"}, {"user", "hi there"}};
+  constexpr std::string_view kStream = R"("stream":true,"stream_options":{"include_usage":true})";
+  for (const size_t limit : {kNoTokenLimit, size_t{3}}) {
+    both(ApiRoute::kCompletions, R"({"model":"m","prompt":[5,6,7,8],)" + std::string(kStream) + "}",
+         {.model = "m", .stream = true, .include_usage = true, .token_ids = ids}, limit);
+    both(ApiRoute::kCompletions,
+         R"({"model":"m","prompt":"hello world",)" + std::string(kStream) + "}",
+         {.model = "m", .stream = true, .include_usage = true, .text = "hello world"}, limit);
+    both(ApiRoute::kChatCompletions,
+         R"({"model":"m","messages":[{"role":"system","content":"be brief"},)"
+         R"({"role":"user","content":"hi there"}],)" +
+             std::string(kStream) + "}",
+         {.model = "m", .stream = true, .include_usage = true, .messages = chat}, limit);
+  }
+  ParsedRequest p;
+  EXPECT_TRUE(absl::IsOutOfRange(
+      parse_typed_request({.token_ids = ids}, kTok, 3, &p)));  // 4 ids over a limit of 3
+  EXPECT_TRUE(absl::IsInvalidArgument(parse_typed_request({.text = ""}, kTok, kNoTokenLimit, &p)));
+}
+
 TEST(RequestModel, GenerateTakesInputIdsOrText) {
   ParsedRequest p;
   ASSERT_TRUE(parse_request(ApiRoute::kGenerate,

@@ -1,5 +1,5 @@
-// Parse: the client's body into a ParsedRequest (src/app/request_model.h), its prompt bounded by
-// the longest context any worker serves, and its model one the fleet serves.
+// Parse: the client's body (or its typed request) into a ParsedRequest (src/app/request_model.h),
+// its prompt bounded by the longest context any worker serves, and its model one the fleet serves.
 #include "app/generation/stages.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/use_awaitable.hpp"
@@ -11,18 +11,21 @@ namespace {
 // Bodies larger than this are parsed on the gateway's parse thread, not on an executor.
 constexpr size_t kInlineParseBytes = 1 << 20;
 
+Status parse_now(const GenerationParts& parts, Generation& g, size_t max_prompt_tokens) {
+  if (g.typed != nullptr) {
+    return parse_typed_request(*g.typed, parts.tokenizers, max_prompt_tokens, &g.parsed);
+  }
+  return parse_request(g.route, g.req.body(), parts.tokenizers, max_prompt_tokens, &g.parsed,
+                       g.req.body_room());
+}
+
 net::awaitable<Status> parse_body(const GenerationParts& parts, Generation& g,
                                   size_t max_prompt_tokens) {
-  const http::Request& req = g.req;
-  if (req.body().size() <= kInlineParseBytes) {
-    co_return parse_request(g.route, req.body(), parts.tokenizers, max_prompt_tokens, &g.parsed,
-                            req.body_room());
-  }
+  if (g.req.body().size() <= kInlineParseBytes) co_return parse_now(parts, g, max_prompt_tokens);
   // A large body is parsed on the parse thread, one at a time: the executors keep serving
   // (health checks among them) and only one large parse holds its memory at once.
   const auto on_parse_thread = [&]() -> net::awaitable<Status> {
-    co_return parse_request(g.route, req.body(), parts.tokenizers, max_prompt_tokens, &g.parsed,
-                            req.body_room());
+    co_return parse_now(parts, g, max_prompt_tokens);
   };
   auto parsing = net::co_spawn(parts.parse_context, on_parse_thread(), net::use_awaitable);
   co_return co_await std::move(parsing);

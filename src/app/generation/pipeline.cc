@@ -19,8 +19,9 @@ class ActiveGeneration {
 }  // namespace
 
 net::awaitable<void> GenerationPipeline::serve(ApiRoute route, const http::Request& req,
-                                               http::Responder& res) {
+                                               http::Responder& res, const TypedRequest* typed) {
   Generation g(route, req, res, parts_.clock.now());
+  g.typed = typed;
   g.request_id = request_id_of(req);
   // --decision-headers: the decision's text, on the answer and in the access log when asked.
   g.explain = wants_decision(parts_.decision_headers, req.header(kExplainRequestHeader));

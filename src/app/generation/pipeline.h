@@ -15,8 +15,10 @@ class GenerationPipeline {
   explicit GenerationPipeline(GenerationParts parts) : parts_(std::move(parts)) {}
 
   // Answers `req` on `res` (every way a request can end answers it, or knows the client left).
-  boost::asio::awaitable<void> serve(ApiRoute route, const http::Request& req,
-                                     http::Responder& res);
+  // With `typed`, the request is read from it and `req`'s body (then the engine's body, written
+  // from the same fields) is only forwarded. `typed` outlives the call.
+  boost::asio::awaitable<void> serve(ApiRoute route, const http::Request& req, http::Responder& res,
+                                     const TypedRequest* typed = nullptr);
 
  private:
   const GenerationParts parts_;

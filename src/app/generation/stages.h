@@ -9,7 +9,8 @@
 // or as a stream piece by piece).
 //
 //   admit.cc     draining, request loops, --max-concurrent-requests
-//   parse.cc     the body into a ParsedRequest (large bodies on the parse thread); the model known
+//   parse.cc     the body (or a typed request) into a ParsedRequest (large ones on the parse
+//                thread); the model known
 //   route.cc     the block chain, the routing request and the upstream request; each decision
 //   dispatch.cc  attempts on workers until one answers, retries with backoff
 //   attempt.cc   one worker: a connection, the request, a veto and the client watched
@@ -80,7 +81,10 @@ struct Generation {
   Generation& operator=(const Generation&) = delete;
 
   const ApiRoute route;
+  // The request: its fields (request id, routing key, credentials) and the body sent to the
+  // engine. A typed request (the gRPC API's) is read from `typed`, its body never parsed.
   const http::Request& req;
+  const TypedRequest* typed = nullptr;
   http::Responder& res;
   const MonoTime start;
   // The client's request id, or one made here: sent to the worker, returned on every answer.

@@ -34,6 +34,36 @@ namespace net = boost::asio;
 
 namespace {
 
+// A POST /workers body's "role" and "bootstrap_port". A disaggregated fleet (--pd-disaggregation)
+// takes prefill and decode workers only, any other fleet regular ones only: a worker of the other
+// kind would never be sent a request.
+Result<WorkerRoleSpec> role_of(simdjson::dom::element doc, bool pd) {
+  WorkerRoleSpec spec;
+  std::string_view name;
+  if (doc["role"].get_string().get(name) == simdjson::SUCCESS) {
+    const std::optional<workers::WorkerRole> role = workers::parse_worker_role(name);
+    if (!role) return absl::InvalidArgumentError("\"role\" is regular, prefill or decode");
+    spec.role = *role;
+  }
+  if (pd && spec.role == workers::WorkerRole::kRegular) {
+    return absl::InvalidArgumentError(
+        "this gateway runs prefill/decode disaggregation: give \"role\": \"prefill\" or "
+        "\"decode\"");
+  }
+  if (!pd && spec.role != workers::WorkerRole::kRegular) {
+    return absl::InvalidArgumentError(
+        "a prefill or decode worker needs a gateway started with --pd-disaggregation");
+  }
+  uint64_t port = 0;
+  if (doc["bootstrap_port"].get_uint64().get(port) == simdjson::SUCCESS) {
+    if (spec.role != workers::WorkerRole::kPrefill || port == 0 || port > 65535) {
+      return absl::InvalidArgumentError("\"bootstrap_port\" is a prefill worker's port (1-65535)");
+    }
+    spec.bootstrap_port = static_cast<uint16_t>(port);
+  }
+  return spec;
+}
+
 using Handler = std::function<http::Response(const http::Request&)>;
 
 http::Handler sync(Handler h) {
@@ -210,6 +240,8 @@ void GatewayImpl::add_admin_routes() {
           const auto load = wk->engine_load();
           w.begin_object().member("url", wk->url()).member("id", wk->id().value());
           w.member("routable", wk->routable());
+          w.member("role", workers::worker_role_name(info->role));
+          if (info->bootstrap_port != 0) w.member("bootstrap_port", info->bootstrap_port);
           // Its KV events apply on this node's lanes into its index shard (--numa).
           w.member("numa_node", wk->id().value() % numa_nodes());
           w.member("health", workers::health_name(wk->health().state()));
@@ -284,7 +316,9 @@ void GatewayImpl::add_admin_routes() {
                                                [](char ch) { return ch > 0x20 && ch < 0x7f; }))) {
             return http::Response::error(400, "\"api_key\" must be printable ASCII without spaces");
           }
-          const Status s = add_worker(url, std::move(eps), api_key);
+          const Result<WorkerRoleSpec> role = role_of(doc, config_.pd_disaggregation);
+          if (!role.ok()) return http::Response::error(400, message_of(role.status()));
+          const Status s = add_worker(url, std::move(eps), api_key, *role);
           if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))
             return http::Response::error(409, message_of(s), "conflict_error");
           if (absl::IsFailedPrecondition(s)) return http::Response::error(503, message_of(s));

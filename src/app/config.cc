@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -17,6 +18,26 @@
 
 namespace kvgate::app {
 namespace {}  // namespace
+
+GatewayConfig::PrefillWorker parse_prefill_worker(const std::vector<std::string>& spec) {
+  GatewayConfig::PrefillWorker out;
+  if (spec.empty() || spec.size() > 2) {
+    throw CLI::ValidationError("--prefill", "expected URL [BOOTSTRAP_PORT]");
+  }
+  auto url = workers::WorkerRegistry::normalize_url(spec[0]);
+  if (!url.ok()) throw CLI::ValidationError("--prefill", std::string(message_of(url.status())));
+  out.url = spec[0];
+  if (spec.size() == 2) {
+    unsigned port = 0;
+    const auto [end, ec] = std::from_chars(spec[1].data(), spec[1].data() + spec[1].size(), port);
+    if (ec != std::errc() || end != spec[1].data() + spec[1].size() || port == 0 || port > 65535) {
+      throw CLI::ValidationError("--prefill", "the bootstrap port '" + spec[1] + "' of " + spec[0] +
+                                                  " is not a port (1-65535)");
+    }
+    out.bootstrap_port = static_cast<uint16_t>(port);
+  }
+  return out;
+}
 
 ExplicitKvEndpoint parse_kv_endpoint(const std::string& spec) {
   const auto eq = spec.find('=');
@@ -205,10 +226,30 @@ Status check_routing_key_header(std::string_view name) {
 
 }  // namespace
 
+static Status check_pd(const GatewayConfig& c) {
+  if (!c.pd_disaggregation) {
+    if (!c.prefill_workers.empty() || !c.decode_workers.empty()) {
+      return absl::InvalidArgumentError(
+          "--prefill and --decode need --pd-disaggregation (prefill/decode disaggregation)");
+    }
+    return absl::OkStatus();
+  }
+  if (!c.worker_urls.empty()) {
+    return absl::InvalidArgumentError(
+        "--worker-urls with --pd-disaggregation: a disaggregated fleet's workers are given by "
+        "--prefill URL [BOOTSTRAP_PORT] and --decode URL");
+  }
+  for (const auto& url : c.decode_workers) {
+    if (auto a = workers::parse_worker_url(url); !a.ok()) return a.status();
+  }
+  return absl::OkStatus();
+}
+
 Status finish_config(GatewayConfig& c) {
   for (const auto& url : c.worker_urls) {
     if (auto a = workers::parse_worker_url(url); !a.ok()) return a.status();
   }
+  if (Status s = check_pd(c); !s.ok()) return s;
   if (c.cache_aware.balance_rel_threshold < 1.0) {
     return absl::InvalidArgumentError("--balance-rel-threshold must be >= 1");
   }

@@ -646,6 +646,51 @@ void add_worker_flags(CLI::App& app, GatewayConfig& c) {
       "Workers");
 }
 
+// A policy flag: its name parsed into `kind`.
+void add_policy_flag(CLI::App& app, const char* name, policy::PolicyKind& kind, const char* help,
+                     const char* group) {
+  app.add_option_function<std::string>(
+         name,
+         [&kind, name](const std::string& s) {
+           auto k = policy::parse_policy_kind(s);
+           if (!k.ok()) throw CLI::ValidationError(name, std::string(message_of(k.status())));
+           kind = *k;
+         },
+         help)
+      ->default_str(std::string(policy::policy_kind_name(kind)))
+      ->group(group);
+}
+
+// Prefill/decode disaggregation, with the SGLang model gateway's names for it.
+void add_pd_flags(CLI::App& app, GatewayConfig& c) {
+  constexpr const char* kGroup = "Prefill/decode disaggregation";
+  app.add_flag("--pd-disaggregation", c.pd_disaggregation,
+               "Prefill each generation on a prefill worker and decode it on a decode worker: "
+               "both get the request at once with bootstrap_host, bootstrap_port and a fresh "
+               "bootstrap_room (SGLang's protocol); the client gets the decode's answer")
+      ->group(kGroup);
+  app.add_option_function<std::vector<std::vector<std::string>>>(
+         "--prefill",
+         [&c](const std::vector<std::vector<std::string>>& specs) {
+           for (const auto& spec : specs) c.prefill_workers.push_back(parse_prefill_worker(spec));
+         },
+         "A prefill worker: URL [BOOTSTRAP_PORT] (the port its decode peers fetch KV from; "
+         "repeat the flag per worker)")
+      ->expected(1, 2)
+      ->allow_extra_args(false)
+      ->group(kGroup);
+  app.add_option("--decode", c.decode_workers, "A decode worker's URL (repeat per worker)")
+      ->group(kGroup);
+  add_policy_flag(app, "--prefill-policy", c.prefill_policy,
+                  "How the prefill worker is chosen (cache_aware: where the prompt's prefix is "
+                  "cached, from the prefill workers' KV events; or any --policy name)",
+                  kGroup);
+  add_policy_flag(app, "--decode-policy", c.decode_policy,
+                  "How the decode worker is chosen (power_of_two: the less loaded of two; or any "
+                  "--policy name)",
+                  kGroup);
+}
+
 void add_compatibility_flags(CLI::App& app, GatewayConfig& c) {
   // Launch lines written for the SGLang model gateway keep working: its names for kvgate's flags
   // are aliases above; these tune its approximate radix tree, which kvgate does not have.
@@ -680,6 +725,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   add_cache_aware_flags(app, c);
   add_logging_flags(app, c);
   add_fleet_flags(app, c);
+  add_pd_flags(app, c);
   add_state_sync_flags(app, c);
   add_kv_event_flags(app, c);
   add_upstream_flags(app, c);

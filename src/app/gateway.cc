@@ -220,10 +220,18 @@ Status GatewayImpl::init_routing() {
   GatewayConfig& c = config_;
   // Replicas share what the approximate mode predicts on workers without KV events.
   c.cache_aware.journal_predictions = !c.state_sync_url.empty();
-  auto pol =
-      policy::make_policy(c.policy, c.cache_aware, {.index = index_.get(), .clock = &clock_});
+  // A disaggregated fleet: the policy chooses prefill workers (where the prompt's cache matters),
+  // the decode policy decode workers.
+  auto pol = policy::make_policy(c.pd_disaggregation ? c.prefill_policy : c.policy, c.cache_aware,
+                                 {.index = index_.get(), .clock = &clock_});
   if (!pol.ok()) return pol.status();
   policy_ = std::move(*pol);
+  if (c.pd_disaggregation) {
+    auto decode = policy::make_policy(c.decode_policy, c.cache_aware,
+                                      {.index = index_.get(), .clock = &clock_});
+    if (!decode.ok()) return decode.status();
+    decode_policy_ = std::move(*decode);
+  }
   // One context for every https worker: loading the roots is the costly part of it.
   auto worker_tls = http::make_client_tls(c.worker_ca_path);
   if (!worker_tls.ok()) return worker_tls.status();
@@ -426,16 +434,7 @@ Status GatewayImpl::start() {
     control_->add_listener("gRPC", config_.grpc_host.empty() ? config_.host : config_.grpc_host,
                            grpc_front_->port());
   }
-  for (const auto& url : config_.worker_urls) {
-    const std::string normalized = workers::WorkerRegistry::normalize_url(url).value_or(url);
-    std::vector<workers::KvEndpoint> eps;
-    for (const auto& e : config_.kv_endpoints) {
-      if (e.worker_url == normalized) eps.push_back(e.endpoint);
-    }
-    if (Status s = add_worker(url, std::move(eps)); !s.ok()) {
-      log::get("gateway")->warn("worker {} not added: {}", workers::redact_url(url), message_of(s));
-    }
-  }
+  add_command_line_workers();
   // After the command line's workers, so the first push shares them.
   if (state_sync_) state_sync_->start();
   return absl::OkStatus();
@@ -448,6 +447,7 @@ void GatewayImpl::init_generation() {
                                                            .instance_id = instance_id_,
                                                            .workers = workers_,
                                                            .policy = *policy_,
+                                                           .decode_policy = decode_policy_.get(),
                                                            .upstream = *upstream_,
                                                            .routing = routing_,
                                                            .tokenizers = tokenizers_,
@@ -462,10 +462,28 @@ void GatewayImpl::init_generation() {
                                                            .active = active_generations_});
 }
 
+void GatewayImpl::add_command_line_workers() {
+  const auto add = [this](const std::string& url, const WorkerRoleSpec& role) {
+    const std::string normalized = workers::WorkerRegistry::normalize_url(url).value_or(url);
+    std::vector<workers::KvEndpoint> eps;
+    for (const auto& e : config_.kv_endpoints) {
+      if (e.worker_url == normalized) eps.push_back(e.endpoint);
+    }
+    if (Status s = add_worker(url, std::move(eps), {}, role); !s.ok()) {
+      log::get("gateway")->warn("worker {} not added: {}", workers::redact_url(url), message_of(s));
+    }
+  };
+  for (const auto& url : config_.worker_urls) add(url, {});
+  for (const auto& p : config_.prefill_workers) {
+    add(p.url, {.role = workers::WorkerRole::kPrefill, .bootstrap_port = p.bootstrap_port});
+  }
+  for (const auto& url : config_.decode_workers) add(url, {.role = workers::WorkerRole::kDecode});
+}
+
 Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
-                               std::string_view api_key) {
+                               std::string_view api_key, const WorkerRoleSpec& role) {
   std::vector<workers::KvEndpoint> shared = kv_endpoints;
-  const Status s = control_->add(url, std::move(kv_endpoints), api_key);
+  const Status s = control_->add(url, std::move(kv_endpoints), api_key, role);
   if (s.ok() && fleet_sync_) {
     fleet_sync_->added(url, shared);
     state_sync_->sync_soon();

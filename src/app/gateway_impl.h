@@ -59,7 +59,7 @@ class GatewayImpl {
   // library): registered or unregistered, and, with state sync, shared with the peer replicas.
   // `api_key`: the worker's own credential (WorkerControl::add), kept on this replica only.
   Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
-                    std::string_view api_key = {});
+                    std::string_view api_key = {}, const WorkerRoleSpec& role = {});
   bool remove_worker(std::string_view url);
   std::string metrics_text();
 
@@ -77,6 +77,8 @@ class GatewayImpl {
   void init_metrics_server();
   // The generation pipeline, built by init() from the parts it reads.
   void init_generation();
+  // --worker-urls, --prefill and --decode, each added with its role.
+  void add_command_line_workers();
   // observe_routes.cc: GET /debug/route, GET /dashboard and its JSON, and the pulse they read
   // (sampled once a second on the parse thread, off the executors).
   void add_observe_routes();
@@ -133,7 +135,8 @@ class GatewayImpl {
   std::unique_ptr<relay::RelayFollower> follower_;      // --kv-events-relay (then no ingest_)
   std::unique_ptr<RelayFollowMetrics> follow_metrics_;  // with follower_
   workers::WorkerRegistry workers_;
-  std::unique_ptr<policy::Policy> policy_;
+  std::unique_ptr<policy::Policy> policy_;         // with --pd-disaggregation, the prefill side's
+  std::unique_ptr<policy::Policy> decode_policy_;  // --pd-disaggregation only
   std::unique_ptr<UpstreamPool> upstream_;
   std::unique_ptr<WorkerControl> control_;
   std::unique_ptr<FleetSync> fleet_sync_;           // --state-sync

@@ -168,6 +168,16 @@ void GatewayMetrics::add_upstream_series(metrics::Registry& reg) {
            "Requests taken off a worker the liveness tracker vetoed before anything reached their "
            "client, and sent to another worker at once.")
            .Add({});
+  pd_pairs_ = &metrics::counter_family(
+                   reg, "kvgate_pd_pairs_total",
+                   "Requests sent to a prefill and a decode worker at once (--pd-disaggregation).")
+                   .Add({});
+  pd_prefill_failures_ =
+      &metrics::counter_family(
+           reg, "kvgate_pd_prefill_failures_total",
+           "Prefill answers that failed (--pd-disaggregation): the decode was cut and the pair "
+           "retried, or, when the client already had the decode's answer, only counted.")
+           .Add({});
   upstream_ = labelled_counters<4>(
       reg, "kvgate_upstream_connections_total",
       "Upstream connections by event: connect (opened), reuse (taken from the pool), expired "
@@ -235,6 +245,9 @@ void GatewayMetrics::add_index_series(metrics::Registry& reg) {
 }
 
 void GatewayMetrics::add_worker_families(metrics::Registry& reg) {
+  worker_role_ = &metrics::gauge_family(
+      reg, "kvgate_worker_role",
+      "1 per worker, its role in the label: regular, prefill or decode (join on worker).");
   worker_in_flight_ =
       &metrics::gauge_family(reg, "kvgate_worker_in_flight", "Requests in flight per worker.");
   worker_peer_in_flight_ = &metrics::gauge_family(
@@ -301,12 +314,14 @@ void GatewayMetrics::publish() {
   for (ShardedHistogramPtr* h : {&decision_seconds_, &ttft_, &lookup_seconds_}) (*h)->publish();
 }
 
-void GatewayMetrics::add_worker(const std::string& url) {
+void GatewayMetrics::add_worker(const std::string& url, std::string_view role) {
   MutexLock lock(&mu_);
   auto& s = workers_[url];
   if (!s) {
     s = std::make_unique<WorkerSeries>();
     const metrics::Labels l{{"worker", url}};
+    s->role = &worker_role_->Add({{"worker", url}, {"role", std::string(role)}});
+    s->role->Set(1);
     s->in_flight = &worker_in_flight_->Add(l);
     s->peer_in_flight = &worker_peer_in_flight_->Add(l);
     s->healthy = &worker_healthy_->Add(l);
@@ -327,6 +342,7 @@ void GatewayMetrics::remove_worker(const std::string& url) {
   auto it = workers_.find(url);
   if (it == workers_.end()) return;
   WorkerSeries& s = *it->second;
+  worker_role_->Remove(s.role);
   worker_in_flight_->Remove(s.in_flight);
   worker_peer_in_flight_->Remove(s.peer_in_flight);
   worker_healthy_->Remove(s.healthy);

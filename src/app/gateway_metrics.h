@@ -57,6 +57,7 @@ enum class ErrorReason : uint8_t {
 const char* error_reason_name(ErrorReason r);
 
 struct WorkerSeries {
+  metrics::Gauge* role = nullptr;  // kvgate_worker_role{worker, role} 1
   metrics::Gauge* in_flight = nullptr;
   metrics::Gauge* peer_in_flight = nullptr;
   metrics::Gauge* healthy = nullptr;
@@ -98,6 +99,10 @@ class GatewayMetrics {
   void retry() { retries_->Increment(); }
   void stale_connection_retry() { stale_retries_->Increment(); }
   void vetoed_attempt() { vetoed_attempts_->Increment(); }
+  // Prefill/decode disaggregation: a prefill and decode pair sent a request; a prefill that
+  // failed (its decode cut, or, once the client had its answer, only counted).
+  void pd_pair() { pd_pairs_->Increment(); }
+  void pd_prefill_failed() { pd_prefill_failures_->Increment(); }
   // A worker's liveness changed (control path).
   void liveness_transition(const workers::LivenessTransition& t);
   // At scrape time, first: brings the request path's series up to date.
@@ -110,7 +115,8 @@ class GatewayMetrics {
   // From AnswerMemory's totals (kvgate_tokenizer_answers_total, ..._answer_seconds_total).
   void sync_answers(const AnswerMemoryStats& s);
 
-  void add_worker(const std::string& url);
+  // `role`: the worker's in a prefill/decode fleet ("regular" otherwise).
+  void add_worker(const std::string& url, std::string_view role = "regular");
   void remove_worker(const std::string& url);
   // At scrape time: copies a worker's live state and totals into its series.
   void sync_worker(const workers::Worker& w);
@@ -149,6 +155,8 @@ class GatewayMetrics {
   metrics::Counter* retries_ = nullptr;
   metrics::Counter* stale_retries_ = nullptr;
   metrics::Counter* vetoed_attempts_ = nullptr;
+  metrics::Counter* pd_pairs_ = nullptr;
+  metrics::Counter* pd_prefill_failures_ = nullptr;
   std::array<metrics::Counter*, 4> upstream_{};  // connect, reuse, expired, closed_by_peer
   ShardedCounterPtr lookups_;
   ShardedHistogramPtr lookup_seconds_;
@@ -156,6 +164,7 @@ class GatewayMetrics {
   metrics::Gauge* index_blocks_ = nullptr;
   metrics::Gauge* index_memberships_ = nullptr;
   metrics::Gauge* index_bytes_ = nullptr;
+  metrics::Family<metrics::Gauge>* worker_role_;
   metrics::Family<metrics::Gauge>* worker_in_flight_;
   metrics::Family<metrics::Gauge>* worker_peer_in_flight_;
   metrics::Family<metrics::Gauge>* worker_healthy_;

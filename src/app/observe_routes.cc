@@ -156,6 +156,7 @@ std::string GatewayImpl::dashboard_state() {
     const auto info = wk->info();
     const auto load = wk->engine_load();
     w.begin_object().member("url", wk->url()).member("routable", wk->routable());
+    w.member("role", workers::worker_role_name(info->role));
     w.member("health", workers::health_name(wk->health().state()));
     w.member("liveness", workers::liveness_name(wk->liveness().state()));
     w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));

@@ -40,6 +40,12 @@
 
 namespace kvgate::app {
 
+// A worker's role in a prefill/decode disaggregated fleet, as the operator gives it.
+struct WorkerRoleSpec {
+  workers::WorkerRole role = workers::WorkerRole::kRegular;
+  uint16_t bootstrap_port = 0;  // a prefill worker's (SGLang), 0: none
+};
+
 struct WorkerControlDeps {
   const GatewayConfig* config = nullptr;
   workers::WorkerRegistry* registry = nullptr;
@@ -74,8 +80,9 @@ class WorkerControl {
   // (InvalidArgument), one that reaches an engine already registered under another name
   // (AlreadyExists), one past --max-workers (ResourceExhausted). Resolves the URL's host name
   // (blocking, once).
+  // `role`: its role in a prefill/decode fleet (regular: none), and a prefill's bootstrap port.
   Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {},
-             std::string_view api_key = {});
+             std::string_view api_key = {}, const WorkerRoleSpec& role = {});
   // False if the worker was not registered.
   bool remove(std::string_view url);
   // Probes the worker's health at its loop's next tick instead of at its interval (a peer

@@ -53,9 +53,11 @@ template <bool kWithCost>
 template <bool kWithCost>
 [[gnu::always_inline]] inline size_t add_worker(size_t i, const RouteRequest& req,
                                                 const workers::FleetSnapshot& fleet,
-                                                const std::vector<uint64_t>* servers, bool vetoed,
+                                                const std::vector<uint64_t>* servers,
+                                                const std::vector<uint64_t>* of_role, bool vetoed,
                                                 const CostRules* cost, Candidate* out, size_t k) {
   if (servers != nullptr && !workers::FleetSnapshot::serves(*servers, i)) return k;
+  if (of_role != nullptr && !workers::FleetSnapshot::serves(*of_role, i)) return k;
   const workers::Worker& w = *fleet.workers[i];
   if (w.vetoed() != vetoed || !w.routable()) return k;
   if (!req.exclude.empty() &&
@@ -97,9 +99,10 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
   if (out.size() < most) out.resize(most);
   size_t k = 0;
   const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
+  const std::vector<uint64_t>* of_role = fleet.of_role(req.role);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchAhead < n) prefetch_worker(fleet.workers[i + kPrefetchAhead].get());
-    k = add_worker<kWithCost>(i, req, fleet, servers, vetoed, cost, out.data(), k);
+    k = add_worker<kWithCost>(i, req, fleet, servers, of_role, vetoed, cost, out.data(), k);
   }
   scratch.candidates = std::span(out.data(), k);
   return k;
@@ -124,10 +127,11 @@ size_t collect_candidates_of(std::span<const uint64_t> worker_bits, const RouteR
   const size_t most = req.dp_aware ? fleet.max_candidates : fleet.workers.size();
   if (out.size() < k + most) out.resize(k + most);
   const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
+  const std::vector<uint64_t>* of_role = fleet.of_role(req.role);
   for (size_t word = 0; word < worker_bits.size(); ++word) {
     for (uint64_t bits = worker_bits[word]; bits != 0; bits &= bits - 1) {
       const size_t i = word * 64 + static_cast<size_t>(__builtin_ctzll(bits));
-      k = add_worker<true>(i, req, fleet, servers, /*vetoed=*/false, &cost, out.data(), k);
+      k = add_worker<true>(i, req, fleet, servers, of_role, /*vetoed=*/false, &cost, out.data(), k);
     }
   }
   return k;

@@ -28,9 +28,11 @@ Explanation explain(const RouteRequest& req, const Decision& d, const workers::F
   e.candidates = all.size();
 
   const std::vector<uint64_t>* servers = fleet.servers_of(req.model);
+  const std::vector<uint64_t>* of_role = fleet.of_role(req.role);
   for (size_t i = 0; i < fleet.workers.size(); ++i) {
     if (candidate[i]) continue;
     if (servers != nullptr && !workers::FleetSnapshot::serves(*servers, i)) continue;
+    if (of_role != nullptr && !workers::FleetSnapshot::serves(*of_role, i)) continue;
     const workers::Worker& w = *fleet.workers[i];
     if (std::find(req.exclude.begin(), req.exclude.end(), w.id()) != req.exclude.end()) {
       ++e.excluded;

@@ -213,8 +213,11 @@ void WorkerRegistry::publish_locked() {
   snap->servers_of_any_model.assign(words, 0);
   snap->servers_of_model.assign(snap->models.size(), std::vector<uint64_t>(words, 0));
   snap->routes.resize(workers_.size());
+  for (auto& bits : snap->workers_of_role) bits.assign(words, 0);
   for (size_t i = 0; i < workers_.size(); ++i) {
     const WorkerInfo& info = *snap->infos[i];
+    snap->workers_of_role[static_cast<size_t>(info.role)][i >> 6] |= uint64_t{1} << (i & 63);
+    snap->has_roles |= info.role != WorkerRole::kRegular;
     snap->max_candidates += std::max<uint32_t>(info.dp_size, 1);
     if (info.holders.empty()) ++snap->workers_without_events;
     snap->routes[i] = {.dp_size = info.dp_size,

@@ -7,6 +7,25 @@
 
 namespace kvgate::workers {
 
+const char* worker_role_name(WorkerRole r) {
+  switch (r) {
+    case WorkerRole::kRegular:
+      return "regular";
+    case WorkerRole::kPrefill:
+      return "prefill";
+    case WorkerRole::kDecode:
+      return "decode";
+  }
+  return "regular";
+}
+
+std::optional<WorkerRole> parse_worker_role(std::string_view s) {
+  for (const WorkerRole r : {WorkerRole::kRegular, WorkerRole::kPrefill, WorkerRole::kDecode}) {
+    if (s == worker_role_name(r)) return r;
+  }
+  return std::nullopt;
+}
+
 Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock,
                std::string authorization)
     : health_(options.health, &line_.health_state),

@@ -168,6 +168,48 @@ TEST(Config, TlsFilesMustExistAndComeInPairs) {
   }
 }
 
+// The SGLang model gateway's static prefill/decode line, as its users have it in their scripts.
+TEST(Config, TheSglangPdLaunchLineParses) {
+  const GatewayConfig c =
+      parse({"--pd-disaggregation", "--prefill", "http://prefill-0:8000", "9001", "--prefill",
+             "http://prefill-1:8000", "9002", "--prefill", "http://prefill-2:8000", "--decode",
+             "http://decode-0:8000", "--decode", "http://decode-1:8000", "--prefill-policy",
+             "cache_aware", "--decode-policy", "power_of_two"});
+  EXPECT_TRUE(c.pd_disaggregation);
+  ASSERT_EQ(c.prefill_workers.size(), 3u);
+  EXPECT_EQ(c.prefill_workers[0].url, "http://prefill-0:8000");
+  EXPECT_EQ(c.prefill_workers[0].bootstrap_port, 9001);
+  EXPECT_EQ(c.prefill_workers[1].bootstrap_port, 9002);
+  EXPECT_EQ(c.prefill_workers[2].bootstrap_port, 0) << "no port given";
+  EXPECT_EQ(c.decode_workers,
+            (std::vector<std::string>{"http://decode-0:8000", "http://decode-1:8000"}));
+  EXPECT_EQ(c.prefill_policy, policy::PolicyKind::kCacheAware);
+  EXPECT_EQ(c.decode_policy, policy::PolicyKind::kPowerOfTwo);
+}
+
+TEST(Config, PrefillAndDecodeFlagsSayWhatIsWrong) {
+  const auto refused = [](std::vector<std::string> args) -> std::string {
+    GatewayConfig c;
+    CLI::App app;
+    add_flags(app, c);
+    std::vector<const char*> argv = {"kvgate"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    try {
+      app.parse(static_cast<int>(argv.size()), argv.data());
+    } catch (const CLI::ParseError& e) {
+      return e.what();
+    }
+    const Status s = finish_config(c);
+    return s.ok() ? "" : std::string(s.message());
+  };
+  EXPECT_NE(refused({"--prefill", "http://p:8000"}).find("--pd-disaggregation"), std::string::npos);
+  EXPECT_NE(refused({"--pd-disaggregation", "--prefill", "http://p:8000", "http"}).find("port"),
+            std::string::npos);
+  EXPECT_NE(refused({"--pd-disaggregation", "--worker-urls", "http://w:8000"}).find("--prefill"),
+            std::string::npos);
+  EXPECT_NE(refused({"--pd-disaggregation", "--decode-policy", "fastest"}), "");
+}
+
 TEST(Config, TheRoutingKeyHeaderIsAHeaderNameThatVariesByCaller) {
   EXPECT_EQ(parse({"--routing-key-header", "x-session-id"}).routing_key_header, "x-session-id");
   EXPECT_EQ(parse({"--routing-key-header", "Authorization"}).routing_key_header, "Authorization");

@@ -1,12 +1,13 @@
 // An engine stand-in that keeps every request it receives (method, target, fields, body), for
 // tests that check what the gateway sends a worker: credentials, forwarded fields, bodies. It
 // answers like a small OpenAI server: GET /health 200, GET /v1/models one model, any POST a
-// one-token completion (an SSE stream of one event and [DONE] when the body asks for a stream);
-// any other GET 404.
+// one-token completion (an SSE stream of one event and [DONE] when the body asks for a stream),
+// or the error set_generation_status() asks for; any other GET 404.
 //
 // Threading: its server runs on its own pool; requests() may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +55,8 @@ class RecordingWorker {
   }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
+  // Generations are answered with this status (an OpenAI error document unless 200).
+  void set_generation_status(unsigned status) { generation_status_ = status; }
   uint16_t port() const { return server_->port(); }
   std::vector<Received> requests() const {
     std::lock_guard<std::mutex> l(mu_);
@@ -81,6 +84,10 @@ class RecordingWorker {
       (void)co_await res.send(std::move(out));
       co_return;
     }
+    if (const unsigned status = generation_status_.load(); status != 200) {
+      (void)co_await res.send(http::Response::error(status, "the worker failed"));
+      co_return;
+    }
     const std::string choice =
         R"({"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x",)"
         R"("finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,)"
@@ -96,6 +103,7 @@ class RecordingWorker {
   }
 
   const std::string model_;
+  std::atomic<unsigned> generation_status_{200};
   http::IoPool pool_{1};
   std::unique_ptr<http::Server> server_;
   mutable std::mutex mu_;

@@ -153,6 +153,19 @@ struct GatewayConfig {
   std::vector<ExplicitKvEndpoint> kv_endpoints;
   size_t max_workers = 1024;  // POST /workers beyond this is refused
 
+  // Prefill/decode disaggregation (--pd-disaggregation): every generation is prefilled on a
+  // prefill worker and decoded on a decode worker, SGLang's way: the request goes to both at once
+  // with a bootstrap room that joins them (the decode fetches the room's KV from the prefill).
+  struct PrefillWorker {
+    std::string url;
+    uint16_t bootstrap_port = 0;  // 0: none given
+  };
+  bool pd_disaggregation = false;
+  std::vector<PrefillWorker> prefill_workers;
+  std::vector<std::string> decode_workers;
+  policy::PolicyKind prefill_policy = policy::PolicyKind::kCacheAware;
+  policy::PolicyKind decode_policy = policy::PolicyKind::kPowerOfTwo;
+
   // Routing
   policy::PolicyKind policy = policy::PolicyKind::kCacheAware;
   policy::CacheAwareConfig cache_aware;
@@ -232,5 +245,8 @@ struct GatewayConfig {
 void add_flags(CLI::App& app, GatewayConfig& config);
 // Checks cross-flag rules and parses what CLI11 stores as text. Call after app.parse().
 Status finish_config(GatewayConfig& config);
+
+// A --prefill value: URL [BOOTSTRAP_PORT]. Throws CLI::ValidationError naming the flag.
+GatewayConfig::PrefillWorker parse_prefill_worker(const std::vector<std::string>& spec);
 
 }  // namespace kvgate::app

@@ -31,6 +31,9 @@ struct RouteRequest {
   uint32_t block_size = 0;       // tokens per block of `chain` (0 when the chain is empty)
   std::string_view routing_key;  // consistent_hashing; empty when the request has none
   std::string_view model;        // empty: any worker
+  // Only workers of this role (a prefill/decode fleet asks for each side in turn; a regular
+  // request never lands on a prefill or decode worker).
+  workers::WorkerRole role = workers::WorkerRole::kRegular;
   // Workers this request already failed on: retries go elsewhere.
   std::span<const WorkerId> exclude;
   // Route to a data-parallel rank, not only a worker: a worker with several ranks (one KV cache

@@ -11,6 +11,7 @@
 // Threading: every method is safe from any thread.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -63,6 +64,16 @@ struct FleetSnapshot {
   // reported no models serves any); and the workers that reported none.
   std::vector<std::vector<uint64_t>> servers_of_model;
   std::vector<uint64_t> servers_of_any_model;
+  // Per role, its workers as a bitset over `workers`; has_roles: some worker is not regular.
+  std::array<std::vector<uint64_t>, kWorkerRoleCount> workers_of_role;
+  bool has_roles = false;
+
+  // The workers of `role`, a bitset over `workers`; null: every worker (no worker has a role
+  // other than regular, and regular is asked).
+  const std::vector<uint64_t>* of_role(WorkerRole role) const {
+    if (!has_roles && role == WorkerRole::kRegular) return nullptr;
+    return &workers_of_role[static_cast<size_t>(role)];
+  }
 
   // The workers that may serve `model`, a bitset over `workers`; null: any worker (no model).
   const std::vector<uint64_t>* servers_of(std::string_view model) const;

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvgate/core/clock.h"
@@ -43,6 +44,14 @@ struct KvEndpoint {
 // last slot's figures).
 inline constexpr uint32_t kMaxDpRanks = 64;
 
+// What a worker does in a prefill/decode disaggregated fleet: everything (regular), a prompt's
+// prefill only (its KV cache then goes to a decode worker), or the decode only.
+enum class WorkerRole : uint8_t { kRegular, kPrefill, kDecode };
+inline constexpr size_t kWorkerRoleCount = 3;
+const char* worker_role_name(WorkerRole r);
+// "regular", "prefill" or "decode"; nullopt for anything else.
+std::optional<WorkerRole> parse_worker_role(std::string_view s);
+
 struct WorkerInfo {
   std::vector<std::string> models;         // from the worker's /v1/models
   std::vector<std::string> lora_adapters;  // those of the models that are LoRA adapters
@@ -54,6 +63,10 @@ struct WorkerInfo {
   uint64_t kv_blocks = 0;                  // its KV pool per rank, in blocks (0: not said)
   uint32_t max_model_len = 0;              // longest context of its models (0: not reported)
   bool discovered = false;                 // /server_info and /v1/models answered at least once
+  WorkerRole role = WorkerRole::kRegular;
+  // A prefill worker's bootstrap port (SGLang): where decode workers fetch the KV of a request's
+  // room (0: none given; the gateway then names none).
+  uint16_t bootstrap_port = 0;
 };
 
 struct WorkerOptions {

@@ -50,8 +50,8 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
   g.upstream.headers[1].second = rank ? std::to_string(*rank) : std::string();
   const uint64_t tokens = g.parsed.tokens.size();
   const uint64_t predicted = predicted_cached_tokens(d.matched_blocks, tokens, g.block_size);
-  Dispatch dispatch(worker, parts.policy, g.route_request, g.parsed.stream, rank,
-                    tokens - predicted);
+  policy::Policy& policy = parts.decode_policy != nullptr ? *parts.decode_policy : parts.policy;
+  Dispatch dispatch(worker, policy, g.route_request, g.parsed.stream, rank, tokens - predicted);
   const net::any_io_executor executor = co_await net::this_coro::executor;
   VetoWatch veto(worker, executor);
   // A breaker's trial goes out on a fresh connection: a pooled one the worker closed while idle
@@ -60,6 +60,7 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
                                     ? UpstreamPool::Source::kPooled
                                     : UpstreamPool::Source::kFresh;
   for (;;) {
+    g.live_upstream = nullptr;  // (a stale connection's, dropped at the end of its pass)
     auto lease = co_await parts.upstream.acquire(worker, source);
     if (veto.fired()) {
       vetoed(parts, dispatch, veto, worker, a);
@@ -74,6 +75,7 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
     }
     http::Connection& conn = *lease->conn;
     veto.watch(&conn);
+    g.live_upstream = &conn;
     // A client that goes away while the worker works closes the upstream connection, so the
     // engine aborts the request instead of computing an answer nobody reads (a released
     // connection is no longer the lease's and is left alone).
@@ -116,6 +118,7 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
     co_await relay(parts, g, leg, *head);
     break;
   }
+  g.live_upstream = nullptr;
   co_return a;
 }
 

@@ -61,6 +61,52 @@ net::awaitable<void> back_off(const GatewayConfig& config, uint32_t attempt) {
   co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
 }
 
+// Where the next attempt goes: a worker, or in a disaggregated fleet (parts.decode_policy) a
+// prefill worker and a decode worker. `none`: the decision that found no worker (no_worker_answer).
+struct Choice {
+  policy::Decision d;  // the worker's (the decode's in a pair)
+  std::shared_ptr<workers::Worker> worker;
+  policy::Decision prefill_d;
+  std::shared_ptr<workers::Worker> prefill;  // null: not a pair
+  std::optional<policy::Decision> none;
+  // The decision the cache decided: the prefill's in a pair (its prompt is computed there).
+  const policy::Decision& cache_decision() const { return prefill ? prefill_d : d; }
+};
+
+Choice choose(const GenerationParts& parts, Generation& g) {
+  Choice c;
+  if (parts.decode_policy != nullptr) {
+    // The prefill side first: the access log keeps its decision.
+    c.prefill_d = decide(parts, g, parts.policy, workers::WorkerRole::kPrefill);
+    if (c.prefill_d.worker < 0) {
+      c.none = c.prefill_d;
+      return c;
+    }
+    c.prefill = g.fleet->workers[c.prefill_d.worker];
+    c.d = decide(parts, g, *parts.decode_policy, workers::WorkerRole::kDecode, /*record=*/false);
+  } else {
+    c.d = decide(parts, g);
+  }
+  if (c.d.worker < 0) {
+    c.none = c.d;
+    return c;
+  }
+  c.worker = g.fleet->workers[c.d.worker];
+  return c;
+}
+
+// Takes each chosen worker's breaker trial (a closed breaker always gives one); false, with the
+// worker whose trial was taken counted as tried, when one is not to be had.
+bool take_trials(Generation& g, const Choice& c) {
+  for (const auto* w : {&c.prefill, &c.worker}) {
+    if (*w && !(*w)->breaker().try_begin_trial()) {
+      g.tried.push_back((*w)->id());  // its breaker's one trial is taken: choose again
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 net::awaitable<void> dispatch(const GenerationParts& parts, Generation& g) {
@@ -70,24 +116,28 @@ net::awaitable<void> dispatch(const GenerationParts& parts, Generation& g) {
       co_await reply(g, std::move(err));
       co_return;
     }
-    const policy::Decision d = decide(parts, g);
-    if (d.worker < 0) {
-      http::Response answer = no_worker_answer(parts, g, d);
+    const Choice c = choose(parts, g);
+    if (c.none) {
+      http::Response answer = no_worker_answer(parts, g, *c.none);
       co_await reply(g, std::move(answer));
       co_return;
     }
     if (!g.prompt_counted) {  // once per request, whatever its retries
       g.prompt_counted = true;
-      parts.metrics.prompt_routed(
-          g.parsed.tokens.size(),
-          predicted_cached_tokens(d.matched_blocks, g.parsed.tokens.size(), g.block_size));
+      parts.metrics.prompt_routed(g.parsed.tokens.size(),
+                                  predicted_cached_tokens(c.cache_decision().matched_blocks,
+                                                          g.parsed.tokens.size(), g.block_size));
     }
-    const std::shared_ptr<workers::Worker> worker = g.fleet->workers[d.worker];
-    if (!worker->breaker().try_begin_trial()) {
-      g.tried.push_back(worker->id());  // its breaker's one trial is taken: choose again
-      continue;
+    if (!take_trials(g, c)) continue;
+    bool prefill_failed = false;
+    Attempt a;
+    if (c.prefill) {
+      a = co_await pd_attempt(parts, g, c.prefill, c.prefill_d, *c.worker, c.d, &prefill_failed);
+    } else {
+      a = co_await attempt(parts, g, *c.worker, c.d);
     }
-    const Attempt a = co_await attempt(parts, g, *worker, d);
+    // A failed pair is the prefill's doing when the prefill failed (it cut the decode).
+    workers::Worker* const worker = prefill_failed ? c.prefill.get() : c.worker.get();
     if (a.done) co_return;
     if (a.vetoed && parts.shutting_down.load(std::memory_order_relaxed)) {
       http::Response err = error_answer(parts, ErrorReason::kDraining, 503, kShutdownMessage);

@@ -38,13 +38,16 @@ void prepare_route(const GenerationParts& parts, Generation& g) {
                       parts.tokenizers.for_model(g.parsed.model).has_chat_template();
 }
 
-policy::Decision decide(const GenerationParts& parts, Generation& g) {
+policy::Decision decide(const GenerationParts& parts, Generation& g, policy::Policy& policy,
+                        workers::WorkerRole role, bool record) {
   g.fleet = parts.workers.snapshot();
   g.route_request.exclude = g.tried;
+  g.route_request.role = role;
   const MonoTime started = parts.clock.now();
-  const policy::Decision d = parts.policy.select(g.route_request, *g.fleet, tl_scratch);
+  const policy::Decision d = policy.select(g.route_request, *g.fleet, tl_scratch);
   const double seconds = to_seconds(parts.clock.now() - started);
   parts.metrics.decision(d.branch, seconds);
+  if (!record) return d;
   AccessRecord& rec = g.record;
   rec.routed = true;
   rec.decision_us = seconds * 1e6;
@@ -54,7 +57,7 @@ policy::Decision decide(const GenerationParts& parts, Generation& g) {
   // Why it went there, only when asked, and told before anything suspends: the explanation reads
   // this thread's scratch, which the next decision on this thread overwrites.
   if (g.explain) {
-    g.decision = decision_text(parts.policy.name(),
+    g.decision = decision_text(policy.name(),
                                policy::explain(g.route_request, d, *g.fleet, tl_scratch,
                                                parts.routing.cost_model(), kHeaderTop),
                                *g.fleet);

@@ -14,6 +14,7 @@
 //   route.cc     the block chain, the routing request and the upstream request; each decision
 //   dispatch.cc  attempts on workers until one answers, retries with backoff
 //   attempt.cc   one worker: a connection, the request, a veto and the client watched
+//   pd.cc        a prefill/decode pair: the decode's attempt beside the prefill's exchange
 //   relay.cc     an attempt's answer to the client: whole, or streamed within its bounds
 //   account.cc   answers sent with the request's id and decision; metrics and the access log
 //
@@ -56,7 +57,9 @@ struct GenerationParts {
   std::string_view instance_id;  // this process, in the hop header of forwarded requests
   // The fleet, the router and the upstreams.
   workers::WorkerRegistry& workers;
-  policy::Policy& policy;
+  policy::Policy& policy;  // with --pd-disaggregation, the prefill side's
+  // --pd-disaggregation: the decode side's policy (null: the fleet is not disaggregated).
+  policy::Policy* decode_policy = nullptr;
   UpstreamPool& upstream;
   const RoutingInput& routing;
   const PromptTokenizers& tokenizers;
@@ -108,6 +111,9 @@ struct Generation {
   bool prompt_counted = false;
   // dispatch
   std::vector<WorkerId> tried;
+  // The connection the running attempt holds (null between attempts): a prefill that fails cuts
+  // its decode's exchange through it (pd.cc).
+  http::Connection* live_upstream = nullptr;
   std::optional<http::Response> last_answer;  // a retryable error answer, if retries run out
   Status last_failure;
 };
@@ -119,14 +125,27 @@ boost::asio::awaitable<bool> admit(const GenerationParts& parts, Generation& g,
 boost::asio::awaitable<bool> parse(const GenerationParts& parts, Generation& g);
 // route.cc: the chain, the routing request and the upstream request of a parsed request.
 void prepare_route(const GenerationParts& parts, Generation& g);
-// route.cc: the next decision (tried workers excluded), counted and, when asked, told.
-policy::Decision decide(const GenerationParts& parts, Generation& g);
+// route.cc: the next decision among the workers of `role` by `policy` (tried workers excluded),
+// counted and, when asked, told; `record`: the access log keeps this decision's figures.
+policy::Decision decide(const GenerationParts& parts, Generation& g, policy::Policy& policy,
+                        workers::WorkerRole role, bool record = true);
+inline policy::Decision decide(const GenerationParts& parts, Generation& g) {
+  return decide(parts, g, parts.policy, workers::WorkerRole::kRegular);
+}
 // dispatch.cc: attempts on the workers the policy picks, until one answers or none is left.
 boost::asio::awaitable<void> dispatch(const GenerationParts& parts, Generation& g);
 
 // attempt.cc: one attempt on `worker` (the policy's decision `d`), its answer relayed.
 boost::asio::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
                                         workers::Worker& worker, const policy::Decision& d);
+
+// pd.cc: one attempt of a prefill/decode pair (SGLang's protocol): the decode's answer relayed,
+// the prefill's checked; `prefill_failed` says whose failure a failed attempt was.
+boost::asio::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
+                                           std::shared_ptr<workers::Worker> prefill,
+                                           const policy::Decision& prefill_decision,
+                                           workers::Worker& decode, const policy::Decision& d,
+                                           bool* prefill_failed);
 
 // account.cc: `r` to the client, with the request's id (and decision when told).
 boost::asio::awaitable<void> reply(Generation& g, http::Response r);

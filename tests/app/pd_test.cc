@@ -1,0 +1,156 @@
+// Prefill/decode disaggregation, SGLang's protocol, seen from the workers: each generation goes
+// to one prefill and one decode worker at once, both bodies naming the prefill's bootstrap host
+// and port and the same fresh room; the client gets the decode's answer; a prefill that fails
+// cuts its decode and the client gets one clean error. Roles come from the command line or POST
+// /workers and show in /workers and /metrics.
+#include "app/gateway_fixture.h"
+#include "support/faulty_worker.h"
+#include "support/recording_worker.h"
+#include "support/sanitizer.h"
+
+namespace kvgate::app {
+namespace {
+
+using testing::FaultyWorker;
+using testing::RecordingWorker;
+constexpr uint16_t kBootstrapPort = 9001;
+
+// The generations a worker received, as parsed bodies' bootstrap fields.
+struct Bootstrap {
+  std::string host;
+  uint64_t port = 0;
+  uint64_t room = 0;
+};
+std::vector<Bootstrap> bootstraps(const RecordingWorker& w) {
+  std::vector<Bootstrap> out;
+  for (const auto& r : w.requests()) {
+    if (r.method != http::Verb::post) continue;
+    simdjson::dom::parser p;
+    simdjson::dom::element doc;
+    Bootstrap b;
+    std::string_view host;
+    EXPECT_EQ(p.parse(r.body).get(doc), simdjson::SUCCESS) << r.body;
+    EXPECT_EQ(doc["bootstrap_host"].get_string().get(host), simdjson::SUCCESS) << r.body;
+    EXPECT_EQ(doc["bootstrap_port"].get_uint64().get(b.port), simdjson::SUCCESS) << r.body;
+    EXPECT_EQ(doc["bootstrap_room"].get_uint64().get(b.room), simdjson::SUCCESS) << r.body;
+    b.host = std::string(host);
+    out.push_back(b);
+  }
+  return out;
+}
+
+class PdTest : public GatewayTest {
+ protected:
+  void start_pd(const std::string& prefill, const std::string& decode, uint32_t retries = 2) {
+    GatewayConfig c = base_config();
+    c.kv_events = false;
+    c.pd_disaggregation = true;
+    c.prefill_workers = {{.url = prefill, .bootstrap_port = kBootstrapPort}};
+    c.decode_workers = {decode};
+    c.max_retries = retries;
+    start_gateway(c);
+    ASSERT_TRUE(wait_routable(2));
+  }
+  void serve_regular(const std::string& worker) {
+    GatewayConfig c = base_config();
+    c.kv_events = false;
+    c.worker_urls = {worker};
+    start_gateway(c);
+    ASSERT_TRUE(wait_routable(1));
+  }
+};
+
+TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
+  RecordingWorker prefill, decode;
+  start_pd(prefill.url(), decode.url());
+  auto http = client();
+  for (const bool stream : {false, true}) {
+    auto r = http.post("/v1/completions", completion("hello", 1, stream));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, 200u) << r->body;
+    EXPECT_EQ(r->header("x-kvgate-worker"), decode.url()) << "the client gets the decode's answer";
+  }
+  const auto p = bootstraps(prefill);
+  const auto d = bootstraps(decode);
+  ASSERT_EQ(p.size(), 2u);
+  ASSERT_EQ(d.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(p[i].host, "127.0.0.1");
+    EXPECT_EQ(p[i].port, kBootstrapPort);
+    EXPECT_EQ(d[i].host, "127.0.0.1");
+    EXPECT_EQ(d[i].port, kBootstrapPort);
+    EXPECT_EQ(p[i].room, d[i].room) << "one room joins the pair";
+  }
+  EXPECT_NE(p[0].room, p[1].room) << "each request gets a fresh room";
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 2);
+  EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"prefill\",worker=\"" + prefill.url()),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"decode\",worker=\"" + decode.url()),
+            std::string::npos);
+  auto listed = http.get("/workers");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_NE(listed->body.find(R"("role":"prefill","bootstrap_port":9001)"), std::string::npos)
+      << listed->body;
+  EXPECT_NE(listed->body.find(R"("role":"decode")"), std::string::npos) << listed->body;
+}
+
+// The decode waits for a room its prefill will never fill (here: a worker that trickles its
+// answer for minutes); the prefill's failure cuts it, and the client hears one error at once.
+TEST_F(PdTest, AFailedPrefillCutsItsDecodeAndTheClientGetsOneError) {
+  RecordingWorker prefill;
+  prefill.set_generation_status(500);
+  using Ms = std::chrono::milliseconds;
+  const auto scaled = [](int ms) {
+    return Ms(static_cast<int64_t>(ms * testing_support::kSlowdown));
+  };
+  FaultyWorker decode(FaultyWorker::Mode::kTrickle, scaled(3000));
+  start_pd(prefill.url(), decode.url(), /*retries=*/0);
+  auto http = client();
+  const auto started = std::chrono::steady_clock::now();
+  auto r = http.post("/v1/completions", completion("hello", 1, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 502u) << r->body;
+  EXPECT_NE(r->body.find("prefill worker answered 500"), std::string::npos) << r->body;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, scaled(2000))
+      << "the decode was cut, not waited for";
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 1);
+}
+
+TEST_F(PdTest, PostWorkersTakesRolesThatFitTheFleet) {
+  RecordingWorker prefill, decode, added;
+  start_pd(prefill.url(), decode.url());
+  auto http = client();
+  auto regular = http.post("/workers", R"({"url":")" + added.url() + R"("})");
+  ASSERT_TRUE(regular.ok());
+  EXPECT_EQ(regular->status, 400u) << "a disaggregated fleet takes prefill or decode workers";
+  auto wrong_port = http.post(
+      "/workers", R"({"url":")" + added.url() + R"(","role":"decode","bootstrap_port":9002})");
+  ASSERT_TRUE(wrong_port.ok());
+  EXPECT_EQ(wrong_port->status, 400u) << "a bootstrap port is a prefill's";
+  auto ok = http.post("/workers",
+                      R"({"url":")" + added.url() + R"(","role":"prefill","bootstrap_port":9002})");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 201u) << ok->body;
+  ASSERT_TRUE(wait_routable(3));
+  auto listed = http.get("/workers");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_NE(listed->body.find(R"("role":"prefill","bootstrap_port":9002)"), std::string::npos)
+      << listed->body;
+}
+
+TEST_F(PdTest, ARegularFleetRefusesPrefillAndDecodeWorkers) {
+  RecordingWorker w, added;
+  serve_regular(w.url());
+  auto http = client();
+  auto r = http.post("/workers", R"({"url":")" + added.url() + R"(","role":"prefill"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 400u) << r->body;
+  EXPECT_NE(r->body.find("--pd-disaggregation"), std::string::npos) << r->body;
+}
+
+}  // namespace
+}  // namespace kvgate::app

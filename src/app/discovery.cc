@@ -1,4 +1,4 @@
-#include "app/discovery.h"
+#include "kvgate/app/discovery.h"
 
 #include <simdjson.h>
 

@@ -11,10 +11,10 @@
 #include <random>
 #include <thread>
 
-#include "app/build_info.h"
 #include "app/gateway_impl.h"
 #include "app/instrumented_index.h"
 #include "boost/asio/post.hpp"
+#include "kvgate/app/build_info.h"
 #include "kvgate/core/log.h"
 
 namespace kvgate::app {

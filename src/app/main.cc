@@ -1,5 +1,5 @@
 // kvgate: the gateway binary. `kvgate --help` lists every flag; `kvgate relay --help` the relay
-// role's.
+// role's (relayd).
 #include <signal.h>
 #include <sys/resource.h>
 #include <CLI/CLI.hpp>
@@ -14,9 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "kvgate/app/config.h"
 #include "kvgate/app/gateway.h"
-#include "kvgate/app/relay_role.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/stop_signals.h"
+#include "kvgate/relayd/relay_role.h"
 
 int main(int argc, char** argv) {
   // Before anything else can start a thread (the log writer, gRPC, ZMQ): every thread inherits
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
   if (argc > 1 && std::string_view(argv[1]) == "relay") {
-    return kvgate::app::run_relay(argc - 1, argv + 1);
+    return kvgate::relayd::run_relay(argc - 1, argv + 1);
   }
   kvgate::app::GatewayConfig config;
   CLI::App cli;

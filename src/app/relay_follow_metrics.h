@@ -10,9 +10,9 @@
 
 #include <vector>
 
-#include "app/rank_series.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/metrics/metrics.h"
+#include "kvgate/metrics/rank_series.h"
 #include "kvgate/relay/follower.h"
 
 namespace kvgate::app {
@@ -43,7 +43,7 @@ class RelayFollowMetrics {
   metrics::Family<metrics::Gauge>& connected_;
   metrics::Histogram& lag_;
   Mutex mu_;
-  RankSeries<Series> series_ KVGATE_GUARDED_BY(mu_);
+  metrics::RankSeries<Series> series_ KVGATE_GUARDED_BY(mu_);
 };
 
 }  // namespace kvgate::app

@@ -1,7 +1,5 @@
 #include "app/worker_control.h"
 
-#include "app/discovery.h"
-
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -16,6 +14,7 @@
 #include "boost/asio/redirect_error.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/use_awaitable.hpp"
+#include "kvgate/app/discovery.h"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
 #include "kvgate/http/sse.h"

@@ -1,7 +1,7 @@
 // The worker documents the gateway reads, shaped as the engines write them: vLLM's /v1/models and
 // Prometheus /metrics (one engine label per data-parallel engine core), SGLang's /get_server_info
 // with its kv_events_config string and dp_size, and the mock's /server_info and /load.
-#include "app/discovery.h"
+#include "kvgate/app/discovery.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "app/discovery.h"
+#include "kvgate/app/discovery.h"
 
 namespace {
 

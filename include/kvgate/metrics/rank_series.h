@@ -13,13 +13,13 @@
 
 #include "kvgate/metrics/metrics.h"
 
-namespace kvgate::app {
+namespace kvgate::metrics {
 
 template <class Series>
 class RankSeries {
  public:
   // make: the series of one (worker, rank) from its labels; drop: removes them from their families.
-  RankSeries(std::function<Series(const metrics::Labels&)> make, std::function<void(Series&)> drop)
+  RankSeries(std::function<Series(const Labels&)> make, std::function<void(Series&)> drop)
       : make_(std::move(make)), drop_(std::move(drop)) {}
 
   // The series of (worker, rank), made if new; marks it listed in this scrape.
@@ -51,10 +51,10 @@ class RankSeries {
     Series series;
     uint64_t seen = 0;
   };
-  std::function<Series(const metrics::Labels&)> make_;
+  std::function<Series(const Labels&)> make_;
   std::function<void(Series&)> drop_;
   std::map<std::pair<std::string, uint32_t>, Entry> series_;
   uint64_t scrape_ = 0;
 };
 
-}  // namespace kvgate::app
+}  // namespace kvgate::metrics

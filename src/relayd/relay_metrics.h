@@ -10,15 +10,15 @@
 #include <array>
 #include <vector>
 
-#include "app/rank_series.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/events/admission.h"
 #include "kvgate/metrics/metrics.h"
+#include "kvgate/metrics/rank_series.h"
 #include "kvgate/relay/engine_feed.h"
 #include "kvgate/relay/server.h"
 #include "kvgate/relay/v1/relay.pb.h"
 
-namespace kvgate::app {
+namespace kvgate::relayd {
 
 class RelayMetrics {
  public:
@@ -59,7 +59,7 @@ class RelayMetrics {
   metrics::Counter& heartbeats_;
   metrics::Counter& snapshots_;
   Mutex mu_;
-  RankSeries<Series> series_ KVGATE_GUARDED_BY(mu_);
+  metrics::RankSeries<Series> series_ KVGATE_GUARDED_BY(mu_);
 };
 
-}  // namespace kvgate::app
+}  // namespace kvgate::relayd

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `kvgate relay` in front of live engines (kvgate-mock), read by a client no one here wrote
-# (tests/relay/relay_client.py: Debian's python3-grpcio with protoc's Python messages): the relay
+# (tests/relayd/relay_client.py: Debian's python3-grpcio with protoc's Python messages): the relay
 # discovers the engines, relays their batches in order, resumes, moves another epoch to a
 # snapshot, refuses bad requests, answers health and reflection. Then a gateway reading its KV
 # events through the relay (--kv-events-relay) routes a repeated prompt to the engine holding it.
-#   bash tests/relay/relay_e2e_test.sh BUILD_DIR
+#   bash tests/relayd/relay_e2e_test.sh BUILD_DIR
 set -uo pipefail
 build="${1:?usage: relay_e2e_test.sh BUILD_DIR}"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -44,7 +44,7 @@ exec curl -sf --max-time 10 -H 'content-type: application/json' \
   "$url/v1/completions" -o /dev/null
 SH
 chmod +x "$work/complete.sh"
-"$KVG_PY" "$here/tests/relay/relay_client.py" "$work" "$addr" "$url" "$work/complete.sh" ||
+"$KVG_PY" "$here/tests/relayd/relay_client.py" "$work" "$addr" "$url" "$work/complete.sh" ||
   fail "the client's checks failed (relay log: $(tail -3 "$work/relay.err"))"
 
 # The relay's /metrics: what it relayed per engine rank, as Prometheus's own linter reads it.

@@ -1,8 +1,8 @@
-#include "app/relay_metrics.h"
+#include "relayd/relay_metrics.h"
 
 #include <string>
 
-namespace kvgate::app {
+namespace kvgate::relayd {
 namespace {
 
 metrics::Labels with(metrics::Labels l, const char* key, std::string value) {
@@ -128,4 +128,4 @@ void RelayMetrics::sync(const std::vector<relay::FeedRankStats>& feed,
   metrics::advance(snapshots_, server.out_of_range);
 }
 
-}  // namespace kvgate::app
+}  // namespace kvgate::relayd

@@ -1,4 +1,4 @@
-#include "kvgate/app/relay_role.h"
+#include "kvgate/relayd/relay_role.h"
 
 #include <CLI/CLI.hpp>
 
@@ -13,10 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "app/build_info.h"
-#include "app/discovery.h"
-#include "app/relay_metrics.h"
+#include "kvgate/app/build_info.h"
 #include "kvgate/app/config.h"
+#include "kvgate/app/discovery.h"
 #include "kvgate/core/log.h"
 #include "kvgate/core/stop_signals.h"
 #include "kvgate/http/client.h"
@@ -27,9 +26,12 @@
 #include "kvgate/relay/engine_feed.h"
 #include "kvgate/relay/server.h"
 #include "kvgate/workers/registry.h"
+#include "relayd/relay_metrics.h"
 
-namespace kvgate::app {
+namespace kvgate::relayd {
 namespace {
+
+using app::ExplicitKvEndpoint;
 
 struct RelayConfig {
   std::vector<std::string> engines;
@@ -43,7 +45,7 @@ struct RelayConfig {
   uint64_t hash_seed = kDefaultHashSeed;
   std::string log_level = "info";
   std::string log_format = "text";
-  KvEventBounds kv_event_bounds = default_kv_event_bounds();
+  app::KvEventBounds kv_event_bounds = app::default_kv_event_bounds();
 };
 
 // "256MiB", "1GiB", "512KiB", "1048576": bytes.
@@ -65,8 +67,8 @@ uint64_t parse_bytes(const std::string& s) {
   return n * it->second;
 }
 
-void add_relay_flags(CLI::App& app, RelayConfig& c) {
-  app.add_option_function<std::vector<std::string>>(
+void add_relay_flags(CLI::App& cli, RelayConfig& c) {
+  cli.add_option_function<std::vector<std::string>>(
          "--engine",
          [&c](const std::vector<std::string>& urls) {
            for (const auto& u : urls) {
@@ -80,25 +82,25 @@ void add_relay_flags(CLI::App& app, RelayConfig& c) {
          "endpoints, ranks and block size are read from its /server_info (SGLang: "
          "/get_server_info), asked again every --discovery-interval-secs until it answers")
       ->group("Engines");
-  app.add_option_function<std::vector<std::string>>(
+  cli.add_option_function<std::vector<std::string>>(
          "--kv-events-endpoint",
          [&c](const std::vector<std::string>& specs) {
-           for (const auto& s : specs) c.kv_endpoints.push_back(parse_kv_endpoint(s));
+           for (const auto& s : specs) c.kv_endpoints.push_back(app::parse_kv_endpoint(s));
          },
          "An engine's KV event stream given explicitly instead of discovered: "
          "ENGINE_URL=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,topic=T][,rank=N] (repeat per rank)")
       ->group("Engines");
-  app.add_option("--discovery-interval-secs", c.discovery_interval_secs,
+  cli.add_option("--discovery-interval-secs", c.discovery_interval_secs,
                  "How often an engine that has not answered /server_info is asked again")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0))
       ->group("Engines");
-  app.add_option("--listen", c.listen,
+  cli.add_option("--listen", c.listen,
                  "HOST:PORT the gRPC service (kvgate.relay.v1.Relay, health, reflection) listens "
                  "on; port 0 picks a free one")
       ->capture_default_str()
       ->group("Serving");
-  app.add_option("--metrics-listen", c.metrics_listen,
+  cli.add_option("--metrics-listen", c.metrics_listen,
                  "HOST:PORT serving GET /metrics (Prometheus: per engine rank the batches "
                  "relayed, gaps refilled, publisher restarts, history kept; subscribers and "
                  "snapshots) and GET /health; port 0 picks a free one, empty turns it off")
@@ -114,34 +116,34 @@ void add_relay_flags(CLI::App& app, RelayConfig& c) {
         return "";
       })
       ->group("Serving");
-  app.add_option("--relay-history-batches", c.history_batches,
+  cli.add_option("--relay-history-batches", c.history_batches,
                  "Batches kept per engine rank for subscribers that resume; one that asks for an "
                  "older one gets a snapshot")
       ->capture_default_str()
       ->check(CLI::Range(1, 100'000'000))
       ->group("Serving");
-  app.add_option_function<std::string>(
+  cli.add_option_function<std::string>(
          "--relay-history-bytes", [&c](const std::string& s) { c.history_bytes = parse_bytes(s); },
          "Memory the history may hold per engine rank (B, KiB, MiB, GiB; default 256MiB); the "
          "older batches go first, whichever bound is met first")
       ->group("Serving");
-  app.add_option("--heartbeat-secs", c.heartbeat_secs,
+  cli.add_option("--heartbeat-secs", c.heartbeat_secs,
                  "A stream with nothing to send gets a heartbeat (newest seq, engine load) this "
                  "often, so a subscriber tells a quiet engine from a dead link")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 60.0))
       ->group("Serving");
-  app.add_option("--hash-seed", c.hash_seed,
+  cli.add_option("--hash-seed", c.hash_seed,
                  "Seed of the block hashes (must be the gateways'); the relay hashes the engines' "
                  "tokens as they do")
       ->capture_default_str()
       ->group("Serving");
   // The same bounds on every engine subscription as the gateway's (not the index's: none here).
-  add_kv_event_bound_flags(app, c.kv_event_bounds, /*index_bounds=*/false);
-  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
+  app::add_kv_event_bound_flags(cli, c.kv_event_bounds, /*index_bounds=*/false);
+  cli.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
       ->capture_default_str()
       ->group("Logging");
-  app.add_option("--log-format", c.log_format, "text or json")
+  cli.add_option("--log-format", c.log_format, "text or json")
       ->capture_default_str()
       ->group("Logging");
 }
@@ -161,7 +163,7 @@ void discover(const std::string& url, const RelayConfig& c, relay::EngineFeed& f
   }
   bool warned = false;
   while (!stop.load()) {
-    ServerInfo si;
+    app::ServerInfo si;
     bool answered = false;
     if (addr.ok()) {
       http::SyncClient client(
@@ -170,7 +172,7 @@ void discover(const std::string& url, const RelayConfig& c, relay::EngineFeed& f
       for (const char* target : {"/server_info", "/get_server_info"}) {
         auto res = client.get(target);
         if (res.ok() && res->status == 200) {
-          si = parse_server_info(res->body, addr->host);
+          si = app::parse_server_info(res->body, addr->host);
           answered = true;
           break;
         }
@@ -260,7 +262,7 @@ int run_relay(int argc, char** argv) {
                            c.hash_seed);
   relay::FeedOptions feed_options;
   feed_options.subscription.hash_seed = c.hash_seed;
-  apply_kv_event_bounds(c.kv_event_bounds, feed_options.subscription);
+  app::apply_kv_event_bounds(c.kv_event_bounds, feed_options.subscription);
   relay::EngineFeed feed(table, feed_options);
   relay::RelayServer server(
       table, {.listen = c.listen,
@@ -274,7 +276,7 @@ int run_relay(int argc, char** argv) {
   std::printf("kvgate relay listening on %s:%d\n", host.c_str(), server.port());
 
   metrics::Registry registry;
-  metrics::ProcessMetrics process_metrics(registry, "kvgate", build_info());
+  metrics::ProcessMetrics process_metrics(registry, "kvgate", app::build_info());
   RelayMetrics relay_metrics(registry);
   http::IoPool io(1);
   std::unique_ptr<http::Server> metrics_server;
@@ -342,4 +344,4 @@ int run_relay(int argc, char** argv) {
   return 0;
 }
 
-}  // namespace kvgate::app
+}  // namespace kvgate::relayd

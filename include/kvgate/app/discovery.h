@@ -1,7 +1,8 @@
 // What the gateway reads from a worker's own documents: its models (/v1/models), its description
 // and KV-event endpoints (/server_info, SGLang's /get_server_info) and its load (the mock's /load,
-// vLLM's Prometheus /metrics). Pure parsing, no I/O: a document that is not what is expected
-// yields empty fields, never an error (the worker is asked again later).
+// vLLM's Prometheus /metrics). Public because `kvgate relay` (relayd) discovers its engines from
+// the same /server_info. Pure parsing, no I/O: a document that is not what is expected yields
+// empty fields, never an error (the worker is asked again later).
 #pragma once
 
 #include <cstdint>

@@ -94,6 +94,43 @@ bool read_bool(const object& o, std::string_view key) {
   return o.at_key(key).get(b) == simdjson::SUCCESS && b;
 }
 
+// A bootstrap field's value: itself, or a batch's list of them (its first entry).
+bool bootstrap_value(const object& o, std::string_view key, element* out) {
+  if (o.at_key(key).get(*out) != simdjson::SUCCESS || out->is_null()) return false;
+  array arr;
+  if (out->get(arr) == simdjson::SUCCESS) {
+    if (arr.size() == 0) return false;
+    *out = arr.at(0).value_unsafe();
+  }
+  return !out->is_null();
+}
+
+Status read_bootstrap(const object& o, BootstrapFields* b) {
+  element e;
+  if (bootstrap_value(o, "bootstrap_host", &e)) {
+    std::string_view host;
+    if (e.get(host) != simdjson::SUCCESS || host.empty()) {
+      return bad("bootstrap_host must be a host name");
+    }
+    b->host = std::string(host);
+  }
+  if (bootstrap_value(o, "bootstrap_port", &e)) {
+    int64_t v = 0;
+    if (e.get(v) != simdjson::SUCCESS || v <= 0 || v > 65535) {
+      return bad("bootstrap_port must be a port number");
+    }
+    b->port = static_cast<uint16_t>(v);
+  }
+  if (bootstrap_value(o, "bootstrap_room", &e)) {
+    int64_t v = 0;  // an int64: SGLang draws rooms in [0, 2^63 - 1]
+    if (e.get(v) != simdjson::SUCCESS || v < 0) {
+      return bad("bootstrap_room must be an integer in [0, 2^63 - 1]");
+    }
+    b->room = static_cast<uint64_t>(v);
+  }
+  return Status();
+}
+
 // The prompt text of a chat request, rendered as vLLM renders it (the model's chat template when
 // the tokenizer has one, with the request's tools and chat_template_kwargs), and its ids.
 Status encode_chat(const object& o, std::span<const ChatMessage> msgs,
@@ -302,6 +339,8 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
   auto rank = read_count(o, "data_parallel_rank", std::numeric_limits<uint32_t>::max());
   if (!rank.ok()) return rank.status();
   if (*rank != std::numeric_limits<uint32_t>::max()) r.dp_rank = *rank;
+  if (Status s = read_bootstrap(o, &r.bootstrap); !s.ok())
+    r.bootstrap.error = std::string(s.message());
 
   element e;
   switch (kind) {

@@ -376,6 +376,55 @@ Status Engine::clear_cache(bool announce) {
   return Status();
 }
 
+uint32_t Engine::cached_prefix_blocks(std::span<const TokenId> prompt, uint32_t max_blocks) {
+  if (!config_.enable_prefix_caching) return 0;
+  const size_t blocks = std::min<size_t>(max_blocks, prompt.size() / config_.block_size);
+  SimRequest r;
+  r.tokens.assign(prompt.begin(), prompt.begin() + blocks * config_.block_size);
+  hash_blocks(r);
+  uint32_t held = 0;
+  while (held < r.hashes.size() && pool_->lookup(r.hashes[held]) != detail::BlockPool::kNone) {
+    ++held;
+  }
+  return held;
+}
+
+Result<uint32_t> Engine::import_prefix(std::span<const TokenId> prompt, uint32_t blocks) {
+  if (!config_.enable_prefix_caching) return 0u;
+  const uint32_t bs = config_.block_size;
+  blocks = static_cast<uint32_t>(std::min<size_t>(blocks, prompt.size() / bs));
+  // A request that exists only for this call: it holds the blocks while they are filled, then
+  // frees them (tail first, as a finished request does).
+  SimRequest r;
+  r.tokens.assign(prompt.begin(), prompt.begin() + size_t{blocks} * bs);
+  r.prompt_len = blocks * bs;
+  hash_blocks(r);
+  uint32_t hits = 0;
+  uint32_t free_hits = 0;
+  while (hits < blocks) {
+    const int32_t b = pool_->lookup(r.hashes[hits]);
+    if (b == detail::BlockPool::kNone) break;
+    if (pool_->is_free(static_cast<uint32_t>(b))) ++free_hits;
+    ++hits;
+  }
+  if (blocks - hits > pool_->num_free() - free_hits) {
+    return absl::ResourceExhaustedError("too few free KV blocks to receive the transfer");
+  }
+  for (uint32_t i = 0; i < hits; ++i) {
+    const auto b = static_cast<uint32_t>(pool_->lookup(r.hashes[i]));
+    pool_->touch(b);  // held, so allocating the rest cannot evict the prefix
+    r.blocks.push_back(b);
+  }
+  r.num_cached_blocks = hits;
+  const bool ok = allocate(r, blocks * bs);
+  assert(ok);
+  (void)ok;
+  r.num_computed = blocks * bs;
+  cache_full_blocks(r);
+  free_blocks(r);
+  return blocks - hits;
+}
+
 std::optional<RequestInfo> Engine::info(RequestId id) const {
   auto it = requests_.find(id);
   if (it == requests_.end()) return std::nullopt;

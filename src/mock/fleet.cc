@@ -93,6 +93,16 @@ Status validate(const FleetOptions& o) {
   if (o.replay_buffer_steps == 0) {
     return absl::InvalidArgumentError("--replay-buffer-steps must be at least 1");
   }
+  if (o.pd.role == PdRole::kPrefill && o.pd.bootstrap_port != 0 &&
+      o.pd.bootstrap_port + o.workers - 1 > 65535) {
+    return absl::InvalidArgumentError("bootstrap ports run past 65535");
+  }
+  if (o.pd.room_timeout.count() <= 0 || o.pd.transfer_timeout.count() <= 0 ||
+      o.pd.transfer_per_block.count() < 0) {
+    return absl::InvalidArgumentError(
+        "--pd-room-timeout-ms and --pd-transfer-timeout-ms must be positive, "
+        "--pd-transfer-ms-per-block not negative");
+  }
   return Status();
 }
 
@@ -144,6 +154,8 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.http.tls_cert_path = o.tls_cert_path;
     wo.http.tls_key_path = o.tls_key_path;
     wo.push_loads_interval = o.push_loads_interval;
+    wo.pd = o.pd;
+    wo.bootstrap_port = layout_port(o.pd.bootstrap_port, i);
     wo.http.pin_context = i % o.threads;
     WorkerPorts wp;
     wp.worker = i;
@@ -178,6 +190,7 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
   for (size_t i = 0; i < impl->workers.size(); ++i) {
     if (Status s = impl->workers[i]->start(); !s.ok()) return s;
     impl->ports[i].http = impl->workers[i]->http_port();
+    impl->ports[i].bootstrap = impl->workers[i]->bootstrap_port();
   }
   if (Status s = impl->hub.start(); !s.ok()) return s;
   impl->pool.start();
@@ -196,11 +209,14 @@ std::string Fleet::info_json() const {
   JsonWriter w(&out);
   w.begin_object().member("model", o.model).member("wire", events::wire_format_name(o.wire));
   w.member("block_size", o.engine.block_size).member("dp_size", o.dp_size);
+  w.member("pd_role", pd_role_name(o.pd.role));
   w.key("workers").begin_array();
   for (const WorkerPorts& p : impl_->ports) {
     w.begin_object().member("worker", p.worker).member("http_port", p.http);
     w.member("url", (o.tls_cert_path.empty() ? "http://" : "https://") + o.advertise_host + ":" +
                         std::to_string(p.http));
+    w.member("pd_role", pd_role_name(o.pd.role));
+    if (o.pd.role == PdRole::kPrefill) w.member("bootstrap_port", p.bootstrap);
     w.key("ranks").begin_array();
     for (const RankPorts& r : p.ranks) {
       w.begin_object().member("dp_rank", r.dp_rank).member("pub_port", r.pub);

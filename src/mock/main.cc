@@ -32,6 +32,10 @@ struct RawFlags {
   double step_overhead_ms = 6.0;
   double decode_per_seq_us = 40.0;
   double decode_per_ctx_ns = 40.0;
+  std::string pd_role = "regular";
+  double pd_room_timeout_ms = 30'000;
+  double pd_transfer_timeout_ms = 10'000;
+  double pd_transfer_ms_per_block = 0.05;
 };
 
 void add_fleet_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
@@ -181,6 +185,34 @@ void add_process_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
       ->group(proc);
 }
 
+void add_pd_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
+  auto* pd = "Prefill/decode disaggregation (SGLang's protocol, docs/mock.md)";
+  app.add_option("--pd-role", raw.pd_role,
+                 "Every worker's role: regular (whole requests, bootstrap fields ignored), "
+                 "prefill (computes the prompt, answers one token, keeps the room for a decode) "
+                 "or decode (pulls the room from the prefill the request names, then generates)")
+      ->check(CLI::IsMember({"regular", "prefill", "decode"}))
+      ->group(pd);
+  app.add_option("--bootstrap-port", o.pd.bootstrap_port,
+                 "Prefill: the first worker's bootstrap port (rooms served at GET /room/<room>), "
+                 "one per worker counting up (0: any free port)")
+      ->group(pd);
+  app.add_option("--pd-room-timeout-ms", raw.pd_room_timeout_ms,
+                 "Prefill: free a ready room no decode pulled within this (divided by --speedup)")
+      ->check(CLI::PositiveNumber)
+      ->group(pd);
+  app.add_option("--pd-transfer-timeout-ms", raw.pd_transfer_timeout_ms,
+                 "Decode: fail a request whose room is not ready within this (divided by "
+                 "--speedup)")
+      ->check(CLI::PositiveNumber)
+      ->group(pd);
+  app.add_option("--pd-transfer-ms-per-block", raw.pd_transfer_ms_per_block,
+                 "Decode: KV transfer time per block it lacks (2 MiB per 16-token block of an 8B "
+                 "model over a 400 Gb/s link; divided by --speedup)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(pd);
+}
+
 // The flags CLI11 cannot store as they are, converted into `o`.
 void apply(const RawFlags& raw, FleetOptions& o) {
   kvgate::mock::TimingModel& t = o.engine.timing;
@@ -196,6 +228,12 @@ void apply(const RawFlags& raw, FleetOptions& o) {
   t.decode_per_seq = std::chrono::nanoseconds(static_cast<int64_t>(raw.decode_per_seq_us * 1e3));
   t.decode_per_context_token =
       std::chrono::nanoseconds(static_cast<int64_t>(raw.decode_per_ctx_ns));
+  o.pd.role = *kvgate::mock::parse_pd_role(raw.pd_role);
+  o.pd.room_timeout = std::chrono::milliseconds(static_cast<int64_t>(raw.pd_room_timeout_ms));
+  o.pd.transfer_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(raw.pd_transfer_timeout_ms));
+  o.pd.transfer_per_block =
+      std::chrono::nanoseconds(static_cast<int64_t>(raw.pd_transfer_ms_per_block * 1e6));
 }
 
 // Logging set up and the options checked; false (with the reason on stderr) when either fails.
@@ -253,6 +291,7 @@ int run(int argc, char** argv) {
   add_kv_flags(app, o, raw);
   add_scheduler_flags(app, o, raw);
   add_timing_flags(app, o, raw);
+  add_pd_flags(app, o, raw);
   add_process_flags(app, o, raw);
   CLI11_PARSE(app, argc, argv);
   apply(raw, o);

@@ -159,12 +159,18 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   };
   server_->route_prefix(Verb::get, "/admin/", admin);
   server_->route_prefix(Verb::post, "/admin/", admin);
+  register_bootstrap();
 }
 
 Worker::~Worker() = default;
 
 Status Worker::start() {
   if (Status s = server_->start(); !s.ok()) return s;
+  if (bootstrap_) {
+    if (Status s = bootstrap_->start(); !s.ok()) {
+      return Status(s.code(), "bootstrap server: " + std::string(s.message()));
+    }
+  }
   if (options_.push_loads_interval.count() > 0) net::post(ctx_, [this] { arm_load_timer(); });
   return Status();
 }
@@ -210,8 +216,13 @@ void Worker::shutdown() {
                             p->owner->wake.cancel();
                           }
                           parts_.clear();
+                          if (rooms_) rooms_->close();
+                          for (http::Connection* c : pulls_) c->close();
                         }));
   done.wait();
+  if (bootstrap_ && !bootstrap_->stop(std::chrono::seconds(5))) {
+    worker_log()->warn("worker {}: bootstrap connections still open after 5 s", options_.index);
+  }
   if (!server_->stop(std::chrono::seconds(5))) {
     worker_log()->warn("worker {}: connections still open after 5 s", options_.index);
   }
@@ -253,6 +264,7 @@ void Worker::on_step_done(Rank& r) {
       r.itl->Observe(to_seconds(out.end - *p.last_token));
     }
     p.last_token = out.end;
+    if (t.first && p.room) room_ready(p);
     if (t.finished) {
       p.finished = true;
       p.finish = out.end;

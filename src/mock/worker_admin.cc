@@ -128,6 +128,9 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
     } else if (path == "/admin/faults") {
       Response reply = faults();
       (void)co_await res.send(std::move(reply));
+    } else if (path == "/admin/pd") {
+      Response reply = pd_report();
+      (void)co_await res.send(std::move(reply));
     } else {
       Response reply = Response::error(404, "no such admin route", "not_found_error");
       (void)co_await res.send(std::move(reply));

@@ -180,8 +180,13 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
         }
         if (p->engine_id != 0) w->record(*p, p->aborted ? "aborted" : "finished");
       }
+      if (ex->room) w->rooms_->abandon(*ex->room);  // a no-op once the room was ready
     }
   } cleanup{this, &ex};
+  if (std::optional<Response> refusal = co_await prepare_pd(api, r, ex)) {
+    (void)co_await res.send(std::move(*refusal));
+    co_return;
+  }
 
   const std::string_view prefix = kind == ApiKind::kChat         ? "chatcmpl-"
                                   : kind == ApiKind::kCompletion ? "cmpl-"
@@ -218,6 +223,10 @@ Status Worker::add_parts(ApiKind kind, ApiRequest& api, uint32_t rank, const std
       p->oracle_tokens = options_.oracle->best_prefix_tokens(api.prompts[i]);
     p->arrival = arrival;
     p->arrival_wall = arrival_wall;
+    if (i == 0 && ex.room) {
+      p->room = ex.room;
+      p->room_prompt = api.prompts[0];
+    }
     auto id = ranks_[rank]->engine.add(std::move(api.prompts[i]), api.max_tokens, arrival);
     if (!id.ok()) return id.status();
     p->engine_id = *id;

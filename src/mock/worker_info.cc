@@ -79,6 +79,10 @@ Response Worker::server_info() const {
   w.member("max_num_batched_tokens", e.max_num_batched_tokens);
   w.member("context_length", e.max_model_len);
   w.member("enable_prefix_caching", e.enable_prefix_caching);
+  // SGLang's server arguments for prefill/decode disaggregation ("null": not disaggregated).
+  w.member("disaggregation_mode",
+           options_.pd.role == PdRole::kRegular ? "null" : pd_role_name(options_.pd.role));
+  if (bootstrap_) w.member("disaggregation_bootstrap_port", bootstrap_->port());
   const tokenizer::Tokenizer* model_tokenizer = tokenizer_->model();
   w.member("tokenizer", model_tokenizer != nullptr ? "model" : "kvgate-test-tokenizer");
   w.member("vocab_size", model_tokenizer != nullptr ? model_tokenizer->vocab_size() : e.vocab);

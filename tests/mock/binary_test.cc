@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "mock/fleet_fixture.h"
 #include "mock/process.h"
@@ -52,7 +53,12 @@ TEST(Binary, HelpDocumentsEveryFlag) {
                            "--max-body-bytes",
                            "--seed",
                            "--log-level",
-                           "--log-format"}) {
+                           "--log-format",
+                           "--pd-role",
+                           "--bootstrap-port",
+                           "--pd-room-timeout-ms",
+                           "--pd-transfer-timeout-ms",
+                           "--pd-transfer-ms-per-block"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }
@@ -94,6 +100,54 @@ TEST(Binary, ReportsPortsServesAndStopsOnSigterm) {
   kill(c.pid(), SIGTERM);
   EXPECT_EQ(c.wait(10s), 0);
   std::remove(port_file.c_str());
+}
+
+// The ready line's JSON of a child started with `args` (empty when it never came).
+std::string ready_json(Child& c) {
+  if (!wait_until([&] { return c.output().find('\n') != std::string::npos; }, 10s)) return "";
+  const std::string line = c.output();
+  if (line.rfind("kvgate-mock ready ", 0) != 0) return "";
+  return line.substr(18, line.find('\n') - 18);
+}
+
+TEST(Binary, PrefillAndDecodeProcessesPairThroughTheBootstrapServer) {
+  Child prefill({mock_binary(), "--pd-role", "prefill", "--bootstrap-port", "0", "--http-port", "0",
+                 "--kv-port", "0", "--speedup", "50", "--log-level", "warn"});
+  Child decode({mock_binary(), "--pd-role", "decode", "--http-port", "0", "--kv-port", "0",
+                "--speedup", "50", "--log-level", "warn"});
+  ASSERT_TRUE(prefill.started() && decode.started());
+  Json p(ready_json(prefill));
+  Json d(ready_json(decode));
+  ASSERT_TRUE(p.ok() && d.ok());
+  EXPECT_EQ(p["pd_role"].get_string().value(), "prefill");
+  auto pw = p["workers"].at(0);
+  EXPECT_EQ(pw["pd_role"].get_string().value(), "prefill");
+  const auto bootstrap = static_cast<uint16_t>(pw["bootstrap_port"].get_uint64().value());
+  EXPECT_GT(bootstrap, 0);
+  auto dw = d["workers"].at(0);
+  EXPECT_EQ(dw["pd_role"].get_string().value(), "decode");
+  EXPECT_TRUE(dw["bootstrap_port"].error() == simdjson::NO_SUCH_FIELD);
+
+  const std::string body =
+      "{\"prompt\":\"two processes share one request through a room of the prefill\","
+      "\"max_tokens\":6,\"bootstrap_host\":\"127.0.0.1\",\"bootstrap_port\":" +
+      std::to_string(bootstrap) + ",\"bootstrap_room\":9223372036854775807}";
+  http::ClientResponse prefill_answer;
+  std::thread t([&] {
+    prefill_answer = Http(static_cast<uint16_t>(pw["http_port"].get_uint64().value()))
+                         .post("/v1/completions", body);
+  });
+  auto decode_answer = Http(static_cast<uint16_t>(dw["http_port"].get_uint64().value()))
+                           .post("/v1/completions", body);
+  t.join();
+  ASSERT_EQ(decode_answer.status, 200u) << decode_answer.body;
+  ASSERT_EQ(prefill_answer.status, 200u) << prefill_answer.body;
+  EXPECT_EQ(Json(decode_answer.body)["usage"]["completion_tokens"].get_uint64().value(), 6u);
+  EXPECT_EQ(Json(prefill_answer.body)["usage"]["completion_tokens"].get_uint64().value(), 1u);
+  kill(prefill.pid(), SIGTERM);
+  kill(decode.pid(), SIGTERM);
+  EXPECT_EQ(prefill.wait(10s), 0);
+  EXPECT_EQ(decode.wait(10s), 0);
 }
 
 }  // namespace

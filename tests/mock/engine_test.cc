@@ -294,6 +294,49 @@ TEST(Engine, OutputBlocksAreCachedToo) {
   EXPECT_EQ(truth.size(), 3u);
 }
 
+TEST(Engine, ImportedPrefixIsStoredOnceAndServesAsTheNextHit) {
+  EngineConfig c = small_config();
+  c.block_size = 4;
+  Driver d(c);
+  auto prompt = tokens(18, 6);  // 4 full blocks and 2 tokens
+  // The engine already holds the first block: only the 3 after it are stored.
+  d.add(std::vector<TokenId>(prompt.begin(), prompt.begin() + 5), 1);
+  d.run_until_idle();
+  d.batches.clear();
+  EXPECT_EQ(d.engine.cached_prefix_blocks(prompt, 4), 1u);
+  auto stored = d.engine.import_prefix(prompt, 4);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(*stored, 3u);
+  std::vector<events::WireEvent> evs;
+  d.engine.take_events(&evs);
+  ASSERT_EQ(evs.size(), 1u);
+  const auto& s = std::get<events::BlockStored>(evs[0]);
+  EXPECT_EQ(s.block_hashes.size(), 3u);
+  EXPECT_TRUE(s.parent.has_value());
+  EXPECT_EQ(s.token_ids, std::vector<TokenId>(prompt.begin() + 4, prompt.begin() + 16));
+  EXPECT_EQ(d.engine.cached_prefix_blocks(prompt, 4), 4u);
+  // Importing again stores nothing; a request takes the imported blocks as its hit and computes
+  // only the tail.
+  EXPECT_EQ(*d.engine.import_prefix(prompt, 4), 0u);
+  d.engine.take_events(&evs);
+  EXPECT_EQ(evs.size(), 1u);
+  auto id = d.add(prompt, 2);
+  d.run_until_idle();
+  EXPECT_EQ(d.records[id].cached, 16u);
+  EXPECT_EQ(d.ttft(id), c.timing.step(2, 0, 0));
+}
+
+TEST(Engine, ImportFailsWhenThePoolIsTooSmall) {
+  EngineConfig c = small_config();
+  c.block_size = 4;
+  c.num_blocks = 2;
+  Driver d(c);
+  auto prompt = tokens(16, 7);
+  EXPECT_EQ(d.engine.import_prefix(prompt, 4).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(d.engine.truth().empty());
+}
+
 TEST(Engine, ClearCacheAnnouncesAndEmptiesEverything) {
   EngineConfig c = small_config();
   Driver d(c);

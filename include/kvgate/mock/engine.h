@@ -31,6 +31,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,18 @@ class Engine {
   // With `announce`, publishes AllBlocksCleared; without it the cache vanishes silently (what an
   // engine restart does). Fails while a step is in flight.
   Status clear_cache(bool announce);
+
+  // Prefill/decode disaggregation: a decode engine receives a prompt's KV from a prefill engine
+  // instead of computing it.
+  // How many leading full blocks of `prompt` (at most `max_blocks`) this engine has cached: the
+  // ones a transfer can skip.
+  uint32_t cached_prefix_blocks(std::span<const TokenId> prompt, uint32_t max_blocks);
+  // Caches the first `blocks` full blocks of `prompt` as if this engine had computed them: a
+  // BlockStored for the ones after its cached prefix (allocation may evict: BlockRemoved), then
+  // they sit free and cached, so the next request with this prompt takes them as its prefix hit.
+  // Returns how many it stored. Fails (ResourceExhausted) when too few blocks are free; stores
+  // nothing without prefix caching. Allowed while a step is in flight (it takes only free blocks).
+  Result<uint32_t> import_prefix(std::span<const TokenId> prompt, uint32_t blocks);
 
   std::optional<RequestInfo> info(RequestId id) const;
   EngineLoad load() const;

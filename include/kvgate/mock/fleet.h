@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvgate/core/result.h"
@@ -24,6 +25,29 @@
 #include "kvgate/mock/engine.h"
 
 namespace kvgate::mock {
+
+// Prefill/decode disaggregation as SGLang runs it (docs/mock.md). A regular worker serves whole
+// requests and ignores the bootstrap fields; a prefill worker computes the prompt, answers with
+// one token and keeps the room for a decode to pull from its bootstrap server; a decode worker
+// pulls the room, receives the blocks it lacks and generates.
+enum class PdRole : uint8_t { kRegular, kPrefill, kDecode };
+std::string_view pd_role_name(PdRole role);
+std::optional<PdRole> parse_pd_role(std::string_view name);
+
+struct PdOptions {
+  PdRole role = PdRole::kRegular;  // every worker of the fleet
+  // Prefill: worker i's bootstrap server listens on bootstrap_port + i (0: any free port).
+  // SGLang's default.
+  uint16_t bootstrap_port = 8998;
+  // Every duration below is divided by the timing model's speedup, as engine times are.
+  // A prefill frees a ready room no decode pulled within this.
+  std::chrono::milliseconds room_timeout{30'000};
+  // A decode waits this long for its room to be ready before failing the request.
+  std::chrono::milliseconds transfer_timeout{10'000};
+  // Moving one block's KV from the prefill to the decode: a 16-token block of an 8B model is
+  // 2 MiB (128 KiB per token), ~42 us over a 400 Gb/s RDMA link.
+  Duration transfer_per_block = std::chrono::microseconds(50);
+};
 
 struct FleetOptions {
   uint32_t workers = 1;
@@ -64,6 +88,7 @@ struct FleetOptions {
   // (events/load_record.h); zero: off, loads are only polled (/load, /metrics).
   std::chrono::milliseconds push_loads_interval{0};
   uint64_t seed = 1;  // fault-hook randomness
+  PdOptions pd;
 };
 
 struct RankPorts {
@@ -77,6 +102,7 @@ struct RankPorts {
 struct WorkerPorts {
   uint32_t worker = 0;
   uint16_t http = 0;
+  uint16_t bootstrap = 0;  // the prefill role's bootstrap server; 0 in other roles
   std::vector<RankPorts> ranks;
 };
 
@@ -96,8 +122,9 @@ class Fleet {
   const FleetOptions& options() const;
   size_t size() const;
   const WorkerPorts& ports(size_t worker) const;
-  // {"workers":[{"worker":0,"http_port":..,"url":..,"ranks":[{"dp_rank":0,"pub_port":..,
-  //   "replay_port":..,"endpoint":..,"replay_endpoint":..}]}]}: the startup line and --port-file.
+  // {"model":..,"pd_role":..,"workers":[{"worker":0,"http_port":..,"url":..,"pd_role":..,
+  //   ("bootstrap_port":.., prefill only) "ranks":[{"dp_rank":0,"pub_port":..,"replay_port":..,
+  //   "endpoint":..,"replay_endpoint":..}]}]}: the startup line and --port-file.
   std::string info_json() const;
 
  private:

@@ -19,6 +19,20 @@ namespace kvgate::mock::detail {
 // kResponses: OpenAI's Responses API (input items and instructions, rendered as a chat).
 enum class ApiKind { kCompletion, kChat, kGenerate, kResponses };
 
+// SGLang's prefill/decode fields, which its router adds to the body it sends both workers of a
+// pair: the prefill's host and bootstrap port and the transfer's room. A batch carries a list of
+// each (one per prompt); the mock keeps the first entry, as it binds a room to the first prompt.
+struct BootstrapFields {
+  std::optional<std::string> host;
+  std::optional<uint16_t> port;
+  std::optional<uint64_t> room;  // [0, 2^63 - 1]
+  // What is wrong with a field given in the wrong shape. Kept, not failed at parsing: a regular
+  // worker ignores the fields, whatever their shape.
+  std::string error;
+  bool any() const { return host || port || room; }
+  bool complete() const { return host && port && room; }
+};
+
 struct ApiRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::vector<std::vector<TokenId>> prompts;  // one per choice
@@ -29,6 +43,7 @@ struct ApiRequest {
   bool batch = false;             // /generate given a list of prompts: answer with a list
   std::optional<uint32_t> dp_rank;
   std::string model;
+  BootstrapFields bootstrap;
 };
 
 // Parses a request body. Errors are the client's (400) and say what is wrong.

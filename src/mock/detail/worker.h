@@ -15,15 +15,19 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "boost/asio/steady_timer.hpp"
 #include "kvgate/core/tokenizer.h"
 #include "kvgate/events/wire.h"
+#include "kvgate/http/client.h"
 #include "kvgate/http/server.h"
 #include "kvgate/metrics/metrics.h"
 #include "kvgate/mock/engine.h"
+#include "kvgate/mock/fleet.h"
 #include "kvgate/tokenizer/prompt_tokenizer.h"
 #include "mock/detail/api.h"
 #include "mock/detail/oracle.h"
+#include "mock/detail/pd.h"
 #include "mock/detail/publisher.h"
 
 namespace kvgate::mock::detail {
@@ -49,6 +53,8 @@ struct WorkerOptions {
   // Push each rank's load on its KV-event socket (events/load_record.h) after its steps (at most
   // every push_loads_min_gap) and every push_loads_interval while quiet. Zero: off.
   std::chrono::milliseconds push_loads_interval{0};
+  PdOptions pd;                 // its bootstrap_port is the fleet's base, not this worker's
+  uint16_t bootstrap_port = 0;  // prefill: this worker's bootstrap server (0: any free port)
 };
 
 class Worker {
@@ -60,6 +66,8 @@ class Worker {
   // Stops stepping, aborts every request and wakes its handler, then stops the HTTP server.
   void shutdown();
   uint16_t http_port() const { return server_->port(); }
+  // The prefill role's bootstrap server; 0 in other roles. After start().
+  uint16_t bootstrap_port() const { return bootstrap_ ? bootstrap_->port() : 0; }
   const WorkerOptions& options() const { return options_; }
 
  private:
@@ -101,6 +109,25 @@ class Worker {
   http::Response truth() const;
   http::Response requests(const http::Request& req) const;
   http::Response faults() const;
+
+  // Prefill/decode disaggregation (worker_pd.cc).
+  // GET /room/<id>?wait_ms=<ms> on the bootstrap server: the long poll a decode pulls a room with.
+  boost::asio::awaitable<void> serve_room(const http::Request& req, http::Responder& res);
+  // The role's part of a request before its prompts go to the engine: the prefill opens the
+  // request's room and cuts it to one token; the decode pulls the room and receives the blocks it
+  // lacks. Returns the error answer when the request cannot go on.
+  boost::asio::awaitable<std::optional<http::Response>> prepare_pd(ApiRequest& api, Rank& r,
+                                                                   Exchange& ex);
+  std::optional<http::Response> open_room(ApiRequest& api, Exchange& ex);
+  boost::asio::awaitable<std::optional<http::Response>> receive_prefill(ApiRequest& api, Rank& r);
+  // A transfer failure counted, as the error answer it becomes.
+  http::Response pd_failure(PdFailure reason, std::string_view message);
+  // The prefill's part computed its prompt: its room is ready.
+  void room_ready(const Part& p);
+  void register_bootstrap();
+  http::Response pd_report() const;
+  // A PD duration at the timing model's speedup.
+  Duration scaled(Duration d) const;
 
   // Engine driving.
   uint32_t pick_rank(std::optional<uint32_t> wanted) const;
@@ -146,6 +173,14 @@ class Worker {
 
   // Metrics (one registry per worker: each serves its own /metrics).
   std::shared_ptr<metrics::Registry> registry_;
+
+  // Prefill/decode. The rooms and the bootstrap server exist in the prefill role only.
+  PdStats pd_stats_;
+  std::unique_ptr<RoomTable> rooms_;
+  std::unique_ptr<http::Server> bootstrap_;
+  // A decode's pulls waiting on a bootstrap server: shutdown closes them, so no handler outlives
+  // the worker's server by a transfer timeout.
+  absl::flat_hash_set<http::Connection*> pulls_;
 };
 
 }  // namespace kvgate::mock::detail

@@ -32,12 +32,16 @@ struct Worker::Part {
   MonoTime arrival{};
   WallTime arrival_wall{};
   std::optional<MonoTime> first_token, last_token, finish;
+  // A prefill's first part: its room, ready once the prompt is computed, and the prompt it holds.
+  std::optional<uint64_t> room;
+  std::vector<TokenId> room_prompt;
 };
 
 struct Worker::Exchange {
   explicit Exchange(const boost::asio::any_io_executor& ex) : wake(ex) {}
   boost::asio::steady_timer wake;
   std::vector<std::unique_ptr<Part>> parts;
+  std::optional<uint64_t> room;  // a prefill request's room, abandoned if the request fails
 };
 
 struct Worker::Rank {

@@ -95,6 +95,9 @@ MockFleet::MockFleet(int workers, std::vector<std::string> extra_args) {
   if (parser.parse(json).get(doc) != simdjson::SUCCESS) return;
   for (auto w : doc["workers"].get_array()) {
     http_ports_.push_back(static_cast<uint16_t>(w["http_port"].get_uint64().value()));
+    uint64_t bootstrap = 0;  // a prefill worker's only
+    if (w["bootstrap_port"].get_uint64().get(bootstrap) != simdjson::SUCCESS) bootstrap = 0;
+    bootstrap_ports_.push_back(static_cast<uint16_t>(bootstrap));
     urls_.emplace_back(w["url"].get_string().value());
     std::vector<RankPorts> ranks;
     for (auto r : w["ranks"].get_array()) {
@@ -166,8 +169,10 @@ GatewayProcess::GatewayProcess(const std::vector<std::string>& worker_urls,
   std::vector<std::string> args = {testing::binary_dir() + "/kvgate", "--host", "127.0.0.1",
                                    "--port", std::to_string(port)};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  args.push_back("--worker-urls");
-  args.insert(args.end(), worker_urls.begin(), worker_urls.end());
+  if (!worker_urls.empty()) {  // (none: the workers are in extra_args, e.g. --prefill/--decode)
+    args.push_back("--worker-urls");
+    args.insert(args.end(), worker_urls.begin(), worker_urls.end());
+  }
   child_ = std::make_unique<Child>(args);
   if (!child_->wait_for_output("kvgate listening on", std::chrono::seconds(20))) {
     std::fprintf(stderr, "drill: kvgate did not start (%s): %s\n", join_args(args).c_str(),

@@ -39,6 +39,8 @@ class MockFleet {
   bool ready() const { return !http_ports_.empty(); }
   std::string url(size_t i) const;
   uint16_t http_port(size_t i) const { return http_ports_.at(i); }
+  // A prefill worker's bootstrap port (--pd-role prefill; 0 for other roles).
+  uint16_t bootstrap_port(size_t i) const { return bootstrap_ports_.at(i); }
   size_t size() const { return http_ports_.size(); }
   Child& process() { return *child_; }
   std::vector<std::string> urls() const;
@@ -62,6 +64,7 @@ class MockFleet {
   std::string port_file_;
   std::unique_ptr<Child> child_;
   std::vector<uint16_t> http_ports_;
+  std::vector<uint16_t> bootstrap_ports_;
   std::vector<std::string> urls_;
   std::vector<std::vector<RankPorts>> kv_ports_;
 };

@@ -1,10 +1,11 @@
 // The official OpenAI Node SDK against kvgate: every call a client of an OpenAI-compatible server
 // makes, through the gateway to a mock worker. Usage: node openai_sdk.cjs BASE_URL API_KEY MODEL
-// (with NODE_PATH naming the node_modules that holds `openai`). Prints one line per step and
-// exits non-zero at the first that fails.
+// [generations] (with NODE_PATH naming the node_modules that holds `openai`; `generations`: only
+// completions, chat and streamed chat with usage, what a prefill/decode fleet serves). Prints one
+// line per step and exits non-zero at the first that fails.
 const OpenAI = require('openai');
 
-const [baseURL, apiKey, model] = process.argv.slice(2);
+const [baseURL, apiKey, model, only] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 20000 });
 
 function check(cond, what) {
@@ -50,6 +51,7 @@ async function main() {
   check(text.length > 0, 'streamed content');
   check(usage && usage.completion_tokens === 5, 'streamed usage');
   console.log('ok chat.completions.create stream');
+  if (only === 'generations') return;
 
   const emb = await client.embeddings.create({ model, input: ['one text', 'another'] });
   check(emb.data.length === 2 && emb.data[0].embedding.length > 0, 'embeddings');

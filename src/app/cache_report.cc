@@ -1,5 +1,7 @@
 #include "app/cache_report.h"
 
+#include "app/worker_exchange.h"
+
 #include "spdlog/spdlog.h"
 
 #include <algorithm>
@@ -52,25 +54,7 @@ void write_cached_tokens(JsonWriter& w, const workers::CacheAgreement& a) {
 }
 
 std::optional<std::string> with_stream_usage(std::string_view body) {
-  size_t open = 0;
-  while (open < body.size() &&
-         (body[open] == ' ' || body[open] == '\t' || body[open] == '\n' || body[open] == '\r')) {
-    ++open;
-  }
-  if (open >= body.size() || body[open] != '{') return std::nullopt;
-  size_t next = open + 1;
-  while (next < body.size() &&
-         (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r')) {
-    ++next;
-  }
-  const bool empty_object = next < body.size() && body[next] == '}';
-  constexpr std::string_view kOption = R"("stream_options":{"include_usage":true})";
-  std::string out;
-  out.reserve(body.size() + kOption.size() + 1);
-  out.append(body.substr(0, open + 1)).append(kOption);
-  if (!empty_object) out.push_back(',');
-  out.append(body.substr(open + 1));
-  return out;
+  return with_members(body, R"("stream_options":{"include_usage":true})");
 }
 
 }  // namespace kvgate::app

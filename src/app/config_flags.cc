@@ -669,6 +669,26 @@ void add_pd_flags(CLI::App& app, GatewayConfig& c) {
                "both get the request at once with bootstrap_host, bootstrap_port and a fresh "
                "bootstrap_room (SGLang's protocol); the client gets the decode's answer")
       ->group(kGroup);
+  app.add_option_function<std::string>(
+         "--pd-protocol",
+         [&c](const std::string& s) {
+           c.pd_protocol =
+               s == "vllm" ? GatewayConfig::PdProtocol::kVllm : GatewayConfig::PdProtocol::kSglang;
+         },
+         "How a prefill/decode pair works: sglang (both at once, joined by a bootstrap room) or "
+         "vllm (the prefill first with kv_transfer_params, as vLLM's NixlConnector expects, then "
+         "the decode with what the prefill answered)")
+      ->check(CLI::IsMember({"sglang", "vllm"}))
+      ->default_str("sglang")
+      ->group(kGroup);
+  app.add_flag_callback(
+         "--vllm-pd-disaggregation",
+         [&c] {
+           c.pd_disaggregation = true;
+           c.pd_protocol = GatewayConfig::PdProtocol::kVllm;
+         },
+         "--pd-disaggregation --pd-protocol vllm (vLLM router's name for it)")
+      ->group(kGroup);
   app.add_option_function<std::vector<std::vector<std::string>>>(
          "--prefill",
          [&c](const std::vector<std::vector<std::string>>& specs) {

@@ -1,5 +1,11 @@
 #include "app/worker_exchange.h"
 
+#include <simdjson.h>
+
+#include <algorithm>
+
+#include "kvgate/core/json_writer.h"
+
 namespace kvgate::app {
 namespace {
 
@@ -64,6 +70,84 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   r.headers.emplace_back(std::string(kWorkerHeader), worker);
   if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
   return r;
+}
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// `members` put first in `body`, nothing dropped: no parse.
+std::optional<std::string> prepend_members(std::string_view body, std::string_view members) {
+  size_t open = 0;
+  while (open < body.size() && is_space(body[open])) ++open;
+  if (open >= body.size() || body[open] != '{') return std::nullopt;
+  size_t next = open + 1;
+  while (next < body.size() && is_space(body[next])) ++next;
+  const bool empty_object = next < body.size() && body[next] == '}';
+  std::string out;
+  out.reserve(body.size() + members.size() + 1);
+  out.append(body.substr(0, open + 1)).append(members);
+  if (!empty_object) out.push_back(',');
+  out.append(body.substr(open + 1));
+  return out;
+}
+
+// The bytes of value `v` as they stand in the document (trailing blanks trimmed).
+std::optional<std::string_view> raw_value(simdjson::ondemand::value v) {
+  namespace od = simdjson::ondemand;
+  od::json_type type;
+  if (v.type().get(type) != simdjson::SUCCESS) return std::nullopt;
+  std::string_view raw;
+  if (type == od::json_type::object) {
+    od::object o;
+    if (v.get_object().get(o) != simdjson::SUCCESS || o.raw_json().get(raw) != simdjson::SUCCESS)
+      return std::nullopt;
+  } else if (type == od::json_type::array) {
+    od::array a;
+    if (v.get_array().get(a) != simdjson::SUCCESS || a.raw_json().get(raw) != simdjson::SUCCESS)
+      return std::nullopt;
+  } else {
+    raw = v.raw_json_token();
+  }
+  while (!raw.empty() && is_space(raw.back())) raw.remove_suffix(1);
+  return raw;
+}
+
+}  // namespace
+
+std::optional<std::string> with_members(std::string_view body, std::string_view members,
+                                        std::span<const std::string_view> drop) {
+  if (drop.empty()) return prepend_members(body, members);
+  namespace od = simdjson::ondemand;
+  const simdjson::padded_string padded(body);
+  od::parser parser;
+  od::document doc;
+  od::object obj;
+  if (parser.iterate(padded).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(obj) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  std::string out = "{";
+  out.append(members);
+  for (auto field : obj) {
+    std::string_view key;
+    od::value v;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS ||
+        field.value().get(v) != simdjson::SUCCESS) {
+      return std::nullopt;
+    }
+    const bool dropped = std::find(drop.begin(), drop.end(), key) != drop.end();
+    const std::string name(key);  // (the next read reuses the key's buffer)
+    const std::optional<std::string_view> raw = raw_value(v);
+    if (!raw) return std::nullopt;
+    if (dropped) continue;
+    if (out.size() > 1) out.push_back(',');
+    JsonWriter(&out).value(name);
+    out.push_back(':');
+    out.append(*raw);
+  }
+  out.push_back('}');
+  return out;
 }
 
 }  // namespace kvgate::app

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,13 @@ http::ClientRequest upstream_request(const http::Request& req, std::string_view 
 // else none.
 std::string authorization_for(const http::Request& req, const workers::Worker& w,
                               const GatewayConfig& config);
+
+// `body`, a JSON object, with `members` (`"key":value,...`, no braces) as its first members and
+// its own top-level members named in `drop` left out, so that `members` replace them (an engine
+// would take a repeated key's last value: the client's). The members kept are copied byte for
+// byte. nullopt when `body` is not a JSON object.
+std::optional<std::string> with_members(std::string_view body, std::string_view members,
+                                        std::span<const std::string_view> drop = {});
 
 // A worker's answer as the client gets it: its status, content type (JSON when it named none)
 // and body, and the worker (and rank) that produced it.

@@ -187,6 +187,21 @@ TEST(Config, TheSglangPdLaunchLineParses) {
   EXPECT_EQ(c.decode_policy, policy::PolicyKind::kPowerOfTwo);
 }
 
+// vLLM router's launch line for a NixlConnector fleet, and kvgate's own spelling of it.
+TEST(Config, TheVllmPdLaunchLineParses) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--vllm-pd-disaggregation", "--prefill", "http://p:8000", "--decode", "http://d:8000"},
+           {"--pd-disaggregation", "--pd-protocol", "vllm", "--prefill", "http://p:8000",
+            "--decode", "http://d:8000"}}) {
+    const GatewayConfig c = parse(args);
+    EXPECT_TRUE(c.pd_disaggregation);
+    EXPECT_EQ(c.pd_protocol, GatewayConfig::PdProtocol::kVllm);
+    ASSERT_EQ(c.prefill_workers.size(), 1u);
+    EXPECT_EQ(c.prefill_workers[0].bootstrap_port, 0);
+  }
+  EXPECT_EQ(parse({"--pd-disaggregation"}).pd_protocol, GatewayConfig::PdProtocol::kSglang);
+}
+
 TEST(Config, PrefillAndDecodeFlagsSayWhatIsWrong) {
   const auto refused = [](std::vector<std::string> args) -> std::string {
     GatewayConfig c;

@@ -225,3 +225,27 @@ TEST_F(GenerationStages, AccountWritesOneAccessLogLine) {
 
 }  // namespace
 }  // namespace kvgate::app
+
+namespace kvgate::app {
+namespace {
+
+// The worker's body rewritten: members put first, the client's of the same names left out, every
+// other member kept byte for byte (numbers, escapes, nested objects that reuse a dropped name).
+TEST(WorkerExchange, WithMembersReplacesTopLevelMembersAndKeepsTheRestByteForByte) {
+  const std::string body =
+      R"({ "model":"m", "stream" : true,"temperature":0.20,"stop":["a\"b","\u00e9"],)"
+      R"("extra":{"stream":1,"max_tokens":[1,2]}, "max_tokens":64 })";
+  static constexpr std::string_view kDrop[] = {"stream", "max_tokens"};
+  const auto out = with_members(body, R"("stream":false,"max_tokens":1)", kDrop);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, R"({"stream":false,"max_tokens":1,"model":"m","temperature":0.20,)"
+                  R"("stop":["a\"b","\u00e9"],"extra":{"stream":1,"max_tokens":[1,2]}})");
+  EXPECT_EQ(*with_members("{}", R"("a":1)"), R"({"a":1})");
+  EXPECT_EQ(*with_members(R"( {"b":2})", R"("a":1)"), R"( {"a":1,"b":2})");
+  EXPECT_FALSE(with_members("[1,2]", R"("a":1)"));
+  EXPECT_FALSE(with_members("[1,2]", R"("a":1)", kDrop));
+  EXPECT_FALSE(with_members("not json", R"("a":1)", kDrop));
+}
+
+}  // namespace
+}  // namespace kvgate::app

@@ -1,8 +1,9 @@
-// Prefill/decode disaggregation, SGLang's protocol, seen from the workers: each generation goes
-// to one prefill and one decode worker at once, both bodies naming the prefill's bootstrap host
-// and port and the same fresh room; the client gets the decode's answer; a prefill that fails
-// cuts its decode and the client gets one clean error. Roles come from the command line or POST
-// /workers and show in /workers and /metrics.
+// Prefill/decode disaggregation seen from the workers. SGLang's protocol: each generation goes to
+// one prefill and one decode worker at once, both bodies naming the prefill's bootstrap host and
+// port and the same fresh room; the client gets the decode's answer; a prefill that fails cuts its
+// decode and the client gets one clean error. vLLM's: the prefill first, then the decode with the
+// prefill's kv_transfer_params. Roles come from the command line or POST /workers and show in
+// /workers and /metrics.
 #include "app/gateway_fixture.h"
 #include "support/faulty_worker.h"
 #include "support/recording_worker.h"
@@ -41,10 +42,12 @@ std::vector<Bootstrap> bootstraps(const RecordingWorker& w) {
 
 class PdTest : public GatewayTest {
  protected:
-  void start_pd(const std::string& prefill, const std::string& decode, uint32_t retries = 2) {
+  void start_pd(const std::string& prefill, const std::string& decode, uint32_t retries = 2,
+                GatewayConfig::PdProtocol protocol = GatewayConfig::PdProtocol::kSglang) {
     GatewayConfig c = base_config();
     c.kv_events = false;
     c.pd_disaggregation = true;
+    c.pd_protocol = protocol;
     c.prefill_workers = {{.url = prefill, .bootstrap_port = kBootstrapPort}};
     c.decode_workers = {decode};
     c.max_retries = retries;
@@ -118,6 +121,67 @@ TEST_F(PdTest, AFailedPrefillCutsItsDecodeAndTheClientGetsOneError) {
   auto metrics = http.get("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 1);
+}
+
+// vLLM's NixlConnector pattern: the prefill first (one token, whole, asked to keep the KV for a
+// remote decode), then the decode with the client's own request and what the prefill answered.
+TEST_F(PdTest, AVllmPairGoesPrefillFirstThenDecodeWithItsTransferParams) {
+  RecordingWorker prefill, decode;
+  constexpr std::string_view kParams =
+      R"({"do_remote_prefill":true,"do_remote_decode":false,"remote_engine_id":"engine-p",)"
+      R"("remote_block_ids":[3,4,5],"remote_host":"127.0.0.1","remote_port":5600,"tp_size":1})";
+  prefill.set_whole_answer(
+      R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x",)"
+      R"("finish_reason":"length"}],"kv_transfer_params":)" +
+      std::string(kParams) + "}");
+  start_pd(prefill.url(), decode.url(), 2, GatewayConfig::PdProtocol::kVllm);
+  auto http = client();
+  const std::string asked = R"({"model":"mock-8b","prompt":"hello","max_tokens":5,"stream":true,)"
+                            R"("stream_options":{"include_usage":true},"temperature":0.25})";
+  auto r = http.post("/v1/completions", asked);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200u) << r->body;
+  EXPECT_EQ(r->header("x-kvgate-worker"), decode.url());
+
+  const auto posts = [](const RecordingWorker& w) {
+    std::vector<std::string> bodies;
+    for (const auto& q : w.requests()) {
+      if (q.method == http::Verb::post) bodies.push_back(q.body);
+    }
+    return bodies;
+  };
+  const auto p = posts(prefill);
+  const auto d = posts(decode);
+  ASSERT_EQ(p.size(), 1u);
+  ASSERT_EQ(d.size(), 1u);
+  simdjson::dom::parser parser;
+  simdjson::dom::element to_prefill = parser.parse(p[0]).value();
+  EXPECT_TRUE(to_prefill["kv_transfer_params"]["do_remote_decode"].get_bool().value()) << p[0];
+  EXPECT_TRUE(to_prefill["kv_transfer_params"]["remote_engine_id"].is_null()) << p[0];
+  EXPECT_FALSE(to_prefill["stream"].get_bool().value()) << p[0];
+  EXPECT_EQ(to_prefill["max_tokens"].get_uint64().value(), 1u) << p[0];
+  EXPECT_EQ(to_prefill["stream_options"].error(), simdjson::NO_SUCH_FIELD) << p[0];
+  EXPECT_EQ(to_prefill["temperature"].get_double().value(), 0.25) << p[0];
+  EXPECT_NE(p[0].find(R"("prompt":"hello")"), std::string::npos) << p[0];
+
+  simdjson::dom::parser parser2;
+  simdjson::dom::element to_decode = parser2.parse(d[0]).value();
+  EXPECT_TRUE(to_decode["stream"].get_bool().value()) << d[0];
+  EXPECT_EQ(to_decode["max_tokens"].get_uint64().value(), 5u) << d[0];
+  EXPECT_EQ(simdjson::minify(to_decode["kv_transfer_params"].value()),
+            simdjson::minify(parser.parse(kParams).value()))
+      << "the decode gets exactly what the prefill answered: " << d[0];
+}
+
+TEST_F(PdTest, AVllmPrefillWithoutTransferParamsFailsThePairAndTheDecodeIsNotAsked) {
+  RecordingWorker prefill, decode;
+  start_pd(prefill.url(), decode.url(), 0, GatewayConfig::PdProtocol::kVllm);
+  auto http = client();
+  auto r = http.post("/v1/completions", completion("hello", 3, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 502u) << r->body;
+  EXPECT_NE(r->body.find("kv_transfer_params"), std::string::npos) << r->body;
+  for (const auto& q : decode.requests()) EXPECT_NE(q.method, http::Verb::post) << q.body;
 }
 
 TEST_F(PdTest, PostWorkersTakesRolesThatFitTheFleet) {

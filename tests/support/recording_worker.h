@@ -57,6 +57,11 @@ class RecordingWorker {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
   // Generations are answered with this status (an OpenAI error document unless 200).
   void set_generation_status(unsigned status) { generation_status_ = status; }
+  // Whole (non-streamed) generations are answered with this body instead of the usual one.
+  void set_whole_answer(std::string body) {
+    std::lock_guard<std::mutex> l(mu_);
+    whole_answer_ = std::move(body);
+  }
   uint16_t port() const { return server_->port(); }
   std::vector<Received> requests() const {
     std::lock_guard<std::mutex> l(mu_);
@@ -93,7 +98,12 @@ class RecordingWorker {
         R"("finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,)"
         R"("total_tokens":2}})";
     if (req.body().find(R"("stream":true)") == std::string::npos) {
-      http::Response out = http::Response::json(200, choice);
+      std::string whole;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        whole = whole_answer_.empty() ? choice : whole_answer_;
+      }
+      http::Response out = http::Response::json(200, std::move(whole));
       (void)co_await res.send(std::move(out));
       co_return;
     }
@@ -108,6 +118,7 @@ class RecordingWorker {
   std::unique_ptr<http::Server> server_;
   mutable std::mutex mu_;
   std::vector<Received> received_;
+  std::string whole_answer_;  // guarded by mu_
 };
 
 }  // namespace kvgate::testing

@@ -161,6 +161,10 @@ struct GatewayConfig {
     uint16_t bootstrap_port = 0;  // 0: none given
   };
   bool pd_disaggregation = false;
+  // How a pair works: SGLang's (both at once, joined by a bootstrap room) or vLLM's (the prefill
+  // first, with kv_transfer_params, then the decode with what the prefill answered).
+  enum class PdProtocol { kSglang, kVllm };
+  PdProtocol pd_protocol = PdProtocol::kSglang;
   std::vector<PrefillWorker> prefill_workers;
   std::vector<std::string> decode_workers;
   policy::PolicyKind prefill_policy = policy::PolicyKind::kCacheAware;

@@ -1,10 +1,18 @@
-// Prefill/decode disaggregation, SGLang's protocol: the request goes to a prefill worker and a
-// decode worker at once, both bodies carrying bootstrap_host and bootstrap_port (the prefill's)
-// and a fresh random bootstrap_room; the decode fetches the room's KV cache from the prefill and
-// generates. The client gets the decode's answer (relayed as any attempt's); the prefill's is read
-// to its end here and checked. A prefill that fails cuts the decode (which would otherwise wait
-// for a room that never comes) and the pair is retried, the prefill held to blame; a decode that
-// fails cuts the prefill.
+// Prefill/decode disaggregation: one attempt of a pair. The client gets the decode's answer,
+// relayed as any attempt's; the prefill's is read to its end here and checked. A failed prefill
+// is held to blame and the pair retried.
+//
+// SGLang's protocol (--pd-protocol sglang): the request goes to both at once, both bodies carrying
+// bootstrap_host and bootstrap_port (the prefill's) and a fresh random bootstrap_room; the decode
+// fetches the room's KV cache from the prefill. A prefill that fails cuts the decode (which would
+// otherwise wait for a room that never comes); a decode that fails cuts the prefill.
+//
+// vLLM's (--pd-protocol vllm, NixlConnector over HTTP): the prefill first, with
+// kv_transfer_params {"do_remote_decode": true, ...}, max_tokens 1 and no stream; then the decode
+// with the client's own request and the kv_transfer_params the prefill answered (its engine id,
+// block ids and side-channel address), from which the decode pulls the blocks.
+#include <simdjson.h>
+
 #include <random>
 
 #include "app/cache_report.h"
@@ -36,28 +44,45 @@ uint64_t fresh_room() {
   return rng() >> 1;
 }
 
-// `body` (a JSON object) with the bootstrap fields first.
-std::string with_bootstrap(std::string_view body, std::string_view host, uint16_t port,
-                           uint64_t room) {
+// `body` (a JSON object) with the bootstrap fields (any the client sent replaced).
+std::optional<std::string> with_bootstrap(std::string_view body, std::string_view host,
+                                          uint16_t port, uint64_t room) {
   std::string fields;
   JsonWriter w(&fields);
-  w.begin_object().member("bootstrap_host", host);
+  w.member("bootstrap_host", host);
   if (port != 0) {
     w.member("bootstrap_port", static_cast<uint64_t>(port));
   } else {
     w.key("bootstrap_port").null();
   }
-  w.member("bootstrap_room", room).end_object();
-  const size_t open = body.find('{');
-  std::string out;
-  out.reserve(body.size() + fields.size());
-  out.append(fields, 0, fields.size() - 1);  // without its closing brace
-  const std::string_view rest = body.substr(open + 1);
-  const bool empty = rest.find_first_not_of(" \t\r\n") == std::string_view::npos ||
-                     rest[rest.find_first_not_of(" \t\r\n")] == '}';
-  if (!empty) out.push_back(',');
-  out.append(rest);
-  return out;
+  w.member("bootstrap_room", room);
+  static constexpr std::string_view kOwn[] = {"bootstrap_host", "bootstrap_port", "bootstrap_room"};
+  const bool has_own = body.find("\"bootstrap_") != std::string_view::npos;
+  return with_members(body, fields,
+                      has_own ? std::span(kOwn) : std::span<const std::string_view>());
+}
+
+// What vLLM's prefill is asked: the prompt's KV kept for a remote decode, one token, whole.
+std::optional<std::string> vllm_prefill_body(std::string_view body, bool chat) {
+  static constexpr std::string_view kReplaced[] = {"kv_transfer_params", "stream", "stream_options",
+                                                   "max_tokens", "max_completion_tokens"};
+  std::string members =
+      R"("kv_transfer_params":{"do_remote_decode":true,"do_remote_prefill":false,)"
+      R"("remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null},)"
+      R"("stream":false,"max_tokens":1)";
+  if (chat) members += R"(,"max_completion_tokens":1)";
+  return with_members(body, members, kReplaced);
+}
+
+// The kv_transfer_params object of a prefill's answer, as JSON; empty when it has none.
+std::string kv_transfer_params_of(std::string_view answer) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc, params;
+  if (parser.parse(answer.data(), answer.size()).get(doc) != simdjson::SUCCESS ||
+      doc["kv_transfer_params"].get(params) != simdjson::SUCCESS || !params.is_object()) {
+    return {};
+  }
+  return simdjson::minify(params);
 }
 
 // Whether an SSE stream's bytes hold an error event (an engine that failed mid-stream).
@@ -80,9 +105,12 @@ struct PrefillSide {
 
 // The prefill's exchange: the request sent, its answer read to the end and checked. On failure,
 // the decode's connection (the attempt's, in g.live_upstream) is cut.
+// With `answer`, the answer's body is kept there (at most kMostAnswerBytes of it).
+constexpr size_t kMostAnswerBytes = 1 << 20;
 net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
                                  std::shared_ptr<workers::Worker> worker, policy::Decision d,
-                                 http::ClientRequest request, PrefillSide& side) {
+                                 http::ClientRequest request, PrefillSide& side,
+                                 std::string* answer = nullptr) {
   const std::optional<DpRank> rank =
       d.rank >= 0 ? std::optional<DpRank>(static_cast<DpRank>(d.rank)) : std::nullopt;
   request.headers[0].second = authorization_for(g.req, *worker, parts.config);
@@ -108,6 +136,9 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
       }
       if (piece->empty()) break;
       error_event |= has_error_event(*piece);
+      if (answer != nullptr && answer->size() + piece->size() <= kMostAnswerBytes) {
+        answer->append(*piece);
+      }
     }
     side.conn = nullptr;
     if (!head.ok()) {
@@ -137,18 +168,24 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
   side.finished.cancel();
 }
 
-}  // namespace
+// An attempt that ends before any worker was asked: the request's body is not a JSON object.
+Attempt not_an_object() {
+  Attempt a;
+  a.failure = absl::InvalidArgumentError("the request body is not a JSON object");
+  return a;
+}
 
-net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
-                                   std::shared_ptr<workers::Worker> prefill,
-                                   const policy::Decision& prefill_decision,
-                                   workers::Worker& decode, const policy::Decision& d,
-                                   bool* prefill_failed) {
-  parts.metrics.pd_pair();
+// SGLang's pair: both at once.
+net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
+                                    std::shared_ptr<workers::Worker> prefill,
+                                    const policy::Decision& prefill_decision,
+                                    workers::Worker& decode, const policy::Decision& d,
+                                    bool* prefill_failed) {
   const std::shared_ptr<const workers::WorkerInfo> info = prefill->info();
-  const std::string body =
+  std::optional<std::string> body =
       with_bootstrap(g.req.body(), prefill->host(), info->bootstrap_port, fresh_room());
-  g.upstream.body = body;
+  if (!body) co_return not_an_object();
+  g.upstream.body = std::move(*body);
   g.upstream.body_view = {};
   const net::any_io_executor executor = co_await net::this_coro::executor;
   PrefillSide side(executor);
@@ -166,6 +203,65 @@ net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
     a.failure = side.failure;
     a.answer.reset();
     a.retry = true;
+  }
+  co_return a;
+}
+
+// vLLM's pair: the prefill, then the decode with what the prefill answered.
+net::awaitable<Attempt> vllm_pair(const GenerationParts& parts, Generation& g,
+                                  std::shared_ptr<workers::Worker> prefill,
+                                  const policy::Decision& prefill_decision, workers::Worker& decode,
+                                  const policy::Decision& d, bool* prefill_failed) {
+  std::optional<std::string> prefill_body =
+      vllm_prefill_body(g.req.body(), g.route == ApiRoute::kChatCompletions);
+  if (!prefill_body) co_return not_an_object();
+  http::ClientRequest to_prefill = g.upstream;
+  to_prefill.body = std::move(*prefill_body);
+  to_prefill.body_view = {};
+  const net::any_io_executor executor = co_await net::this_coro::executor;
+  PrefillSide side(executor);
+  std::string answer;
+  co_await run_prefill(parts, g, std::move(prefill), prefill_decision, std::move(to_prefill), side,
+                       &answer);
+  const std::string params = side.failure.ok() ? kv_transfer_params_of(answer) : std::string();
+  if (side.failure.ok() && params.empty()) {
+    parts.metrics.pd_prefill_failed();
+    side.failure = absl::UnavailableError(
+        "the prefill worker answered without kv_transfer_params: is it an engine started with a "
+        "KV connector (vLLM --kv-transfer-config)?");
+  }
+  *prefill_failed = !side.failure.ok();
+  if (*prefill_failed) {
+    Attempt a;
+    a.failure = side.failure;
+    a.retry = true;
+    co_return a;
+  }
+  static constexpr std::string_view kReplaced[] = {"kv_transfer_params"};
+  std::optional<std::string> body =
+      with_members(g.req.body(), "\"kv_transfer_params\":" + params, kReplaced);
+  if (!body) co_return not_an_object();
+  g.upstream.body = std::move(*body);
+  g.upstream.body_view = {};
+  Attempt a = co_await attempt(parts, g, decode, d);
+  co_return a;
+}
+
+}  // namespace
+
+net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
+                                   std::shared_ptr<workers::Worker> prefill,
+                                   const policy::Decision& prefill_decision,
+                                   workers::Worker& decode, const policy::Decision& d,
+                                   bool* prefill_failed) {
+  parts.metrics.pd_pair();
+  Attempt a;
+  if (parts.config.pd_protocol == GatewayConfig::PdProtocol::kVllm) {
+    a = co_await vllm_pair(parts, g, std::move(prefill), prefill_decision, decode, d,
+                           prefill_failed);
+  } else {
+    a = co_await sglang_pair(parts, g, std::move(prefill), prefill_decision, decode, d,
+                             prefill_failed);
   }
   co_return a;
 }

@@ -701,6 +701,18 @@ void add_pd_flags(CLI::App& app, GatewayConfig& c) {
       ->group(kGroup);
   app.add_option("--decode", c.decode_workers, "A decode worker's URL (repeat per worker)")
       ->group(kGroup);
+  app.add_option("--pd-local-prefill-tokens", c.pd_local_prefill_tokens,
+                 "Send a request to its decode worker alone, with no prefill worker and no KV "
+                 "transfer, when that worker's cache (from its KV events) lacks at most this many "
+                 "of the prompt's tokens (0: never; vLLM kv_both engines only)")
+      ->capture_default_str()
+      ->group(kGroup);
+  app.add_option("--pd-local-prefill-share", c.pd_local_prefill_share,
+                 "Likewise when the decode worker holds at least this share of the prompt "
+                 "(0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(kGroup);
   add_policy_flag(app, "--prefill-policy", c.prefill_policy,
                   "How the prefill worker is chosen (cache_aware: where the prompt's prefix is "
                   "cached, from the prefill workers' KV events; or any --policy name)",

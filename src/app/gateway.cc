@@ -450,6 +450,7 @@ void GatewayImpl::init_generation() {
                                                            .decode_policy = decode_policy_.get(),
                                                            .upstream = *upstream_,
                                                            .routing = routing_,
+                                                           .index = index_.get(),
                                                            .tokenizers = tokenizers_,
                                                            .parse_context = parse_context_,
                                                            .admission = *admission_,

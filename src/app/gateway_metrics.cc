@@ -178,6 +178,12 @@ void GatewayMetrics::add_upstream_series(metrics::Registry& reg) {
            "Prefill answers that failed (--pd-disaggregation): the decode was cut and the pair "
            "retried, or, when the client already had the decode's answer, only counted.")
            .Add({});
+  pd_local_prefills_ =
+      &metrics::counter_family(
+           reg, "kvgate_pd_local_prefills_total",
+           "Requests sent to their decode worker alone because it already held most of the "
+           "prompt (--pd-local-prefill-tokens, --pd-local-prefill-share): KV transfers saved.")
+           .Add({});
   upstream_ = labelled_counters<4>(
       reg, "kvgate_upstream_connections_total",
       "Upstream connections by event: connect (opened), reuse (taken from the pool), expired "

@@ -103,6 +103,8 @@ class GatewayMetrics {
   // failed (its decode cut, or, once the client had its answer, only counted).
   void pd_pair() { pd_pairs_->Increment(); }
   void pd_prefill_failed() { pd_prefill_failures_->Increment(); }
+  // The decider sent a request to its decode worker alone: a KV transfer saved.
+  void pd_local_prefill() { pd_local_prefills_->Increment(); }
   // A worker's liveness changed (control path).
   void liveness_transition(const workers::LivenessTransition& t);
   // At scrape time, first: brings the request path's series up to date.
@@ -157,6 +159,7 @@ class GatewayMetrics {
   metrics::Counter* vetoed_attempts_ = nullptr;
   metrics::Counter* pd_pairs_ = nullptr;
   metrics::Counter* pd_prefill_failures_ = nullptr;
+  metrics::Counter* pd_local_prefills_ = nullptr;
   std::array<metrics::Counter*, 4> upstream_{};  // connect, reuse, expired, closed_by_peer
   ShardedCounterPtr lookups_;
   ShardedHistogramPtr lookup_seconds_;

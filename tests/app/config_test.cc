@@ -223,6 +223,12 @@ TEST(Config, PrefillAndDecodeFlagsSayWhatIsWrong) {
   EXPECT_NE(refused({"--pd-disaggregation", "--worker-urls", "http://w:8000"}).find("--prefill"),
             std::string::npos);
   EXPECT_NE(refused({"--pd-disaggregation", "--decode-policy", "fastest"}), "");
+  EXPECT_NE(refused({"--pd-disaggregation", "--pd-local-prefill-tokens", "64"})
+                .find("--pd-protocol vllm"),
+            std::string::npos);
+  EXPECT_EQ(refused({"--vllm-pd-disaggregation", "--pd-local-prefill-tokens", "64",
+                     "--pd-local-prefill-share", "0.9"}),
+            "");
 }
 
 TEST(Config, TheRoutingKeyHeaderIsAHeaderNameThatVariesByCaller) {

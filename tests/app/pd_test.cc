@@ -85,9 +85,18 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
     EXPECT_EQ(p[i].room, d[i].room) << "one room joins the pair";
   }
   EXPECT_NE(p[0].room, p[1].room) << "each request gets a fresh room";
+  // Asked, the decision names both workers.
+  http::ClientRequest explained{
+      .method = http::Verb::post, .target = "/v1/completions", .body = completion("hello", 1)};
+  explained.headers.emplace_back("x-kvgate-explain", "1");
+  auto told = http.request(explained);
+  ASSERT_TRUE(told.ok());
+  const std::string decision(told->header("x-kvgate-decision"));
+  EXPECT_NE(decision.find(prefill.url()), std::string::npos) << decision;
+  EXPECT_NE(decision.find("decode: " + decode.url()), std::string::npos) << decision;
   auto metrics = http.get("/metrics");
   ASSERT_TRUE(metrics.ok());
-  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 2);
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 3);
   EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"prefill\",worker=\"" + prefill.url()),
             std::string::npos);
   EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"decode\",worker=\"" + decode.url()),

@@ -169,6 +169,12 @@ struct GatewayConfig {
   std::vector<std::string> decode_workers;
   policy::PolicyKind prefill_policy = policy::PolicyKind::kCacheAware;
   policy::PolicyKind decode_policy = policy::PolicyKind::kPowerOfTwo;
+  // The decider: a request whose chosen decode worker already holds all but this many of its
+  // prompt tokens (0: off), or at least this share of them (0: off), goes to the decode worker
+  // alone, which prefills the rest itself and no KV is transferred. vLLM engines with kv_role
+  // kv_both can; SGLang's decode workers cannot (refused with --pd-protocol sglang).
+  uint32_t pd_local_prefill_tokens = 0;
+  double pd_local_prefill_share = 0;
 
   // Routing
   policy::PolicyKind policy = policy::PolicyKind::kCacheAware;

@@ -84,6 +84,20 @@ Choice choose(const GenerationParts& parts, Generation& g) {
     }
     c.prefill = g.fleet->workers[c.prefill_d.worker];
     c.d = decide(parts, g, *parts.decode_policy, workers::WorkerRole::kDecode, /*record=*/false);
+    if (g.explain && c.d.worker >= 0) {
+      g.decision += "; decode: " + g.fleet->workers[c.d.worker]->url();
+      g.record.decision = g.decision;
+    }
+    if (const std::optional<uint64_t> held = local_prefill(parts, g, c.d)) {
+      // The decode worker holds most of the prompt: it prefills the rest, nothing is moved.
+      parts.metrics.pd_local_prefill();
+      c.prefill.reset();
+      if (g.explain) {
+        g.decision += "; local prefill: the decode worker holds " + std::to_string(*held) + " of " +
+                      std::to_string(g.parsed.tokens.size()) + " prompt tokens";
+        g.record.decision = g.decision;
+      }
+    }
   } else {
     c.d = decide(parts, g);
   }

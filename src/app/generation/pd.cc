@@ -266,4 +266,35 @@ net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
   co_return a;
 }
 
+std::optional<uint64_t> local_prefill(const GenerationParts& parts, const Generation& g,
+                                      const policy::Decision& d) {
+  const GatewayConfig& c = parts.config;
+  if ((c.pd_local_prefill_tokens == 0 && c.pd_local_prefill_share <= 0) || parts.index == nullptr ||
+      g.chain.empty() || d.worker < 0) {
+    return std::nullopt;
+  }
+  const workers::WorkerInfo& info = *g.fleet->infos[d.worker];
+  uint32_t depth = d.matched_blocks;  // a cache-aware decode policy's own figure
+  if (depth == 0 && !info.holders.empty()) {
+    thread_local std::vector<index::HolderMatch> matches;
+    matches.clear();
+    parts.index->lookup(g.chain, matches);
+    for (const index::HolderMatch& m : matches) {
+      for (size_t h = 0; h < info.holders.size(); ++h) {
+        const bool rank_ok = d.rank < 0 || (h < info.holder_ranks.size() &&
+                                            info.holder_ranks[h] == static_cast<DpRank>(d.rank));
+        if (info.holders[h] == m.holder && rank_ok) depth = std::max(depth, m.any_depth);
+      }
+    }
+  }
+  const uint64_t prompt = g.parsed.tokens.size();
+  const uint64_t cached = std::min<uint64_t>(uint64_t{depth} * g.block_size, prompt);
+  const uint64_t uncached = prompt - cached;
+  const bool few_left = c.pd_local_prefill_tokens > 0 && uncached <= c.pd_local_prefill_tokens;
+  const bool most_held = c.pd_local_prefill_share > 0 && prompt > 0 &&
+                         static_cast<double>(cached) >= c.pd_local_prefill_share * double(prompt);
+  if (cached == 0 || !(few_left || most_held)) return std::nullopt;
+  return cached;
+}
+
 }  // namespace kvgate::app

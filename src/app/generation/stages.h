@@ -45,6 +45,7 @@
 #include "kvgate/core/clock.h"
 #include "kvgate/http/client.h"
 #include "kvgate/http/server.h"
+#include "kvgate/index/indexer.h"
 #include "kvgate/policy/policy.h"
 #include "kvgate/workers/registry.h"
 
@@ -62,6 +63,7 @@ struct GenerationParts {
   policy::Policy* decode_policy = nullptr;
   UpstreamPool& upstream;
   const RoutingInput& routing;
+  const index::Indexer* index = nullptr;  // the KV index routing reads (the decider asks it)
   const PromptTokenizers& tokenizers;
   boost::asio::io_context& parse_context;  // large bodies are parsed there, one at a time
   AdmissionGate& admission;                // --max-concurrent-requests
@@ -146,6 +148,12 @@ boost::asio::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generat
                                            const policy::Decision& prefill_decision,
                                            workers::Worker& decode, const policy::Decision& d,
                                            bool* prefill_failed);
+
+// pd.cc: the decider. The prompt tokens the decode worker `d` chose (its rank when pinned) holds,
+// from the KV index, when they are enough for it to prefill the rest itself
+// (--pd-local-prefill-tokens, --pd-local-prefill-share); nullopt when the pair should run.
+std::optional<uint64_t> local_prefill(const GenerationParts& parts, const Generation& g,
+                                      const policy::Decision& d);
 
 // account.cc: `r` to the client, with the request's id (and decision when told).
 boost::asio::awaitable<void> reply(Generation& g, http::Response r);

@@ -131,6 +131,58 @@ Status read_bootstrap(const object& o, BootstrapFields* b) {
   return Status();
 }
 
+Status read_kv_transfer(const object& o, KvTransferParams* kv) {
+  element e;
+  if (o.at_key("kv_transfer_params").get(e) != simdjson::SUCCESS || e.is_null()) return Status();
+  object p;
+  if (e.get(p) != simdjson::SUCCESS) return bad("kv_transfer_params must be an object");
+  kv->present = true;
+  auto flag = [&p](std::string_view key, bool* out) {
+    element v;
+    if (p.at_key(key).get(v) != simdjson::SUCCESS || v.is_null()) return true;
+    return v.get(*out) == simdjson::SUCCESS;
+  };
+  if (!flag("do_remote_decode", &kv->do_remote_decode) ||
+      !flag("do_remote_prefill", &kv->do_remote_prefill)) {
+    return bad("kv_transfer_params: do_remote_decode and do_remote_prefill must be booleans");
+  }
+  std::string_view text;
+  if (p.at_key("remote_engine_id").get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get(text) != simdjson::SUCCESS || text.empty()) {
+      return bad("kv_transfer_params.remote_engine_id must be a string");
+    }
+    kv->engine_id = std::string(text);
+  }
+  if (p.at_key("remote_host").get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get(text) != simdjson::SUCCESS || text.empty()) {
+      return bad("kv_transfer_params.remote_host must be a host name");
+    }
+    kv->host = std::string(text);
+  }
+  if (p.at_key("remote_port").get(e) == simdjson::SUCCESS && !e.is_null()) {
+    int64_t v = 0;
+    if (e.get(v) != simdjson::SUCCESS || v <= 0 || v > 65535) {
+      return bad("kv_transfer_params.remote_port must be a port number");
+    }
+    kv->port = static_cast<uint16_t>(v);
+  }
+  array ids;
+  if (p.at_key("remote_block_ids").get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get(ids) != simdjson::SUCCESS) {
+      return bad("kv_transfer_params.remote_block_ids must be a list of block ids");
+    }
+    kv->block_ids.emplace();
+    for (element x : ids) {
+      uint64_t v = 0;
+      if (x.get(v) != simdjson::SUCCESS) {
+        return bad("kv_transfer_params.remote_block_ids must be a list of block ids");
+      }
+      kv->block_ids->push_back(v);
+    }
+  }
+  return Status();
+}
+
 // The prompt text of a chat request, rendered as vLLM renders it (the model's chat template when
 // the tokenizer has one, with the request's tools and chat_template_kwargs), and its ids.
 Status encode_chat(const object& o, std::span<const ChatMessage> msgs,
@@ -341,6 +393,12 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
   if (*rank != std::numeric_limits<uint32_t>::max()) r.dp_rank = *rank;
   if (Status s = read_bootstrap(o, &r.bootstrap); !s.ok())
     r.bootstrap.error = std::string(s.message());
+  if (kind == ApiKind::kCompletion || kind == ApiKind::kChat) {  // vLLM's routes only
+    if (Status s = read_kv_transfer(o, &r.kv_transfer); !s.ok()) {
+      r.kv_transfer.present = true;
+      r.kv_transfer.error = std::string(s.message());
+    }
+  }
 
   element e;
   switch (kind) {
@@ -444,7 +502,8 @@ void write_responses_object(JsonWriter& w, const ResponseIds& ids, const ChoiceR
 }  // namespace
 
 std::string render_response(const ApiRequest& req, const ResponseIds& ids,
-                            const std::vector<ChoiceResult>& choices, double e2e_seconds) {
+                            const std::vector<ChoiceResult>& choices, double e2e_seconds,
+                            std::string_view kv_transfer_params) {
   std::string out;
   JsonWriter w(&out);
   if (req.kind == ApiKind::kResponses) {
@@ -489,6 +548,7 @@ std::string render_response(const ApiRequest& req, const ResponseIds& ids,
   }
   w.end_array();
   write_usage(w, choices);
+  if (!kv_transfer_params.empty()) w.key("kv_transfer_params").raw(kv_transfer_params);
   w.end_object();
   return out;
 }

@@ -186,19 +186,21 @@ void add_process_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
 }
 
 void add_pd_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
-  auto* pd = "Prefill/decode disaggregation (SGLang's protocol, docs/mock.md)";
+  auto* pd = "Prefill/decode disaggregation (SGLang's and vLLM's protocols, docs/mock.md)";
   app.add_option("--pd-role", raw.pd_role,
-                 "Every worker's role: regular (whole requests, bootstrap fields ignored), "
-                 "prefill (computes the prompt, answers one token, keeps the room for a decode) "
-                 "or decode (pulls the room from the prefill the request names, then generates)")
+                 "Every worker's role: regular (whole requests, PD fields ignored), prefill "
+                 "(computes the prompt, answers one token, keeps its blocks for a decode) or "
+                 "decode (pulls the blocks from the prefill the request names, then generates)")
       ->check(CLI::IsMember({"regular", "prefill", "decode"}))
       ->group(pd);
   app.add_option("--bootstrap-port", o.pd.bootstrap_port,
-                 "Prefill: the first worker's bootstrap port (rooms served at GET /room/<room>), "
-                 "one per worker counting up (0: any free port)")
+                 "Prefill: the first worker's bootstrap port (SGLang rooms at GET /room/<room>, "
+                 "vLLM transfers at POST /nixl/pull), one per worker counting up (0: any free "
+                 "port)")
       ->group(pd);
   app.add_option("--pd-room-timeout-ms", raw.pd_room_timeout_ms,
-                 "Prefill: free a ready room no decode pulled within this (divided by --speedup)")
+                 "Prefill: free a ready room or vLLM transfer no decode pulled within this "
+                 "(divided by --speedup)")
       ->check(CLI::PositiveNumber)
       ->group(pd);
   app.add_option("--pd-transfer-timeout-ms", raw.pd_transfer_timeout_ms,
@@ -210,6 +212,10 @@ void add_pd_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
                  "Decode: KV transfer time per block it lacks (2 MiB per 16-token block of an 8B "
                  "model over a 400 Gb/s link; divided by --speedup)")
       ->check(CLI::NonNegativeNumber)
+      ->group(pd);
+  app.add_option("--pd-decode-local-prefill", o.pd.decode_local_prefill,
+                 "Decode: serve a request with no PD field whole, prefill included (vLLM's "
+                 "kv_both); false answers it 400")
       ->group(pd);
 }
 

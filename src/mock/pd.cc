@@ -154,6 +154,11 @@ std::string_view RoomTable::gone_reason(uint64_t id) const {
   return it == gone_.end() ? std::string_view() : it->second;
 }
 
+const RoomTable::Room* RoomTable::ready_room(uint64_t id) const {
+  auto it = rooms_.find(id);
+  return it == rooms_.end() || !it->second.ready ? nullptr : &it->second.room;
+}
+
 std::optional<RoomTable::Room> RoomTable::take(uint64_t id) {
   auto it = rooms_.find(id);
   if (it == rooms_.end() || !it->second.ready) return std::nullopt;

@@ -217,6 +217,7 @@ void Worker::shutdown() {
                           }
                           parts_.clear();
                           if (rooms_) rooms_->close();
+                          if (transfers_) transfers_->close();
                           for (http::Connection* c : pulls_) c->close();
                         }));
   done.wait();

@@ -256,7 +256,10 @@ net::awaitable<void> Worker::answer_whole(const ApiRequest& api, const ResponseI
   std::vector<ChoiceResult> choices;
   for (auto& p : ex.parts) choices.push_back(choice_result(*p, p->all));
   const double e2e = to_seconds(Clock::real().now() - arrival);
-  Response reply = Response::json(200, render_response(api, rids, choices, e2e));
+  // Issued only now: the decode learns of the transfer from this answer alone, and a request
+  // that ended otherwise leaves nothing to expire.
+  const std::string kv_params = ex.remote_decode ? issue_transfer(ex) : std::string();
+  Response reply = Response::json(200, render_response(api, rids, choices, e2e, kv_params));
   (void)co_await res.send(std::move(reply));
 }
 

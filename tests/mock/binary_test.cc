@@ -58,7 +58,8 @@ TEST(Binary, HelpDocumentsEveryFlag) {
                            "--bootstrap-port",
                            "--pd-room-timeout-ms",
                            "--pd-transfer-timeout-ms",
-                           "--pd-transfer-ms-per-block"}) {
+                           "--pd-transfer-ms-per-block",
+                           "--pd-decode-local-prefill"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
   }
 }

@@ -1,7 +1,7 @@
-// Prefill/decode disaggregation, SGLang's protocol, between two in-process fleets that share
-// nothing but sockets (a prefill fleet of two workers and a decode fleet of one): the pair's
-// answers, the transfer the decode's KV events announce, the blocks it skips once it holds them,
-// and every way a pairing fails.
+// Prefill/decode disaggregation, SGLang's and vLLM's protocols, between two in-process fleets
+// that share nothing but sockets (a prefill fleet of two workers and a decode fleet of one): the
+// pair's answers, the transfer the decode's KV events announce, the blocks it skips once it holds
+// them, every way a pairing fails, and the decode serving a request with no PD field itself.
 #include <thread>
 
 #include "mock/fleet_fixture.h"
@@ -26,6 +26,17 @@ std::string with_bootstrap(std::string body, uint16_t bootstrap_port, uint64_t r
          ",\"bootstrap_room\":" + std::to_string(room) + "}";
 }
 
+// A request body (a JSON object) with vLLM's kv_transfer_params set to `params` (a JSON object).
+std::string with_kv(std::string body, std::string_view params) {
+  body.pop_back();
+  return body + ",\"kv_transfer_params\":" + std::string(params) + "}";
+}
+
+// What vLLM's proxy sends the prefill: the client's request, one token, not streamed.
+constexpr std::string_view kRemoteDecode =
+    "{\"do_remote_decode\":true,\"do_remote_prefill\":false,\"remote_engine_id\":null,"
+    "\"remote_block_ids\":null,\"remote_host\":null,\"remote_port\":null}";
+
 std::string completion(const std::vector<TokenId>& ids, uint32_t max_tokens) {
   return "{\"model\":\"mock-8b\",\"prompt\":" + ids_json(ids) +
          ",\"max_tokens\":" + std::to_string(max_tokens) + "}";
@@ -43,7 +54,8 @@ class PdTest : public ::testing::Test {
  protected:
   // Durations are the fleet's own (divided by small_fleet's speedup of 100).
   void start(std::chrono::milliseconds room_timeout = std::chrono::milliseconds(600'000),
-             std::chrono::milliseconds transfer_timeout = std::chrono::milliseconds(1'000'000)) {
+             std::chrono::milliseconds transfer_timeout = std::chrono::milliseconds(1'000'000),
+             bool decode_local_prefill = true) {
     FleetOptions p = small_fleet(2);
     p.pd.role = PdRole::kPrefill;
     p.pd.bootstrap_port = 0;
@@ -54,6 +66,7 @@ class PdTest : public ::testing::Test {
     FleetOptions d = small_fleet(1);
     d.pd.role = PdRole::kDecode;
     d.pd.transfer_timeout = transfer_timeout;
+    d.pd.decode_local_prefill = decode_local_prefill;
     auto df = Fleet::start(std::move(d));
     ASSERT_TRUE(df.ok()) << df.status();
     decode_ = std::move(*df);
@@ -79,6 +92,20 @@ class PdTest : public ::testing::Test {
     Http h(decode_port());
     out.decode = h.post(route, body);
     t.join();
+    return out;
+  }
+  // What vLLM's proxy does: `prefill_body` (the client's request cut to one token, not
+  // streamed) to the prefill first, then `body` to the decode with the prefill's
+  // kv_transfer_params, which `params` gets (empty when the prefill failed).
+  Pair send_vllm(const std::string& route, const std::string& prefill_body, const std::string& body,
+                 std::string* params) {
+    Pair out;
+    out.prefill = Http(prefill_port()).post(route, with_kv(prefill_body, kRemoteDecode));
+    params->clear();
+    Json j(out.prefill.body);
+    if (out.prefill.status != 200 || !j.ok()) return out;
+    *params = std::string(simdjson::minify(j["kv_transfer_params"]));
+    out.decode = Http(decode_port()).post(route, with_kv(body, *params));
     return out;
   }
   uint64_t pd_stat(uint16_t port, std::string_view key, std::string_view sub = {}) {
@@ -174,8 +201,9 @@ TEST_F(PdTest, ChatAndStreamedGenerateBatchesPairToo) {
             usage(c.decode, "cached_tokens") / 16 + 2);
 }
 
-TEST_F(PdTest, DecodeWithoutBootstrapFieldsIs400AndAPrefillServesSuchARequestWhole) {
-  start();
+TEST_F(PdTest, DecodeWithoutBootstrapFieldsIs400WithoutLocalPrefill) {
+  start(std::chrono::milliseconds(600'000), std::chrono::milliseconds(1'000'000),
+        /*decode_local_prefill=*/false);
   Http d(decode_port());
   for (const char* route : {"/v1/completions", "/v1/chat/completions", "/generate"}) {
     const std::string body = std::string(route) == "/generate" ? "{\"text\":\"hello there\"}"
@@ -290,6 +318,178 @@ TEST_F(PdTest, StopWithAPullInFlightEndsIt) {
   t.join();
   // Answered as a shutdown, or the connection cut: it did not wait for its room.
   EXPECT_TRUE(answer.status == 0 || answer.status == 503) << answer.status << answer.body;
+}
+
+TEST_F(PdTest, VllmSequenceAnswersAndTheSecondTransfersNothing) {
+  start();
+  const auto prompt = prompt_ids(100, 21);  // 6 full blocks of 16 and 4 tokens: 7 blocks
+  std::string params;
+  Pair first = send_vllm("/v1/completions", completion(prompt, 1), completion(prompt, 8), &params);
+  ASSERT_EQ(first.prefill.status, 200u) << first.prefill.body;
+  ASSERT_EQ(first.decode.status, 200u) << first.decode.body;
+  EXPECT_EQ(usage(first.prefill, "completion_tokens"), 1u);
+  EXPECT_EQ(usage(first.decode, "completion_tokens"), 8u);
+  EXPECT_EQ(usage(first.decode, "prompt_tokens"), 100u);
+  EXPECT_EQ(usage(first.decode, "cached_tokens"), 96u);  // the received blocks, as a cache hit
+
+  Json kv(params);
+  ASSERT_TRUE(kv.ok()) << first.prefill.body;
+  EXPECT_TRUE(kv["do_remote_prefill"].get_bool().value());
+  EXPECT_FALSE(kv["do_remote_decode"].get_bool().value());
+  Json report(Http(prefill_port()).get("/admin/pd").body);
+  EXPECT_EQ(kv["remote_engine_id"].get_string().value(), report["engine_id"].get_string().value());
+  EXPECT_EQ(kv["remote_block_ids"].get_array().size(), 7u);
+  EXPECT_EQ(kv["remote_host"].get_string().value(), "127.0.0.1");
+  EXPECT_EQ(kv["remote_port"].get_uint64().value(), bootstrap_port());
+  EXPECT_EQ(kv["tp_size"].get_uint64().value(), 1u);
+
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 1u);
+  EXPECT_EQ(pd_stat(decode_port(), "blocks_transferred"), 6u);
+  EXPECT_EQ(pd_stat(decode_port(), "blocks_skipped"), 0u);
+  EXPECT_EQ(pd_stat(prefill_port(), "rooms", "published"), 1u);
+  EXPECT_EQ(pd_stat(prefill_port(), "rooms", "pulled"), 1u);
+  EXPECT_EQ(pd_stat(prefill_port(), "open_rooms"), 0u);
+
+  const std::vector<TokenId> blocks(prompt.begin(), prompt.begin() + 96);
+  std::vector<events::BlockStored> stores;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        stores = decode_stores();
+        return !stores.empty();
+      },
+      kFleetWait));
+  ASSERT_EQ(stores.size(), 1u);
+  EXPECT_EQ(stores[0].block_hashes.size(), 6u);
+  EXPECT_EQ(stores[0].token_ids, blocks);
+
+  // The same sequence again: new block ids, and the decode holds every block already.
+  std::string again_params;
+  Pair second =
+      send_vllm("/v1/completions", completion(prompt, 1), completion(prompt, 8), &again_params);
+  ASSERT_EQ(second.decode.status, 200u) << second.decode.body;
+  EXPECT_NE(again_params, params);
+  EXPECT_EQ(usage(second.decode, "cached_tokens"), 96u);
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 2u);
+  EXPECT_EQ(pd_stat(decode_port(), "blocks_transferred"), 6u);
+  EXPECT_EQ(pd_stat(decode_port(), "blocks_skipped"), 6u);
+
+  // Chat: the prefill's max_completion_tokens is 1 as well, the decode's the client's.
+  const std::string question =
+      "{\"messages\":[{\"role\":\"user\",\"content\":\"a question long enough to fill a block "
+      "or two of the test tokenizer's tokens, then some more words\"}],";
+  const std::string chat_prefill =
+      question + "\"max_tokens\":1,\"max_completion_tokens\":1,\"stream\":false}";
+  const std::string chat = question + "\"max_completion_tokens\":5}";
+  Pair c = send_vllm("/v1/chat/completions", chat_prefill, chat, &params);
+  ASSERT_EQ(c.prefill.status, 200u) << c.prefill.body;
+  ASSERT_EQ(c.decode.status, 200u) << c.decode.body;
+  EXPECT_EQ(usage(c.prefill, "completion_tokens"), 1u);
+  EXPECT_EQ(usage(c.decode, "completion_tokens"), 5u);
+  EXPECT_NE(c.prefill.body.find("\"kv_transfer_params\":{"), std::string::npos);
+}
+
+TEST_F(PdTest, VllmParamsNoPrefillIssuedOrAlreadyPulledFail) {
+  start();
+  const std::string body = completion(prompt_ids(50, 22), 4);  // 4 blocks: 3 full
+  std::string prefill_body = body;
+  prefill_body.pop_back();
+  prefill_body += ",\"stream\":false}";
+  auto p = Http(prefill_port()).post("/v1/completions", with_kv(prefill_body, kRemoteDecode));
+  ASSERT_EQ(p.status, 200u) << p.body;
+  const std::string params = std::string(simdjson::minify(Json(p.body)["kv_transfer_params"]));
+  const std::string engine = std::string(Json(params)["remote_engine_id"].get_string().value());
+  const uint64_t first = Json(params)["remote_block_ids"].at(0).get_uint64().value();
+  auto replace = [](std::string s, const std::string& from, const std::string& to) {
+    return s.replace(s.find(from), from.size(), to);
+  };
+  Http d(decode_port());
+
+  // Another engine's id (a wrong pairing, or the prefill restarted since).
+  auto other = d.post("/v1/completions",
+                      with_kv(body, replace(params, engine, "kvgate-mock-w9-0000000000000000")));
+  EXPECT_EQ(other.status, 502u) << other.body;
+  EXPECT_NE(other.body.find("never issued"), std::string::npos) << other.body;
+  // Block ids this prefill never issued as one transfer: shifted, or a part of it.
+  auto shifted =
+      d.post("/v1/completions", with_kv(body, replace(params, "[" + std::to_string(first) + ",",
+                                                      "[" + std::to_string(first + 100) + ",")));
+  EXPECT_EQ(shifted.status, 502u) << shifted.body;
+  auto part = d.post("/v1/completions",
+                     with_kv(body, replace(params, "[" + std::to_string(first) + ",", "[")));
+  EXPECT_EQ(part.status, 502u) << part.body;
+  EXPECT_EQ(pd_stat(decode_port(), "failures", "unknown_room"), 3u);
+
+  // Those refusals left the transfer whole: pulled once, then gone.
+  auto right = d.post("/v1/completions", with_kv(body, params));
+  EXPECT_EQ(right.status, 200u) << right.body;
+  EXPECT_EQ(usage(right, "completion_tokens"), 4u);
+  auto again = d.post("/v1/completions", with_kv(body, params));
+  EXPECT_EQ(again.status, 502u) << again.body;
+  EXPECT_NE(again.body.find("pulled"), std::string::npos) << again.body;
+  EXPECT_EQ(pd_stat(decode_port(), "failures", "room_gone"), 1u);
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 1u);
+
+  // Another transfer handed to a request with another prompt: refused once read, before any
+  // block enters the decode's pool.
+  auto p2 = Http(prefill_port()).post("/v1/completions", with_kv(prefill_body, kRemoteDecode));
+  ASSERT_EQ(p2.status, 200u) << p2.body;
+  const std::string params2 = std::string(simdjson::minify(Json(p2.body)["kv_transfer_params"]));
+  auto mismatch = d.post("/v1/completions", with_kv(completion(prompt_ids(50, 23), 4), params2));
+  EXPECT_EQ(mismatch.status, 502u) << mismatch.body;
+  EXPECT_NE(mismatch.body.find("wrong pairing"), std::string::npos) << mismatch.body;
+  EXPECT_EQ(pd_stat(decode_port(), "failures", "prompt_mismatch"), 1u);
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 1u);
+}
+
+TEST_F(PdTest, VllmParamsExpireAfterTheRoomTimeout) {
+  start(std::chrono::milliseconds(5'000));  // 50 ms at the fleet's speedup
+  const std::string body = completion(prompt_ids(40, 24), 4);
+  auto p = Http(prefill_port()).post("/v1/completions", with_kv(body, kRemoteDecode));
+  ASSERT_EQ(p.status, 200u) << p.body;
+  const std::string params = std::string(simdjson::minify(Json(p.body)["kv_transfer_params"]));
+  ASSERT_TRUE(
+      wait_until([&] { return pd_stat(prefill_port(), "rooms", "expired") == 1; }, kFleetWait));
+  EXPECT_EQ(pd_stat(prefill_port(), "open_rooms"), 0u);
+  auto d = Http(decode_port()).post("/v1/completions", with_kv(body, params));
+  EXPECT_EQ(d.status, 502u) << d.body;
+  EXPECT_NE(d.body.find("expired"), std::string::npos) << d.body;
+  EXPECT_EQ(pd_stat(decode_port(), "failures", "room_gone"), 1u);
+}
+
+TEST_F(PdTest, DecodeServesARequestWithoutAnyPdFieldWhole) {
+  start();
+  Http d(decode_port());
+  const std::string kBodies[][2] = {
+      {"/v1/completions", completion(prompt_ids(40, 25), 6)},
+      {"/v1/chat/completions",
+       "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":6}"},
+      {"/generate", "{\"text\":\"hello there\",\"sampling_params\":{\"max_new_tokens\":6}}"}};
+  for (const auto& [route, body] : kBodies) {
+    auto r = d.post(route, body);
+    ASSERT_EQ(r.status, 200u) << route << r.body;
+    EXPECT_NE(r.body.find("\"completion_tokens\":6"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 0u);
+
+  // A PD field, but not what a decode takes: refused, never served locally.
+  auto partial = d.post("/v1/completions", "{\"prompt\":\"hello there\",\"bootstrap_room\":3}");
+  EXPECT_EQ(partial.status, 400u) << partial.body;
+  auto remote_decode = d.post("/v1/completions", with_kv("{\"prompt\":\"hi\"}", kRemoteDecode));
+  EXPECT_EQ(remote_decode.status, 400u) << remote_decode.body;
+  auto no_remote = d.post("/v1/completions", with_kv("{\"prompt\":\"hi\"}", "{}"));
+  EXPECT_EQ(no_remote.status, 400u) << no_remote.body;
+  EXPECT_NE(no_remote.body.find("need do_remote_prefill true"), std::string::npos)
+      << no_remote.body;
+  auto both =
+      d.post("/v1/completions",
+             with_kv(with_bootstrap("{\"prompt\":\"hi\"}", bootstrap_port(), 5), kRemoteDecode));
+  EXPECT_EQ(both.status, 400u) << both.body;
+
+  // The prefill side: a remote-decode request that asks to stream is refused too.
+  Http p(prefill_port());
+  auto streamed =
+      p.post("/v1/completions", with_kv("{\"prompt\":\"hi\",\"stream\":true}", kRemoteDecode));
+  EXPECT_EQ(streamed.status, 400u) << streamed.body;
 }
 
 }  // namespace

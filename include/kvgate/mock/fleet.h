@@ -26,10 +26,11 @@
 
 namespace kvgate::mock {
 
-// Prefill/decode disaggregation as SGLang runs it (docs/mock.md). A regular worker serves whole
-// requests and ignores the bootstrap fields; a prefill worker computes the prompt, answers with
-// one token and keeps the room for a decode to pull from its bootstrap server; a decode worker
-// pulls the room, receives the blocks it lacks and generates.
+// Prefill/decode disaggregation as SGLang and vLLM's NixlConnector run it (docs/mock.md); each
+// request says by its fields which protocol it follows. A regular worker serves whole requests
+// and ignores the PD fields; a prefill worker computes the prompt, answers with one token and
+// keeps its blocks for a decode to pull from its bootstrap server; a decode worker pulls them,
+// receives the blocks it lacks and generates.
 enum class PdRole : uint8_t { kRegular, kPrefill, kDecode };
 std::string_view pd_role_name(PdRole role);
 std::optional<PdRole> parse_pd_role(std::string_view name);
@@ -46,7 +47,13 @@ struct PdOptions {
   std::chrono::milliseconds transfer_timeout{10'000};
   // Moving one block's KV from the prefill to the decode: a 16-token block of an 8B model is
   // 2 MiB (128 KiB per token), ~42 us over a 400 Gb/s RDMA link.
-  Duration transfer_per_block = std::chrono::microseconds(50);
+  Duration transfer_per_block =
+      std::chrono::microseconds(50);  // Decode: a request carrying no PD field at all (neither
+                                      // SGLang's bootstrap fields nor vLLM's
+  // kv_transfer_params) is served whole, prefill included, as vLLM's kv_both engines do; a
+  // gateway may send a prompt the decode mostly caches straight there. False: such a request is
+  // refused (400), as an engine that cannot prefill would.
+  bool decode_local_prefill = true;
 };
 
 struct FleetOptions {

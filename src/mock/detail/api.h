@@ -33,6 +33,24 @@ struct BootstrapFields {
   bool complete() const { return host && port && room; }
 };
 
+// vLLM's prefill/decode field (NixlConnector), on /v1/completions and /v1/chat/completions: a
+// router sends the prefill `{"do_remote_decode": true, ...}`, the prefill answers the params a
+// decode needs (`do_remote_prefill` true, the remote_* fields naming its blocks and side channel),
+// and the router hands those to the decode as they are.
+struct KvTransferParams {
+  bool present = false;  // given as an object (null or absent: not given)
+  bool do_remote_decode = false;
+  bool do_remote_prefill = false;
+  std::optional<std::string> engine_id;
+  std::optional<std::string> host;
+  std::optional<uint16_t> port;
+  std::optional<std::vector<uint64_t>> block_ids;
+  // What is wrong with a field given in the wrong shape; kept, not failed at parsing, as
+  // BootstrapFields::error is (a regular worker ignores the field).
+  std::string error;
+  bool remote_complete() const { return engine_id && host && port && block_ids; }
+};
+
 struct ApiRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::vector<std::vector<TokenId>> prompts;  // one per choice
@@ -44,6 +62,7 @@ struct ApiRequest {
   std::optional<uint32_t> dp_rank;
   std::string model;
   BootstrapFields bootstrap;
+  KvTransferParams kv_transfer;
 };
 
 // Parses a request body. Errors are the client's (400) and say what is wrong.
@@ -71,8 +90,11 @@ struct ResponseIds {
 void append_token_text(std::span<const TokenId> tokens, std::string* out);
 
 // A whole non-streaming response body.
+// `kv_transfer_params`, when not empty, is a JSON object written as the answer's top-level
+// member of that name (a vLLM prefill's answer to a remote-decode request).
 std::string render_response(const ApiRequest& req, const ResponseIds& ids,
-                            const std::vector<ChoiceResult>& choices, double e2e_seconds);
+                            const std::vector<ChoiceResult>& choices, double e2e_seconds,
+                            std::string_view kv_transfer_params = {});
 // One streaming event's JSON for choice `index` (new tokens in `choice.tokens`); for /generate
 // `text_so_far` is the cumulative text SGLang streams.
 std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t index,

@@ -1,10 +1,13 @@
-// Prefill/decode disaggregation in the mock, SGLang's protocol (docs/mock.md): the counters both
-// roles keep, and the prefill's room table, which its bootstrap server serves to decodes.
+// Prefill/decode disaggregation in the mock, SGLang's and vLLM's protocols (docs/mock.md): the
+// counters both roles keep, and the prefill's room tables, which its bootstrap server serves to
+// decodes.
 //
 // A room is what a decode needs to take over a prompt the prefill computed: its token ids and the
 // number of full blocks. The router names it (bootstrap_room) in the body it sends both workers of
 // a pair; the prefill opens it when its request arrives, makes it ready when the prompt's prefill
-// is done, and frees it when a decode pulls it or after the room timeout.
+// is done, and frees it when a decode pulls it or after the room timeout. A vLLM transfer is a
+// room too, in a table of its own: the prefill names it by the block ids it issues (the room id
+// is the first of them) and makes it ready as it answers.
 //
 // Threading: none. A worker's RoomTable and PdStats live on the worker's context (its HTTP and
 // bootstrap handlers and step timers all run there); every call comes from that thread. The
@@ -87,6 +90,8 @@ class RoomTable {
   State state(uint64_t id) const;
   // Why a gone room went: "pulled", "expired" or "abandoned".
   std::string_view gone_reason(uint64_t id) const;
+  // A ready room, still held; nullptr otherwise. Valid until the table next changes.
+  const Room* ready_room(uint64_t id) const;
   // Pulls a ready room (it is gone afterwards).
   std::optional<Room> take(uint64_t id);
   size_t open_rooms() const { return rooms_.size(); }

@@ -120,6 +120,20 @@ class Worker {
                                                                    Exchange& ex);
   std::optional<http::Response> open_room(ApiRequest& api, Exchange& ex);
   boost::asio::awaitable<std::optional<http::Response>> receive_prefill(ApiRequest& api, Rank& r);
+  // vLLM's protocol (NixlConnector): the prefill's side of a do_remote_decode request, the
+  // kv_transfer_params its answer carries (issuing the transfer), the side channel's pull, and
+  // the decode's side of a do_remote_prefill request.
+  std::optional<http::Response> start_remote_decode(ApiRequest& api, Exchange& ex);
+  std::string issue_transfer(const Exchange& ex);
+  boost::asio::awaitable<void> serve_nixl_pull(const http::Request& req, http::Responder& res);
+  boost::asio::awaitable<std::optional<http::Response>> receive_remote_prefill(ApiRequest& api,
+                                                                               Rank& r);
+  // Both decodes' end: the pulled prompt checked against the request's, the blocks this rank
+  // lacks waited for and imported as if computed, announced, counted. `name` names the transfer
+  // in errors.
+  boost::asio::awaitable<std::optional<http::Response>> take_over(
+      const std::vector<TokenId>& pulled, uint32_t blocks, uint32_t block_size,
+      std::string_view name, const ApiRequest& api, Rank& r);
   // A transfer failure counted, as the error answer it becomes.
   http::Response pd_failure(PdFailure reason, std::string_view message);
   // The prefill's part computed its prompt: its room is ready.
@@ -177,6 +191,12 @@ class Worker {
   // Prefill/decode. The rooms and the bootstrap server exist in the prefill role only.
   PdStats pd_stats_;
   std::unique_ptr<RoomTable> rooms_;
+  // vLLM transfers, by their first block id; ids are issued from next_block_id_ (never reused in
+  // the worker's life) under engine_id_, which differs on every start, so a restarted prefill
+  // refuses what its former self issued.
+  std::unique_ptr<RoomTable> transfers_;
+  std::string engine_id_;
+  uint64_t next_block_id_ = 1;
   std::unique_ptr<http::Server> bootstrap_;
   // A decode's pulls waiting on a bootstrap server: shutdown closes them, so no handler outlives
   // the worker's server by a transfer timeout.

@@ -42,6 +42,8 @@ struct Worker::Exchange {
   boost::asio::steady_timer wake;
   std::vector<std::unique_ptr<Part>> parts;
   std::optional<uint64_t> room;  // a prefill request's room, abandoned if the request fails
+  // A vLLM prefill request (do_remote_decode): the prompt its answer hands to a decode.
+  std::optional<std::vector<TokenId>> remote_decode;
 };
 
 struct Worker::Rank {

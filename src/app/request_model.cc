@@ -96,6 +96,8 @@ Status read_prompt(od::value v, std::string_view field, const PromptTokenizer& t
       continue;
     }
     // A batch of prompts: the first one decides the route; the others are validated for type.
+    if (it == od::json_type::string || it == od::json_type::array)
+      out->batch = first ? 1 : out->batch + 1;
     if (it == od::json_type::string) {
       std::string_view text;
       if (item.get_string().get(text) != simdjson::SUCCESS)

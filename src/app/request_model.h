@@ -56,6 +56,8 @@ struct ParsedRequest {
   std::string cache_salt;
   std::vector<TokenId> tokens;  // the prompt's token ids (given, or tokenized from its text)
   bool tokens_given = false;    // the body carried ids (no tokenization happened)
+  // Prompts in the request: a list of texts or of id lists is a batch (the first one routes).
+  uint32_t batch = 1;
 };
 
 inline constexpr size_t kNoTokenLimit = static_cast<size_t>(-1);

@@ -108,6 +108,34 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
   EXPECT_NE(listed->body.find(R"("role":"decode")"), std::string::npos) << listed->body;
 }
 
+// A batch of prompts: one room each, the same lists to both workers.
+TEST_F(PdTest, ABatchGetsARoomPerPrompt) {
+  RecordingWorker prefill, decode;
+  start_pd(prefill.url(), decode.url());
+  auto http = client();
+  auto r = http.post("/v1/completions",
+                     R"({"model":"mock-8b","max_tokens":1,"prompt":["one","two","three"]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200u) << r->body;
+  const auto rooms_of = [](const RecordingWorker& w) {
+    std::vector<uint64_t> rooms;
+    for (const auto& q : w.requests()) {
+      if (q.method != http::Verb::post) continue;
+      simdjson::dom::parser p;
+      const simdjson::dom::element doc = p.parse(q.body).value();
+      EXPECT_EQ(doc["bootstrap_host"].get_array().size(), 3u) << q.body;
+      EXPECT_EQ(doc["bootstrap_port"].get_array().size(), 3u) << q.body;
+      for (auto room : doc["bootstrap_room"].get_array()) rooms.push_back(room.get_uint64());
+    }
+    return rooms;
+  };
+  const auto p = rooms_of(prefill);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p, rooms_of(decode));
+  EXPECT_NE(p[0], p[1]);
+  EXPECT_NE(p[1], p[2]);
+}
+
 // The decode waits for a room its prefill will never fill (here: a worker that trickles its
 // answer for minutes); the prefill's failure cuts it, and the client hears one error at once.
 TEST_F(PdTest, AFailedPrefillCutsItsDecodeAndTheClientGetsOneError) {

@@ -29,15 +29,18 @@ TEST(RequestModel, CompletionsTextIdsAndBatches) {
                   .ok());
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{1, 2, 3}));
   EXPECT_TRUE(p.tokens_given);
+  EXPECT_EQ(p.batch, 1u) << "a list of ids is one prompt";
   ASSERT_TRUE(
       parse_request(ApiRoute::kCompletions, R"({"prompt":[[7,8],[9]]})", kTok, kNoTokenLimit, &p)
           .ok());
   EXPECT_EQ(p.tokens, (std::vector<TokenId>{7, 8}));
+  EXPECT_EQ(p.batch, 2u);
   ASSERT_TRUE(parse_request(ApiRoute::kCompletions,
                             R"({"prompt":["first","second"],"cache_salt":"s1"})", kTok,
                             kNoTokenLimit, &p)
                   .ok());
   EXPECT_EQ(p.tokens, kTest.encode("first"));
+  EXPECT_EQ(p.batch, 2u);
   EXPECT_EQ(p.cache_salt, "s1");
 }
 

@@ -44,18 +44,27 @@ uint64_t fresh_room() {
   return rng() >> 1;
 }
 
-// `body` (a JSON object) with the bootstrap fields (any the client sent replaced).
+// `body` (a JSON object) with the bootstrap fields (any the client sent replaced). A batch of
+// `batch` prompts gets a list of each, a room per prompt, as SGLang's router sends them.
 std::optional<std::string> with_bootstrap(std::string_view body, std::string_view host,
-                                          uint16_t port, uint64_t room) {
+                                          uint16_t port, uint32_t batch) {
   std::string fields;
   JsonWriter w(&fields);
-  w.member("bootstrap_host", host);
-  if (port != 0) {
-    w.member("bootstrap_port", static_cast<uint64_t>(port));
-  } else {
-    w.key("bootstrap_port").null();
-  }
-  w.member("bootstrap_room", room);
+  const auto each = [&](std::string_view key, const auto& write_one) {
+    w.key(key);
+    if (batch > 1) w.begin_array();
+    for (uint32_t i = 0; i < batch; ++i) write_one();
+    if (batch > 1) w.end_array();
+  };
+  each("bootstrap_host", [&] { w.value(host); });
+  each("bootstrap_port", [&] {
+    if (port != 0) {
+      w.value(static_cast<uint64_t>(port));
+    } else {
+      w.null();
+    }
+  });
+  each("bootstrap_room", [&] { w.value(fresh_room()); });
   static constexpr std::string_view kOwn[] = {"bootstrap_host", "bootstrap_port", "bootstrap_room"};
   const bool has_own = body.find("\"bootstrap_") != std::string_view::npos;
   return with_members(body, fields,
@@ -183,7 +192,7 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
                                     bool* prefill_failed) {
   const std::shared_ptr<const workers::WorkerInfo> info = prefill->info();
   std::optional<std::string> body =
-      with_bootstrap(g.req.body(), prefill->host(), info->bootstrap_port, fresh_room());
+      with_bootstrap(g.req.body(), prefill->host(), info->bootstrap_port, g.parsed.batch);
   if (!body) co_return not_an_object();
   g.upstream.body = std::move(*body);
   g.upstream.body_view = {};

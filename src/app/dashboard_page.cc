@@ -379,6 +379,7 @@ class="unit">&micro;s</span></span>
       tr.title = down.length ? url + ': ' + down.join(', ') : url;
       const u = cell(tr, '', '', 'l url');
       u.appendChild(el('span', 'u', url));
+      if (w.role === 'prefill' || w.role === 'decode') u.appendChild(el('span', 'models', w.role));
       if (Array.isArray(w.models) && w.models.length) {
         u.appendChild(el('span', 'models', w.models.map(str).join(', ')));
       }

@@ -132,6 +132,12 @@ void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view
                       reg, "kvgate_ttft_seconds",
                       "Time from a streamed request's arrival to its first byte from the worker."),
                   {}, metrics::request_buckets_seconds());
+  pd_prefill_seconds_ =
+      sharded(metrics::histogram_family(
+                  reg, "kvgate_pd_prefill_seconds",
+                  "A prefill/decode pair's prefill exchange, from its request to the end of the "
+                  "prefill worker's answer (--pd-disaggregation)."),
+              {}, metrics::request_buckets_seconds());
 }
 
 void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
@@ -317,7 +323,10 @@ void GatewayMetrics::publish() {
        {&prompt_tokens_, &matched_tokens_, &lookups_, &stream_relayed_, &stream_copied_}) {
     (*c)->publish();
   }
-  for (ShardedHistogramPtr* h : {&decision_seconds_, &ttft_, &lookup_seconds_}) (*h)->publish();
+  for (ShardedHistogramPtr* h :
+       {&decision_seconds_, &ttft_, &lookup_seconds_, &pd_prefill_seconds_}) {
+    (*h)->publish();
+  }
 }
 
 void GatewayMetrics::add_worker(const std::string& url, std::string_view role) {

@@ -83,6 +83,8 @@ class GatewayMetrics {
   void request_done(ApiRoute route, unsigned status, double seconds);
   void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->add(); }
   void ttft(double seconds) { ttft_->observe(seconds); }
+  // A pair's prefill exchange, from its request to the end of its answer.
+  void pd_prefill_seconds(double seconds) { pd_prefill_seconds_->observe(seconds); }
   void decision(policy::Branch b, double seconds);
   // A prompt routed to a worker (its first decision), and the tokens of it the chosen worker was
   // predicted to hold: the fleet's prefix hit ratio is matched / prompt.
@@ -152,6 +154,7 @@ class GatewayMetrics {
   ShardedCounterPtr stream_relayed_;
   ShardedCounterPtr stream_copied_;
   ShardedHistogramPtr ttft_;
+  ShardedHistogramPtr pd_prefill_seconds_;
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   metrics::Counter* retries_ = nullptr;

@@ -97,6 +97,7 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
   auto metrics = http.get("/metrics");
   ASSERT_TRUE(metrics.ok());
   EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 3);
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_seconds_count"), 3);
   EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"prefill\",worker=\"" + prefill.url()),
             std::string::npos);
   EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"decode\",worker=\"" + decode.url()),

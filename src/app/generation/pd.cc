@@ -127,6 +127,7 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
   Dispatch dispatch(*worker, parts.policy, g.route_request, g.parsed.stream, rank,
                     g.parsed.tokens.size());
   Status failure;
+  const MonoTime started = parts.clock.now();
   auto lease = co_await parts.upstream.acquire(*worker, UpstreamPool::Source::kPooled);
   if (!lease.ok()) {
     worker->liveness().note_connect_failed();
@@ -165,6 +166,7 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
       parts.upstream.release(worker->id(), std::move(lease->conn));
     }
   }
+  parts.metrics.pd_prefill_seconds(to_seconds(parts.clock.now() - started));
   if (!failure.ok()) {
     parts.metrics.pd_prefill_failed();
     KVGATE_LOG_EVERY_MS(pd_log(), spdlog::level::warn, 1000, "prefill on {} failed: {}",

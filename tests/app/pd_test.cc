@@ -161,6 +161,21 @@ TEST_F(PdTest, AFailedPrefillCutsItsDecodeAndTheClientGetsOneError) {
   EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 1);
 }
 
+// A decode that fails is the decode's failure: the prefill is not blamed (nor counted failed).
+TEST_F(PdTest, AFailedDecodeIsNotHeldAgainstItsPrefill) {
+  RecordingWorker prefill, decode;
+  decode.set_generation_status(500);
+  start_pd(prefill.url(), decode.url(), /*retries=*/0);
+  auto http = client();
+  auto r = http.post("/v1/completions", completion("hello", 1, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 500u) << r->body;
+  EXPECT_EQ(r->header("x-kvgate-worker"), decode.url());
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 0);
+}
+
 // vLLM's NixlConnector pattern: the prefill first (one token, whole, asked to keep the KV for a
 // remote decode), then the decode with the client's own request and what the prefill answered.
 TEST_F(PdTest, AVllmPairGoesPrefillFirstThenDecodeWithItsTransferParams) {

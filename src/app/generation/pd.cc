@@ -107,6 +107,7 @@ struct PrefillSide {
     finished.expires_at(net::steady_timer::time_point::max());
   }
   bool done = false;
+  bool abandoned = false;            // the decode failed first: the prefill is not sent
   Status failure;                    // OK: the prefill answered and its answer ended cleanly
   http::Connection* conn = nullptr;  // while its exchange runs: cut it when the decode fails
   net::steady_timer finished;
@@ -129,7 +130,10 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
   Status failure;
   const MonoTime started = parts.clock.now();
   auto lease = co_await parts.upstream.acquire(*worker, UpstreamPool::Source::kPooled);
-  if (!lease.ok()) {
+  if (side.abandoned) {
+    failure = absl::CancelledError("the decode failed before the prefill was sent");
+    dispatch.set(Outcome::kCancelled);
+  } else if (!lease.ok()) {
     worker->liveness().note_connect_failed();
     failure = lease.status();
     dispatch.set(Outcome::kConnectFailed);
@@ -167,7 +171,10 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
     }
   }
   parts.metrics.pd_prefill_seconds(to_seconds(parts.clock.now() - started));
-  if (!failure.ok()) {
+  if (side.abandoned) {  // cut because its decode failed: not the prefill's failure
+    failure = absl::CancelledError("the decode failed first");
+    dispatch.set(Outcome::kCancelled);
+  } else if (!failure.ok()) {
     parts.metrics.pd_prefill_failed();
     KVGATE_LOG_EVERY_MS(pd_log(), spdlog::level::warn, 1000, "prefill on {} failed: {}",
                         worker->url(), message_of(failure));
@@ -204,12 +211,15 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
                 run_prefill(parts, g, std::move(prefill), prefill_decision, g.upstream, side),
                 net::detached);
   Attempt a = co_await attempt(parts, g, decode, d);
-  if (!side.done && !a.done && side.conn != nullptr) side.conn->close();  // the decode failed
+  if (!side.done && !a.done) {  // the decode failed: the prefill's work is for nothing
+    side.abandoned = true;
+    if (side.conn != nullptr) side.conn->close();
+  }
   if (!side.done) {
     boost::system::error_code ec;
     co_await side.finished.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
-  *prefill_failed = !side.failure.ok();
+  *prefill_failed = !side.failure.ok() && !side.abandoned;
   if (*prefill_failed && !a.done) {
     a.failure = side.failure;
     a.answer.reset();

@@ -8,6 +8,7 @@
 #include "support/faulty_worker.h"
 #include "support/recording_worker.h"
 #include "support/sanitizer.h"
+#include "support/wait.h"
 
 namespace kvgate::app {
 namespace {
@@ -38,6 +39,16 @@ std::vector<Bootstrap> bootstraps(const RecordingWorker& w) {
     out.push_back(b);
   }
   return out;
+}
+
+// Waits until `w` has received `n` generations: the client has the decode's answer as soon as
+// the decode sends it, which may be before the prefill's request (sent at the same time) lands.
+bool received(const RecordingWorker& w, size_t n) {
+  return testing::wait_until([&] {
+    size_t posts = 0;
+    for (const auto& r : w.requests()) posts += r.method == http::Verb::post ? 1 : 0;
+    return posts >= n;
+  });
 }
 
 class PdTest : public GatewayTest {
@@ -73,6 +84,7 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
     ASSERT_EQ(r->status, 200u) << r->body;
     EXPECT_EQ(r->header("x-kvgate-worker"), decode.url()) << "the client gets the decode's answer";
   }
+  ASSERT_TRUE(received(prefill, 2));
   const auto p = bootstraps(prefill);
   const auto d = bootstraps(decode);
   ASSERT_EQ(p.size(), 2u);
@@ -94,13 +106,17 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
   const std::string decision(told->header("x-kvgate-decision"));
   EXPECT_NE(decision.find(prefill.url()), std::string::npos) << decision;
   EXPECT_NE(decision.find("decode: " + decode.url()), std::string::npos) << decision;
-  auto metrics = http.get("/metrics");
-  ASSERT_TRUE(metrics.ok());
-  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 3);
-  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_seconds_count"), 3);
-  EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"prefill\",worker=\"" + prefill.url()),
+  // (The last prefill may still be ending: the client had the decode's answer first.)
+  std::string text;
+  EXPECT_TRUE(testing::wait_until([&] {
+    auto m = http.get("/metrics");
+    text = m.ok() ? m->body : "";
+    return metric_value(text, "kvgate_pd_prefill_seconds_count") == 3;
+  })) << "three prefill exchanges timed";
+  EXPECT_EQ(metric_value(text, "kvgate_pd_pairs_total"), 3);
+  EXPECT_NE(text.find("kvgate_worker_role{role=\"prefill\",worker=\"" + prefill.url()),
             std::string::npos);
-  EXPECT_NE(metrics->body.find("kvgate_worker_role{role=\"decode\",worker=\"" + decode.url()),
+  EXPECT_NE(text.find("kvgate_worker_role{role=\"decode\",worker=\"" + decode.url()),
             std::string::npos);
   auto listed = http.get("/workers");
   ASSERT_TRUE(listed.ok());
@@ -130,6 +146,7 @@ TEST_F(PdTest, ABatchGetsARoomPerPrompt) {
     }
     return rooms;
   };
+  ASSERT_TRUE(received(prefill, 1));
   const auto p = rooms_of(prefill);
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p, rooms_of(decode));

@@ -16,12 +16,14 @@ constexpr char kTransferTimeoutMs[] = "2000";
 
 // Two prefill and two decode workers, each its own process, behind a gateway.
 struct PdFleet {
-  // `slow_prefill_a`: flags that make prefill-a's engine slower than the others.
-  explicit PdFleet(std::vector<std::string> slow_prefill_a = {})
+  // `slow_prefill_a`: flags that make prefill-a's engine slower than the others;
+  // `transfer_timeout_ms`: how long a decode waits for its room.
+  explicit PdFleet(std::vector<std::string> slow_prefill_a = {},
+                   const char* transfer_timeout_ms = kTransferTimeoutMs)
       : prefill_a(std::make_unique<MockFleet>(1, joined(prefill_args(), slow_prefill_a))),
         prefill_b(std::make_unique<MockFleet>(1, prefill_args())),
-        decode_a(std::make_unique<MockFleet>(1, decode_args())),
-        decode_b(std::make_unique<MockFleet>(1, decode_args())) {
+        decode_a(std::make_unique<MockFleet>(1, decode_args(transfer_timeout_ms))),
+        decode_b(std::make_unique<MockFleet>(1, decode_args(transfer_timeout_ms))) {
     if (!prefill_a->ready() || !prefill_b->ready() || !decode_a->ready() || !decode_b->ready()) {
       return;
     }
@@ -42,8 +44,8 @@ struct PdFleet {
   static std::vector<std::string> prefill_args() {
     return {"--pd-role", "prefill", "--bootstrap-port", "0"};
   }
-  static std::vector<std::string> decode_args() {
-    return {"--pd-role", "decode", "--pd-transfer-timeout-ms", kTransferTimeoutMs};
+  static std::vector<std::string> decode_args(const char* timeout_ms = kTransferTimeoutMs) {
+    return {"--pd-role", "decode", "--pd-transfer-timeout-ms", timeout_ms};
   }
   bool ready() const { return gw && gw->ready() && gw->wait_routable(4, 20); }
 
@@ -171,9 +173,11 @@ TEST(Drill, PdRoomNeverArrives) {
 }
 
 // One prefill worker saturated (a tenth of the others' prefill speed, two sequences at a time)
-// while the decode workers idle: pairs move to the prefill that keeps up, and nothing fails.
+// while the decode workers idle: pairs move to the prefill that keeps up, and nothing fails. The
+// decodes wait for their rooms as long as an engine's default (10 s): a room late from a queue is
+// not lost.
 TEST(Drill, PdPrefillSaturatedWhileDecodeIdles) {
-  PdFleet f({"--prefill-tokens-per-s", "1000", "--max-num-seqs", "2"});
+  PdFleet f({"--prefill-tokens-per-s", "1000", "--max-num-seqs", "2"}, "10000");
   ASSERT_TRUE(f.ready());
   const std::string slow = f.prefill_a->url(0), fast = f.prefill_b->url(0);
   Traffic traffic({.port = f.gw->port(), .max_tokens = 8, .prompt_words = 400});

@@ -143,15 +143,15 @@ net::awaitable<void> dispatch(const GenerationParts& parts, Generation& g) {
                                                           g.parsed.tokens.size(), g.block_size));
     }
     if (!take_trials(g, c)) continue;
-    bool prefill_failed = false;
+    PairFault fault = PairFault::kDecode;
     Attempt a;
     if (c.prefill) {
-      a = co_await pd_attempt(parts, g, c.prefill, c.prefill_d, *c.worker, c.d, &prefill_failed);
+      a = co_await pd_attempt(parts, g, c.prefill, c.prefill_d, *c.worker, c.d, &fault);
     } else {
       a = co_await attempt(parts, g, *c.worker, c.d);
     }
     // A failed pair is the prefill's doing when the prefill failed (it cut the decode).
-    workers::Worker* const worker = prefill_failed ? c.prefill.get() : c.worker.get();
+    workers::Worker* const worker = fault == PairFault::kPrefill ? c.prefill.get() : c.worker.get();
     if (a.done) co_return;
     if (a.vetoed && parts.shutting_down.load(std::memory_order_relaxed)) {
       http::Response err = error_answer(parts, ErrorReason::kDraining, 503, kShutdownMessage);
@@ -166,8 +166,12 @@ net::awaitable<void> dispatch(const GenerationParts& parts, Generation& g) {
       co_await reply(g, std::move(err));
       co_return;
     }
-    if (!a.vetoed) worker->count_retryable_failure();
+    // (A pair whose decode gave up while its prefill still ran: either may be at fault, say a
+    // prefill too slow for the decode's transfer timeout. Neither is held to blame; the retry
+    // takes another of each.)
+    if (!a.vetoed && fault != PairFault::kEither) worker->count_retryable_failure();
     g.tried.push_back(worker->id());
+    if (fault == PairFault::kEither) g.tried.push_back(c.prefill->id());
     if (a.answer) g.last_answer = std::move(a.answer);
     if (!a.failure.ok()) g.last_failure = a.failure;
     if (++attempt_no > parts.config.max_retries) {

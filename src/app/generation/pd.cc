@@ -198,7 +198,7 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
                                     std::shared_ptr<workers::Worker> prefill,
                                     const policy::Decision& prefill_decision,
                                     workers::Worker& decode, const policy::Decision& d,
-                                    bool* prefill_failed) {
+                                    PairFault* fault) {
   const std::shared_ptr<const workers::WorkerInfo> info = prefill->info();
   std::optional<std::string> body =
       with_bootstrap(g.req.body(), prefill->host(), info->bootstrap_port, g.parsed.batch);
@@ -219,8 +219,11 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
     boost::system::error_code ec;
     co_await side.finished.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
-  *prefill_failed = !side.failure.ok() && !side.abandoned;
-  if (*prefill_failed && !a.done) {
+  const bool prefill_failed = !side.failure.ok() && !side.abandoned;
+  *fault = prefill_failed   ? PairFault::kPrefill
+           : side.abandoned ? PairFault::kEither
+                            : PairFault::kDecode;
+  if (prefill_failed && !a.done) {
     a.failure = side.failure;
     a.answer.reset();
     a.retry = true;
@@ -232,7 +235,7 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
 net::awaitable<Attempt> vllm_pair(const GenerationParts& parts, Generation& g,
                                   std::shared_ptr<workers::Worker> prefill,
                                   const policy::Decision& prefill_decision, workers::Worker& decode,
-                                  const policy::Decision& d, bool* prefill_failed) {
+                                  const policy::Decision& d, PairFault* fault) {
   std::optional<std::string> prefill_body =
       vllm_prefill_body(g.req.body(), g.route == ApiRoute::kChatCompletions);
   if (!prefill_body) co_return not_an_object();
@@ -251,8 +254,8 @@ net::awaitable<Attempt> vllm_pair(const GenerationParts& parts, Generation& g,
         "the prefill worker answered without kv_transfer_params: is it an engine started with a "
         "KV connector (vLLM --kv-transfer-config)?");
   }
-  *prefill_failed = !side.failure.ok();
-  if (*prefill_failed) {
+  *fault = side.failure.ok() ? PairFault::kDecode : PairFault::kPrefill;
+  if (!side.failure.ok()) {
     Attempt a;
     a.failure = side.failure;
     a.retry = true;
@@ -274,15 +277,13 @@ net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
                                    std::shared_ptr<workers::Worker> prefill,
                                    const policy::Decision& prefill_decision,
                                    workers::Worker& decode, const policy::Decision& d,
-                                   bool* prefill_failed) {
+                                   PairFault* fault) {
   parts.metrics.pd_pair();
   Attempt a;
   if (parts.config.pd_protocol == GatewayConfig::PdProtocol::kVllm) {
-    a = co_await vllm_pair(parts, g, std::move(prefill), prefill_decision, decode, d,
-                           prefill_failed);
+    a = co_await vllm_pair(parts, g, std::move(prefill), prefill_decision, decode, d, fault);
   } else {
-    a = co_await sglang_pair(parts, g, std::move(prefill), prefill_decision, decode, d,
-                             prefill_failed);
+    a = co_await sglang_pair(parts, g, std::move(prefill), prefill_decision, decode, d, fault);
   }
   co_return a;
 }

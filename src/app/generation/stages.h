@@ -141,13 +141,16 @@ boost::asio::awaitable<void> dispatch(const GenerationParts& parts, Generation& 
 boost::asio::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
                                         workers::Worker& worker, const policy::Decision& d);
 
-// pd.cc: one attempt of a prefill/decode pair (SGLang's protocol): the decode's answer relayed,
-// the prefill's checked; `prefill_failed` says whose failure a failed attempt was.
+// Whose failure a failed pair was: the decode's, the prefill's (it failed, and cut its decode),
+// or either's (the decode gave up while its prefill still ran).
+enum class PairFault { kDecode, kPrefill, kEither };
+// pd.cc: one attempt of a prefill/decode pair: the decode's answer relayed, the prefill's
+// checked; `fault` says whose failure a failed attempt was.
 boost::asio::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
                                            std::shared_ptr<workers::Worker> prefill,
                                            const policy::Decision& prefill_decision,
                                            workers::Worker& decode, const policy::Decision& d,
-                                           bool* prefill_failed);
+                                           PairFault* fault);
 
 // pd.cc: the decider. The prompt tokens the decode worker `d` chose (its rank when pinned) holds,
 // from the KV index, when they are enough for it to prefill the rest itself

@@ -125,6 +125,23 @@ class PdTest : public ::testing::Test {
     return out;
   }
 
+  // The decode announces the blocks it received as its own: one store, the first of its cache,
+  // of the prompt's first six blocks (96 tokens).
+  void expect_one_store_of_six_blocks(const std::vector<TokenId>& prompt) {
+    const std::vector<TokenId> blocks(prompt.begin(), prompt.begin() + 96);
+    std::vector<events::BlockStored> stores;
+    ASSERT_TRUE(wait_until(
+        [&] {
+          stores = decode_stores();
+          return !stores.empty();
+        },
+        kFleetWait));
+    ASSERT_EQ(stores.size(), 1u);
+    EXPECT_EQ(stores[0].block_hashes.size(), 6u);
+    EXPECT_EQ(stores[0].token_ids, blocks);
+    EXPECT_FALSE(stores[0].parent.has_value());
+  }
+
   std::unique_ptr<Fleet> prefill_;
   std::unique_ptr<Fleet> decode_;
 };
@@ -146,19 +163,7 @@ TEST_F(PdTest, PairAnswersAndTheDecodeReceivesOnlyTheBlocksItLacks) {
   EXPECT_EQ(pd_stat(prefill_port(), "rooms", "published"), 1u);
   EXPECT_EQ(pd_stat(prefill_port(), "rooms", "pulled"), 1u);
 
-  // The decode announces the received blocks as its own: one store of the prompt's 6 blocks.
-  const std::vector<TokenId> blocks(prompt.begin(), prompt.begin() + 96);
-  std::vector<events::BlockStored> stores;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        stores = decode_stores();
-        return !stores.empty();
-      },
-      kFleetWait));
-  ASSERT_EQ(stores.size(), 1u);
-  EXPECT_EQ(stores[0].block_hashes.size(), 6u);
-  EXPECT_EQ(stores[0].token_ids, blocks);
-  EXPECT_FALSE(stores[0].parent.has_value());
+  expect_one_store_of_six_blocks(prompt);
 
   // The same prompt again (a new room): the decode holds every block, nothing is transferred.
   Pair second =
@@ -350,17 +355,7 @@ TEST_F(PdTest, VllmSequenceAnswersAndTheSecondTransfersNothing) {
   EXPECT_EQ(pd_stat(prefill_port(), "rooms", "pulled"), 1u);
   EXPECT_EQ(pd_stat(prefill_port(), "open_rooms"), 0u);
 
-  const std::vector<TokenId> blocks(prompt.begin(), prompt.begin() + 96);
-  std::vector<events::BlockStored> stores;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        stores = decode_stores();
-        return !stores.empty();
-      },
-      kFleetWait));
-  ASSERT_EQ(stores.size(), 1u);
-  EXPECT_EQ(stores[0].block_hashes.size(), 6u);
-  EXPECT_EQ(stores[0].token_ids, blocks);
+  expect_one_store_of_six_blocks(prompt);
 
   // The same sequence again: new block ids, and the decode holds every block already.
   std::string again_params;

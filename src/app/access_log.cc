@@ -73,6 +73,7 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
     w.member("status", r.status).member("duration_ms", r.duration_ms);
     if (!r.model.empty()) w.member("model", r.model);
     if (!r.worker.empty()) w.member("worker", r.worker);
+    if (!r.prefill_worker.empty()) w.member("prefill_worker", r.prefill_worker);
     if (r.rank >= 0) w.member("rank", r.rank);
     if (r.routed) w.member("matched_blocks", r.matched_blocks).member("decision_us", r.decision_us);
     if (!r.branch.empty()) w.member("branch", r.branch);
@@ -87,6 +88,7 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
   if (r.attempts > 0 || !r.model.empty()) {
     append_field(out, "model", r.model);
     append_field(out, "worker", r.worker);
+    if (!r.prefill_worker.empty()) append_field(out, "prefill_worker", r.prefill_worker);
     append_field(out, "rank", r.rank >= 0 ? std::to_string(r.rank) : "");
     append_field(out, "matched", r.routed ? std::to_string(r.matched_blocks) : "");
     out.append(" decision_us=");

@@ -33,9 +33,10 @@ struct AccessRecord {
   double duration_ms = 0;
   // Generation routes only:
   std::string_view model;
-  std::string_view worker;  // the last worker tried ("" when none was)
-  int32_t rank = -1;        // the pinned data-parallel rank, -1 for none
-  bool routed = false;      // a decision was made (matched and decision_us hold)
+  std::string_view worker;          // the last worker tried ("" when none was)
+  std::string_view prefill_worker;  // its prefill worker, when that was a prefill/decode pair
+  int32_t rank = -1;                // the pinned data-parallel rank, -1 for none
+  bool routed = false;              // a decision was made (matched and decision_us hold)
   uint32_t matched_blocks = 0;
   double decision_us = 0;
   std::string_view branch;    // the policy's branch (routed)

@@ -9,7 +9,8 @@ namespace net = boost::asio;
 
 constexpr std::string_view kMethods = "GET, POST, DELETE, OPTIONS";
 constexpr std::string_view kDefaultHeaders = "authorization, content-type, x-request-id";
-constexpr std::string_view kExposed = "x-request-id, x-kvgate-worker, x-kvgate-dp-rank";
+constexpr std::string_view kExposed =
+    "x-request-id, x-kvgate-worker, x-kvgate-dp-rank, x-kvgate-prefill-worker";
 constexpr std::string_view kMaxAgeSeconds = "600";
 
 }  // namespace

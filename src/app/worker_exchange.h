@@ -23,6 +23,9 @@ namespace kvgate::app {
 inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
 // Tells the client which data-parallel rank served it.
 inline constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
+// On an answer of a prefill/decode pair (the decode's): the prefill worker that computed the
+// prompt.
+inline constexpr std::string_view kPrefillWorkerHeader = "x-kvgate-prefill-worker";
 // The request's id: the client's when it sent a usable one, else made here; on every answer.
 inline constexpr std::string_view kRequestIdHeader = "x-request-id";
 // The data-parallel rank a request is pinned to: vLLM's OpenAI server and SGLang both honour it.

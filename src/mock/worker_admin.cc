@@ -86,6 +86,7 @@ Response Worker::requests(const http::Request& req) const {
     if (n++ >= limit) break;
     last = r.seq;
     w.begin_object().member("seq", r.seq).member("id", r.id).member("worker", options_.index);
+    if (!r.request_id.empty()) w.member("request_id", r.request_id);
     w.member("dp_rank", r.rank).member("api", r.api).member("status", r.status);
     w.member("arrival", r.arrival).member("finish", r.finish);
     w.member("ttft_s", r.ttft);

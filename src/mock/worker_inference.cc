@@ -44,6 +44,7 @@ void Worker::record(const Part& p, std::string_view status) {
   Record r;
   r.seq = next_record_seq_++;
   r.id = p.rid;
+  if (p.owner != nullptr) r.request_id = p.owner->request_id;
   r.rank = p.rank;
   r.api = p.kind == ApiKind::kChat        ? "chat"
           : p.kind == ApiKind::kGenerate  ? "generate"
@@ -166,6 +167,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
   Rank& r = *ranks_[rank];
 
   Exchange ex(res.get_executor());
+  ex.request_id.assign(req.header("x-request-id").substr(0, 128));
   // Whatever way this coroutine ends (client gone, shutdown), no part stays in the engine.
   struct Cleanup {
     Worker* w;

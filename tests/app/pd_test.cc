@@ -78,13 +78,24 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
   RecordingWorker prefill, decode;
   start_pd(prefill.url(), decode.url());
   auto http = client();
+  std::vector<std::string> ids;
   for (const bool stream : {false, true}) {
     auto r = http.post("/v1/completions", completion("hello", 1, stream));
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->status, 200u) << r->body;
     EXPECT_EQ(r->header("x-kvgate-worker"), decode.url()) << "the client gets the decode's answer";
+    EXPECT_EQ(r->header("x-kvgate-prefill-worker"), prefill.url()) << "and is told the prefill";
+    ids.emplace_back(r->header("x-request-id"));
   }
   ASSERT_TRUE(received(prefill, 2));
+  // Both sides of a pair get the request's id: what joins their records.
+  for (const RecordingWorker* w : {&prefill, &decode}) {
+    std::vector<std::string> got;
+    for (const auto& q : w->requests()) {
+      if (q.method == http::Verb::post) got.push_back(q.field("x-request-id"));
+    }
+    EXPECT_EQ(got, ids);
+  }
   const auto p = bootstraps(prefill);
   const auto d = bootstraps(decode);
   ASSERT_EQ(p.size(), 2u);

@@ -17,15 +17,7 @@ src="$(cd "$(dirname "$0")/../.." && pwd)"
 KVG_NAME=replay_chat_e2e_test
 # shellcheck source=../../tools/replay/fleet.sh
 source "$src/tools/replay/fleet.sh"
-work=$(mktemp -d /tmp/kvgate-replay-chat.XXXXXX)
-kvg_init "$build" "$work"
-finish() {
-  kvg_stop_all
-  if [[ "${keep:-0}" == 1 ]]; then echo "logs kept in $work"; else rm -rf "$work"; fi
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
-keep=1
+kvg_test_begin "$build"
 fail() { echo "FAIL: $*"; exit 1; }
 
 model="${KVGATE_TOKENIZER_DIR:-$HOME/.cache/kvgate/tokenizers}/qwen3"
@@ -65,5 +57,5 @@ blind=$(sed -n 's/.*hit\/oracle \([0-9.]*\),.*/\1/p' "$work/blind.txt")
   fail "hit/oracle $seeing with the engines' tokenizer, under 0.98"
 "$KVG_PY" -c "import sys; sys.exit(0 if float('$blind') <= float('$seeing') - 0.1 else 1)" ||
   fail "hit/oracle $blind with the test tokenizer is not well below $seeing"
-keep=0
+KVG_KEEP=0
 echo "PASS: hit/oracle $seeing with the engines' tokenizer, $blind with the test tokenizer"

@@ -17,15 +17,7 @@ src="$(cd "$(dirname "$0")/../.." && pwd)"
 KVG_NAME=replay_e2e_test
 # shellcheck source=../../tools/replay/fleet.sh
 source "$src/tools/replay/fleet.sh"
-work=$(mktemp -d /tmp/kvgate-replay-e2e.XXXXXX)
-kvg_init "$build" "$work"
-finish() {
-  kvg_stop_all
-  if [[ "${keep:-0}" == 1 ]]; then echo "logs kept in $work"; else rm -rf "$work"; fi
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
-keep=1
+kvg_test_begin "$build"
 fail() { echo "FAIL: $*"; exit 1; }
 
 replay="$build/bin/kvgate-replay"
@@ -129,5 +121,4 @@ for b in bad[:20]:
     print("  violated:", b)
 sys.exit(1 if bad else 0)
 PY
-keep=0
-echo "PASS"
+kvg_test_passed

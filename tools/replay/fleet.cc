@@ -151,6 +151,7 @@ Result<Fleet> discover(std::string_view target_url) {
     w.url = canonical_url(str(e, "url"));
     if (w.url.empty()) continue;
     w.block_size = block_size_of(e);
+    w.role = str(e, "role");
     w.streams = streams_of(e, w.url);
     fleet.workers.push_back(std::move(w));
   }
@@ -194,6 +195,7 @@ Result<std::vector<MockRecord>> fetch_records(std::string_view worker_url) {
       ++n;
       MockRecord m;
       m.id = str(r, "id");
+      m.request_id = str(r, "request_id");
       m.status = str(r, "status");
       uint64_t v = 0;
       if (r["prompt_tokens"].get(v) == simdjson::SUCCESS) m.prompt_tokens = v;

@@ -31,6 +31,7 @@ std::string canonical_url(std::string_view url);
 struct FleetWorker {
   std::string url;
   uint32_t block_size = 0;  // 0: not reported
+  std::string role;         // the gateway's: regular, prefill or decode ("" from a worker itself)
   std::vector<KvStream> streams;
 };
 
@@ -44,7 +45,8 @@ Result<FleetWorker> describe_worker(std::string_view url);
 
 struct MockRecord {
   std::string id;
-  std::string status;  // finished / aborted
+  std::string request_id;  // the x-request-id the worker received ("" when none)
+  std::string status;      // finished / aborted
   uint64_t prompt_tokens = 0;
   uint64_t cached_tokens = 0;
   uint64_t output_tokens = 0;

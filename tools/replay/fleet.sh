@@ -6,11 +6,16 @@
 #   kvg_init BUILD_DIR WORK_DIR          # binaries from BUILD_DIR/bin, logs into WORK_DIR
 #   trap kvg_stop_all EXIT; trap 'exit 130' INT TERM
 #   kvg_start_mock 8 [kvgate-mock flags]  || exit   # sets KVG_WORKER_URLS (space-separated)
+#   kvg_start_pd_fleet sglang 4 4 [flags] || exit   # or: a prefill and a decode kvgate-mock,
+#                                                   # KVG_PD_ARGS the gateway's --prefill/--decode
 #   kvg_start_gateway cache_aware [flags] || exit   # sets KVG_GATEWAY_URL
 #   kvg_start_redis                       || exit   # sets KVG_REDIS_URL (for --state-sync)
 #   kvg_wait_routable 8 60                || exit
 #   kvg_run REPLAY_TIMEOUT_S build/x/bin/kvgate-replay --target "$KVG_GATEWAY_URL" ...
 #   kvg_stop_all                                    # also what the EXIT trap does
+#
+# A test script instead starts with `kvg_test_begin BUILD_DIR` (a work directory in $work, kept
+# only when the test fails, and the traps) and ends with `kvg_test_passed`.
 #
 # Every process is started in the background and remembered; kvg_run waits for its child with
 # `wait`, which a trapped signal interrupts, so Ctrl-C or SIGTERM stop everything at once. A
@@ -24,6 +29,24 @@ kvg_init() {  # BUILD_DIR WORK_DIR
   KVG_BIN="$1/bin"
   KVG_WORK="$2"
   mkdir -p "$KVG_WORK"
+}
+
+kvg_test_begin() {  # BUILD_DIR; KVG_NAME names the test
+  work=$(mktemp -d "/tmp/kvgate-$KVG_NAME.XXXXXX")
+  kvg_init "$1" "$work"
+  KVG_KEEP=1
+  trap kvg_test_end EXIT
+  trap 'exit 130' INT TERM
+}
+
+kvg_test_end() {
+  kvg_stop_all
+  if [[ "$KVG_KEEP" == 1 ]]; then echo "logs kept in $work"; else rm -rf "$work"; fi
+}
+
+kvg_test_passed() {
+  KVG_KEEP=0
+  echo "PASS"
 }
 
 kvg_say() { echo "$KVG_NAME: $*" >&2; }
@@ -52,23 +75,50 @@ kvg_poll() {  # secs cmd...
 
 kvg_alive() { kill -0 "$1" 2>/dev/null; }
 
-kvg_start_mock() {  # workers [flags...]
+kvg_start_mock() {  # workers [flags...]; files named $KVG_MOCK_NAME (default mock) in $KVG_WORK
   local workers="$1"
   shift
   kvg_need kvgate-mock || return 1
-  local pf="$KVG_WORK/mock-ports.json"
+  local name="${KVG_MOCK_NAME:-mock}"
+  local pf="$KVG_WORK/$name-ports.json"
   rm -f "$pf"
   "$KVG_BIN/kvgate-mock" --workers "$workers" --http-port 0 --kv-port 0 --port-file "$pf" \
-    --log-level warn "$@" >"$KVG_WORK/mock.out" 2>"$KVG_WORK/mock.err" &
+    --log-level warn "$@" >"$KVG_WORK/$name.out" 2>"$KVG_WORK/$name.err" &
   KVG_MOCK_PID=$!
   KVG_PIDS+=("$KVG_MOCK_PID")
   if ! kvg_poll 30 test -s "$pf"; then
     kvg_alive "$KVG_MOCK_PID" && kvg_say "kvgate-mock wrote no port file within 30 s" ||
-      kvg_say "kvgate-mock exited at start: $(tail -3 "$KVG_WORK/mock.err")"
+      kvg_say "kvgate-mock exited at start: $(tail -3 "$KVG_WORK/$name.err")"
     return 1
   fi
   KVG_WORKER_URLS=$("$KVG_PY" -c 'import json,sys
 print(" ".join(w["url"] for w in json.load(open(sys.argv[1]))["workers"]))' "$pf") || return 1
+}
+
+# A disaggregated fleet: one kvgate-mock of `prefill` workers (--pd-role prefill, bootstrap
+# servers on free ports) and one of `decode` workers. Sets KVG_PD_ARGS (the gateway's --prefill
+# URL [BOOTSTRAP_PORT] and --decode URL flags; the ports for SGLang's protocol only),
+# KVG_PREFILL_URLS and KVG_DECODE_URLS, and empties KVG_WORKER_URLS.
+kvg_start_pd_fleet() {  # sglang|vllm prefill decode [flags...]
+  local protocol="$1" prefill="$2" decode="$3"
+  shift 3
+  KVG_MOCK_NAME=mock-prefill kvg_start_mock "$prefill" --pd-role prefill --bootstrap-port 0 "$@" ||
+    return 1
+  KVG_PREFILL_URLS="$KVG_WORKER_URLS"
+  KVG_MOCK_NAME=mock-decode kvg_start_mock "$decode" --pd-role decode "$@" || return 1
+  KVG_DECODE_URLS="$KVG_WORKER_URLS"
+  KVG_WORKER_URLS=""
+  local line
+  line=$("$KVG_PY" -c 'import json,sys
+ports = sys.argv[1] == "sglang"
+out = []
+for w in json.load(open(sys.argv[2]))["workers"]:
+    out += ["--prefill", w["url"]] + ([str(w["bootstrap_port"])] if ports else [])
+for w in json.load(open(sys.argv[3]))["workers"]:
+    out += ["--decode", w["url"]]
+print(" ".join(out))' "$protocol" "$KVG_WORK/mock-prefill-ports.json" \
+    "$KVG_WORK/mock-decode-ports.json") || return 1
+  read -r -a KVG_PD_ARGS <<<"$line"
 }
 
 kvg_start_gateway() {  # policy [flags...]; logs to $KVG_WORK/${KVG_GATEWAY_LOG:-gateway}.out|err
@@ -76,9 +126,11 @@ kvg_start_gateway() {  # policy [flags...]; logs to $KVG_WORK/${KVG_GATEWAY_LOG:
   shift
   kvg_need kvgate || return 1
   local log="$KVG_WORK/${KVG_GATEWAY_LOG:-gateway}"
-  # shellcheck disable=SC2086  # the URLs are one word each
+  local urls=()
+  # shellcheck disable=SC2206  # the URLs are one word each
+  [[ -n "${KVG_WORKER_URLS:-}" ]] && urls=(--worker-urls $KVG_WORKER_URLS)
   "$KVG_BIN/kvgate" --host 127.0.0.1 --port 0 --policy "$policy" --log-level warn "$@" \
-    --worker-urls $KVG_WORKER_URLS >"$log.out" 2>"$log.err" &
+    "${urls[@]}" >"$log.out" 2>"$log.err" &
   KVG_GATEWAY_PID=$!
   KVG_PIDS+=("$KVG_GATEWAY_PID")
   if ! kvg_poll 30 grep -qs "kvgate listening on" "$log.out"; then

@@ -207,13 +207,20 @@ void add_flags(CLI::App& app, Flags& f) {
       ->group(rep);
 }
 
-// The mock's records joined to ours by response id: the per-worker count of our requests the
-// worker recorded, and its oracle_tokens where it reports them.
+// The mock's records joined to ours: the answering worker's by the response id, a pair's
+// prefill's by request id (its answer went to the decode, not here). Per worker, the count of our
+// requests it recorded; per request, the figures of the worker that computed the prompt: its
+// oracle_tokens where it reports them and, for a pair, the prefill's cached tokens (the decode's
+// usage counts the blocks it received as cached).
 void join_mock_records(const std::vector<std::string>& worker_urls, bool take_oracle,
                        std::vector<RequestRecord>& records, Summary* summary, bool* any_oracle) {
-  std::unordered_map<std::string, RequestRecord*> by_id;
+  std::unordered_map<std::string, RequestRecord*> answered_by, prefilled_by;
   for (RequestRecord& r : records) {
-    if (r.answered && !r.response_id.empty()) by_id[r.worker + " " + r.response_id] = &r;
+    if (!r.answered) continue;
+    if (!r.response_id.empty()) answered_by[r.worker + " " + r.response_id] = &r;
+    if (!r.prefill_worker.empty() && !r.request_id.empty()) {
+      prefilled_by[r.prefill_worker + " " + r.request_id] = &r;
+    }
   }
   for (const std::string& url : worker_urls) {
     auto recs = fetch_records(url);
@@ -224,12 +231,23 @@ void join_mock_records(const std::vector<std::string>& worker_urls, bool take_or
     }
     uint64_t ours = 0;
     for (const MockRecord& m : *recs) {
-      auto it = by_id.find(url + " " + m.id);
-      if (it == by_id.end()) continue;
+      RequestRecord* r = nullptr;
+      bool computed_here = false;  // this worker computed the prompt
+      if (auto it = answered_by.find(url + " " + m.id); it != answered_by.end()) {
+        r = it->second;
+        computed_here = r->prefill_worker.empty();
+      } else if (auto pf = prefilled_by.find(url + " " + m.request_id);
+                 !m.request_id.empty() && pf != prefilled_by.end()) {
+        r = pf->second;
+        computed_here = true;
+        r->cached_tokens = m.cached_tokens;
+      } else {
+        continue;
+      }
       ++ours;
-      if (take_oracle && m.oracle_tokens) {
-        it->second->oracle_tokens = *m.oracle_tokens;
-        it->second->oracle_source = OracleSource::kMock;
+      if (computed_here && take_oracle && m.oracle_tokens) {
+        r->oracle_tokens = *m.oracle_tokens;
+        r->oracle_source = OracleSource::kMock;
         *any_oracle = true;
       }
     }
@@ -400,6 +418,16 @@ int run(const Flags& f) {
   rc.through_gateway = fleet.through_gateway;
   rc.oracle_mode = f.oracle;
   rc.fleet_workers = urls;
+  // A disaggregated fleet is judged on its prefill side, where prompts are computed: those
+  // workers' shares (a decode worker counts only for requests it computed alone).
+  if (std::any_of(fleet.workers.begin(), fleet.workers.end(),
+                  [](const FleetWorker& w) { return w.role == "prefill"; })) {
+    rc.disaggregated = true;
+    rc.fleet_workers.clear();
+    for (const FleetWorker& w : fleet.workers) {
+      if (w.role == "prefill") rc.fleet_workers.push_back(w.url);
+    }
+  }
   if (!fleet.through_gateway && urls.empty()) rc.fleet_workers.push_back(target);
 
   // The mock's records: its oracle (preferred when present) and its own request counts.
@@ -423,7 +451,10 @@ int run(const Flags& f) {
   }
   Summary summary = summarize(*records, rc, runner.wall_seconds());
   for (auto& [url, w] : probe.workers) {
-    if (w.mock_records) summary.workers[url].mock_records = w.mock_records;
+    // (Only workers the report counts: a disaggregated fleet's decode workers that computed
+    // nothing alone are not among them.)
+    auto it = summary.workers.find(url);
+    if (w.mock_records && it != summary.workers.end()) it->second.mock_records = w.mock_records;
   }
   if (oracle) summary.oracle_stats = oracle->stats();
   oracle.reset();

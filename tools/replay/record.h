@@ -12,10 +12,14 @@ enum class OracleSource { kNone, kEvents, kMock };
 const char* oracle_source_name(OracleSource s);
 
 struct RequestRecord {
-  size_t row = 0;                   // row number in the trace file (0-based)
-  double scheduled_s = 0;           // due time, seconds from the replay's start
-  double actual_s = 0;              // when it was sent, seconds from the replay's start
-  std::string worker;               // x-kvgate-worker, or the target when it is a worker
+  size_t row = 0;          // row number in the trace file (0-based)
+  double scheduled_s = 0;  // due time, seconds from the replay's start
+  double actual_s = 0;     // when it was sent, seconds from the replay's start
+  std::string worker;      // x-kvgate-worker, or the target when it is a worker
+  // x-kvgate-prefill-worker: a prefill/decode pair's prefill. Its record (joined by request_id)
+  // gives the request's cached and oracle tokens: the prompt was computed there.
+  std::string prefill_worker;
+  std::string request_id;           // sent as x-request-id
   std::optional<uint32_t> dp_rank;  // x-kvgate-dp-rank: the rank the gateway pinned
   unsigned status = 0;              // HTTP status of the answer head (0: none)
   bool answered = false;            // 200 and the stream ended with [DONE]

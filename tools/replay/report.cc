@@ -112,8 +112,10 @@ Summary summarize(const std::vector<RequestRecord>& records, const ReportConfig&
     }
     if (is_good(r, config.slo_ttft_ms, config.slo_itl_ms)) ++s.good;
     s.output_tokens += r.output_tokens;
-    WorkerFigures& w = s.workers[r.worker];
+    // The worker that computed the prompt: a pair's prefill.
+    WorkerFigures& w = s.workers[r.prefill_worker.empty() ? r.worker : r.prefill_worker];
     ++w.requests;
+    if (!r.prefill_worker.empty()) ++s.pd_pairs;
     if (!r.has_usage) {
       ++s.without_usage;
       continue;
@@ -165,6 +167,7 @@ Summary summarize(const std::vector<RequestRecord>& records, const ReportConfig&
     }
     s.share_max_over_mean = s.share_max * static_cast<double>(s.workers.size());
   }
+  if (config.disaggregated) s.pd_decode_alone = s.answered - s.pd_pairs;
   return s;
 }
 
@@ -234,6 +237,10 @@ std::string summary_json(const Summary& s) {
   w.end_object();
   w.key("share").begin_object().member("min", s.share_min).member("max", s.share_max);
   w.member("max_over_mean", s.share_max_over_mean).end_object();
+  if (s.config.disaggregated) {
+    w.key("pd").begin_object().member("pairs", s.pd_pairs);
+    w.member("decode_alone", s.pd_decode_alone).end_object();
+  }
   w.key("errors").begin_object();
   for (const auto& [kind, n] : s.errors) w.member(kind, n);
   w.end_object();
@@ -302,6 +309,12 @@ std::string text_report(const Summary& s) {
   line("  goodput        %.2f req/s, %.3f of requests (TTFT <= %g ms and ITL <= %g ms)\n",
        s.goodput_rps, s.goodput_fraction, c.slo_ttft_ms, c.slo_itl_ms);
   line("  prefix reuse   %.3f (cached / prompt tokens)\n", s.prefix_reuse);
+  if (c.disaggregated) {
+    line(
+        "  prefill/decode %zu pairs (figures from their prefill workers), %zu computed by a decode "
+        "worker alone\n",
+        s.pd_pairs, s.pd_decode_alone);
+  }
   if (s.oracle_requests > 0) {
     line("  hit/oracle     %.3f (oracle from %s: %.3f of prompt tokens reusable)\n",
          s.hit_over_oracle, s.oracle_source.c_str(), s.oracle_reuse);

@@ -28,6 +28,7 @@ struct ReportConfig {
   bool through_gateway = false;
   std::string oracle_mode;
   std::vector<std::string> fleet_workers;  // URLs: workers that served nothing still count
+  bool disaggregated = false;  // the gateway's fleet has prefill workers (GET /workers roles)
 };
 
 struct Quantiles {
@@ -81,6 +82,10 @@ struct Summary {
   double share_min = 0, share_max = 0, share_max_over_mean = 0;
   std::map<std::string, uint64_t> errors;
   size_t bad_usage = 0;  // cached > prompt tokens in a usage report
+  // A disaggregated fleet: answers of prefill/decode pairs (their figures are the prefill's), and
+  // answers a decode worker computed alone.
+  size_t pd_pairs = 0;
+  size_t pd_decode_alone = 0;
 };
 
 // A request is good when it was answered, its TTFT is within the TTFT SLO and its mean

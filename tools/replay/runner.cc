@@ -2,8 +2,10 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <random>
 
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
@@ -24,6 +26,19 @@ namespace {
 
 constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
 constexpr std::string_view kRankHeader = "x-kvgate-dp-rank";
+constexpr std::string_view kPrefillWorkerHeader = "x-kvgate-prefill-worker";
+
+// This process's request ids: a random run tag and the row's position, so the workers' records
+// of one run never match another's.
+std::string request_id_for(size_t i) {
+  static const std::string tag = [] {
+    std::random_device rd;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+    return std::string(buf);
+  }();
+  return "replay-" + tag + "-" + std::to_string(i);
+}
 constexpr size_t kErrorBodyBytes = 4096;
 
 std::string error_kind_of(const Status& s) {
@@ -109,6 +124,8 @@ class Runner::Run {
     http::ClientRequest req;
     req.method = http::Verb::post;
     req.target = "/v1/completions";
+    rec.request_id = request_id_for(i);
+    req.headers.emplace_back("x-request-id", rec.request_id);
     {
       // Used only before the first co_await: other coroutines of this thread reuse it after.
       thread_local std::vector<TokenId> tokens;
@@ -133,12 +150,13 @@ class Runner::Run {
     } else {
       co_await exchange(rec, req, ctx, i % targets_.size(), sent);
       if (rec.oracle_tokens && !rec.worker.empty()) {
-        // The figure of the holder the request ran on: its rank's when the gateway said which,
-        // else the worker's best rank's.
+        // The figure of the holder the request ran on (a pair's prefill): its rank's when the
+        // gateway said which, else the worker's best rank's.
+        const std::string& ran_on = rec.prefill_worker.empty() ? rec.worker : rec.prefill_worker;
         uint32_t routed = 0;
         for (const WorkerTokens& w : per_worker) {
-          if (r_.oracle_->worker_url(w.worker) != rec.worker) continue;
-          if (rec.dp_rank && w.rank != *rec.dp_rank) continue;
+          if (r_.oracle_->worker_url(w.worker) != ran_on) continue;
+          if (rec.dp_rank && rec.prefill_worker.empty() && w.rank != *rec.dp_rank) continue;
           routed = std::max(routed, w.tokens);
         }
         rec.routed_oracle_tokens = routed;
@@ -190,6 +208,7 @@ class Runner::Run {
       rec.status = head->status;
       const std::string_view worker = head->header(kWorkerHeader);
       rec.worker = worker.empty() ? r_.options_.target_url : std::string(worker);
+      rec.prefill_worker = std::string(head->header(kPrefillWorkerHeader));
       if (const std::string_view rank = head->header(kRankHeader); !rank.empty()) {
         rec.dp_rank = static_cast<uint32_t>(std::strtoul(std::string(rank).c_str(), nullptr, 10));
       }

@@ -51,6 +51,7 @@ void account(const GenerationParts& parts, Generation& g) {
   g.record.status = status;
   g.record.duration_ms = seconds * 1e3;
   g.record.worker = g.worker_url;
+  g.record.prefill_worker = g.prefill_url;
   parts.access_log.write(g.record);
 }
 

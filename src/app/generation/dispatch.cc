@@ -145,6 +145,7 @@ net::awaitable<void> dispatch(const GenerationParts& parts, Generation& g) {
     if (!take_trials(g, c)) continue;
     PairFault fault = PairFault::kDecode;
     Attempt a;
+    g.prefill_url = c.prefill ? c.prefill->url() : std::string();
     if (c.prefill) {
       a = co_await pd_attempt(parts, g, c.prefill, c.prefill_d, *c.worker, c.d, &fault);
     } else {

@@ -83,6 +83,9 @@ net::awaitable<void> relay_whole(const GenerationParts& parts, Generation& g, Le
     parts.answers->submit(std::string(g.req.body()), body, /*stream=*/false);
   }
   http::Response answer = forwarded(head.status, head, std::move(body), leg.worker.url(), leg.rank);
+  if (!g.prefill_url.empty()) {
+    answer.headers.emplace_back(std::string(kPrefillWorkerHeader), g.prefill_url);
+  }
   leg.veto.watch(nullptr);
   parts.upstream.release(leg.worker.id(), std::move(leg.lease.conn));
   if (retryable_status(answer.status)) {
@@ -245,6 +248,9 @@ net::awaitable<void> relay_stream(const GenerationParts& parts, Generation& g, L
     stream_headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*leg.rank));
   }
   if (g.explain) stream_headers.emplace_back(std::string(kDecisionHeader), g.decision);
+  if (!g.prefill_url.empty()) {
+    stream_headers.emplace_back(std::string(kPrefillWorkerHeader), g.prefill_url);
+  }
   // The head is held and leaves with the first piece, in one write.
   const Status started = co_await g.res.start_stream(200, ct.empty() ? "text/event-stream" : ct,
                                                      stream_headers, /*hold=*/true);

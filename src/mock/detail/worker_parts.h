@@ -40,6 +40,7 @@ struct Worker::Part {
 struct Worker::Exchange {
   explicit Exchange(const boost::asio::any_io_executor& ex) : wake(ex) {}
   boost::asio::steady_timer wake;
+  std::string request_id;  // the client's x-request-id (a gateway sends both sides of a pair one)
   std::vector<std::unique_ptr<Part>> parts;
   std::optional<uint64_t> room;  // a prefill request's room, abandoned if the request fails
   // A vLLM prefill request (do_remote_decode): the prompt its answer hands to a decode.
@@ -87,6 +88,7 @@ struct Worker::Rank {
 struct Worker::Record {
   uint64_t seq = 0;
   std::string id;
+  std::string request_id;  // the request's x-request-id, empty without one
   uint32_t rank = 0;
   std::string_view api;
   std::string_view status;

@@ -717,6 +717,15 @@ void add_pd_flags(CLI::App& app, GatewayConfig& c) {
                   "How the prefill worker is chosen (cache_aware: where the prompt's prefix is "
                   "cached, from the prefill workers' KV events; or any --policy name)",
                   kGroup);
+  app.add_option_function<std::string>(
+         "--prefill-overload-waiting-requests",
+         count_or_off("--prefill-overload-waiting-requests", 0,
+                      c.prefill_overload_waiting_requests),
+         "A prefill worker with this many requests waiting is overloaded and steered around (the "
+         "prefill side's --worker-overload-waiting-requests; off by default: a prefill worker's "
+         "queue is all it does, and the expected wait the prefill policy compares counts it)")
+      ->default_str("off")
+      ->group(kGroup);
   add_policy_flag(app, "--decode-policy", c.decode_policy,
                   "How the decode worker is chosen (power_of_two: the less loaded of two; or any "
                   "--policy name)",

@@ -34,6 +34,33 @@ std::string offset_port(const std::string& endpoint, uint32_t rank) {
   return endpoint.substr(0, colon + 1) + std::to_string(port + static_cast<int>(rank));
 }
 
+// What the engine says of prefill/decode disaggregation (ServerInfo's pd_* fields). An engine
+// that says both protocols (kvgate-mock serves both) is left to the fleet's flag.
+void read_disaggregation(simdjson::dom::element doc, std::string_view body, ServerInfo* out) {
+  std::string_view mode;
+  bool sglang = false;
+  if (doc["disaggregation_mode"].get_string().get(mode) == simdjson::SUCCESS &&
+      (mode == "prefill" || mode == "decode")) {
+    sglang = true;
+    out->pd_role = *workers::parse_worker_role(mode);
+    uint64_t port = 0;
+    if (out->pd_role == workers::WorkerRole::kPrefill &&
+        doc["disaggregation_bootstrap_port"].get_uint64().get(port) == simdjson::SUCCESS &&
+        port > 0 && port <= 65535) {
+      out->bootstrap_port = static_cast<uint16_t>(port);
+    }
+  }
+  // vLLM's /server_info holds its whole configuration: as JSON ("kv_connector": "NixlConnector")
+  // or in its text form (kv_connector='NixlConnector').
+  bool vllm = false;
+  for (std::string_view said :
+       {R"("kv_connector":"NixlConnector")", R"("kv_connector": "NixlConnector")",
+        "kv_connector='NixlConnector'"}) {
+    vllm |= body.find(said) != std::string_view::npos;
+  }
+  if (sglang != vllm) out->pd_wire = sglang ? workers::PdWire::kSglang : workers::PdWire::kVllm;
+}
+
 }  // namespace
 
 ModelList parse_models(std::string_view body) {
@@ -67,6 +94,7 @@ ServerInfo parse_server_info(std::string_view body, const std::string& host) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) return out;
+  read_disaggregation(doc, body, &out);
   uint64_t bs = 0;
   if (doc["block_size"].get_uint64().get(bs) == simdjson::SUCCESS ||
       doc["page_size"].get_uint64().get(bs) == simdjson::SUCCESS) {

@@ -48,6 +48,7 @@ struct WorkerControl::Entry {
   LoadSource load_source = LoadSource::kUnknown;
   std::vector<HolderKey> subscribed;  // under WorkerControl::mu_
   bool warned_no_events = false;
+  bool warned_role = false;
   bool probing_wedged = false;  // control thread only
 };
 
@@ -373,6 +374,7 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   info.dp_size = std::max<uint32_t>(si.dp_size, 1);
   for (const auto& ep : endpoints) info.dp_size = std::max<uint32_t>(info.dp_size, ep.rank + 1);
   info.discovered = true;
+  note_disaggregation(e, si, info);
   {
     MutexLock lock(&mu_);
     if (e.stop) co_return;
@@ -403,6 +405,24 @@ net::awaitable<void> WorkerControl::discover(Entry& e) {
   control_log()->info(
       "worker {} discovered: {} models, {} KV event streams, block size {}, KV pool {} blocks",
       e.worker->url(), info.models.size(), info.kv_endpoints.size(), info.block_size, si.kv_blocks);
+}
+
+// What the engine says of prefill/decode disaggregation: its protocol, a prefill's bootstrap port
+// when none was given, and a role other than the one it was registered with (warned once: an
+// SGLang prefill engine sent whole requests never finishes them).
+void WorkerControl::note_disaggregation(Entry& e, const ServerInfo& si, workers::WorkerInfo& info) {
+  info.pd_wire = si.pd_wire;
+  if (info.role == workers::WorkerRole::kPrefill && info.bootstrap_port == 0) {
+    info.bootstrap_port = si.bootstrap_port;
+  }
+  if (!si.pd_role || *si.pd_role == info.role || e.warned_role) return;
+  e.warned_role = true;
+  control_log()->warn(
+      "worker {} says it is a {} engine (its disaggregation_mode) but is a {} worker here: {}",
+      e.worker->url(), workers::worker_role_name(*si.pd_role), workers::worker_role_name(info.role),
+      info.role == workers::WorkerRole::kRegular
+          ? "start kvgate with --pd-disaggregation and give it as --prefill or --decode"
+          : "check the --prefill and --decode lists");
 }
 
 void WorkerControl::subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints,

@@ -31,6 +31,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "kvgate/app/config.h"
+#include "kvgate/app/discovery.h"
 #include "kvgate/core/holder_ids.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/events/ingest.h"
@@ -108,6 +109,9 @@ class WorkerControl {
   // While the worker is wedged: a one-token streamed generation now and then, whose token is the
   // progress that ends the veto once the engine generates again.
   boost::asio::awaitable<void> probe_wedged(std::shared_ptr<Entry> e);
+  // The prefill/decode protocol, bootstrap port and role the engine's /server_info says, into
+  // `info` (a role other than the registered one is logged once).
+  static void note_disaggregation(Entry& e, const ServerInfo& si, workers::WorkerInfo& info);
   // `kv_blocks`: the engine's KV pool per rank (0: unknown), passed on as the index's size hint.
   void subscribe(Entry& e, const std::vector<workers::KvEndpoint>& endpoints, uint64_t kv_blocks)
       KVGATE_REQUIRES(mu_);

@@ -83,6 +83,12 @@ Response Worker::server_info() const {
   w.member("disaggregation_mode",
            options_.pd.role == PdRole::kRegular ? "null" : pd_role_name(options_.pd.role));
   if (bootstrap_) w.member("disaggregation_bootstrap_port", bootstrap_->port());
+  // And vLLM's: the mock serves both protocols, so it says both (a gateway then goes by its flag).
+  if (options_.pd.role != PdRole::kRegular) {
+    w.key("kv_transfer_config").begin_object().member("kv_connector", "NixlConnector");
+    w.member("kv_role", options_.pd.role == PdRole::kPrefill ? "kv_producer" : "kv_both");
+    w.end_object();
+  }
   const tokenizer::Tokenizer* model_tokenizer = tokenizer_->model();
   w.member("tokenizer", model_tokenizer != nullptr ? "model" : "kvgate-test-tokenizer");
   w.member("vocab_size", model_tokenizer != nullptr ? model_tokenizer->vocab_size() : e.vocab);

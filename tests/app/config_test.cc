@@ -185,6 +185,11 @@ TEST(Config, TheSglangPdLaunchLineParses) {
             (std::vector<std::string>{"http://decode-0:8000", "http://decode-1:8000"}));
   EXPECT_EQ(c.prefill_policy, policy::PolicyKind::kCacheAware);
   EXPECT_EQ(c.decode_policy, policy::PolicyKind::kPowerOfTwo);
+  EXPECT_FALSE(c.prefill_overload_waiting_requests) << "the prefill side's queue gate is off";
+  EXPECT_EQ(parse({"--pd-disaggregation", "--prefill", "http://p:8000", "--decode", "http://d:8000",
+                   "--prefill-overload-waiting-requests", "16"})
+                .prefill_overload_waiting_requests,
+            16u);
 }
 
 // vLLM router's launch line for a NixlConnector fleet, and kvgate's own spelling of it.

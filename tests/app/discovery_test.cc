@@ -45,6 +45,41 @@ TEST(Discovery, SglangServerInfoWithTwoDataParallelRanks) {
   EXPECT_EQ(si.endpoints[1].replay, "tcp://10.0.0.7:5601");
 }
 
+TEST(Discovery, ServerInfoSaysWhichDisaggregationProtocolAndRole) {
+  using workers::PdWire;
+  using workers::WorkerRole;
+  const ServerInfo prefill = parse_server_info(
+      R"({"disaggregation_mode":"prefill","disaggregation_bootstrap_port":8998,"page_size":16})",
+      "h");
+  EXPECT_EQ(prefill.pd_wire, PdWire::kSglang);
+  EXPECT_EQ(prefill.pd_role, WorkerRole::kPrefill);
+  EXPECT_EQ(prefill.bootstrap_port, 8998u);
+  const ServerInfo decode = parse_server_info(
+      R"({"disaggregation_mode":"decode","disaggregation_bootstrap_port":8998})", "h");
+  EXPECT_EQ(decode.pd_role, WorkerRole::kDecode);
+  EXPECT_EQ(decode.bootstrap_port, 0u) << "a bootstrap port is a prefill's";
+  const ServerInfo regular = parse_server_info(R"({"disaggregation_mode":"null"})", "h");
+  EXPECT_EQ(regular.pd_wire, PdWire::kUnknown);
+  EXPECT_FALSE(regular.pd_role.has_value());
+  // vLLM's configuration, as JSON (?config_format=json) and in its text form.
+  EXPECT_EQ(parse_server_info(
+                R"({"vllm_config":{"kv_transfer_config":{"kv_connector": "NixlConnector"}}})", "h")
+                .pd_wire,
+            PdWire::kVllm);
+  EXPECT_EQ(
+      parse_server_info(
+          R"x({"vllm_config":"model_config=..., kv_transfer_config=KVTransferConfig(kv_connector='NixlConnector', kv_role='kv_both')"})x",
+          "h")
+          .pd_wire,
+      PdWire::kVllm);
+  // Both at once (kvgate-mock serves both): the fleet's flag decides.
+  const ServerInfo both = parse_server_info(
+      R"({"disaggregation_mode":"decode","kv_transfer_config":{"kv_connector":"NixlConnector"}})",
+      "h");
+  EXPECT_EQ(both.pd_wire, PdWire::kUnknown);
+  EXPECT_EQ(both.pd_role, WorkerRole::kDecode);
+}
+
 TEST(Discovery, ServerInfoWithExplicitEndpointsPerRank) {
   const ServerInfo si = parse_server_info(
       R"({"dp_size":2,"block_size":16,"num_gpu_blocks":26000,"kv_events_endpoints":[

@@ -54,12 +54,13 @@ bool received(const RecordingWorker& w, size_t n) {
 class PdTest : public GatewayTest {
  protected:
   void start_pd(const std::string& prefill, const std::string& decode, uint32_t retries = 2,
-                GatewayConfig::PdProtocol protocol = GatewayConfig::PdProtocol::kSglang) {
+                GatewayConfig::PdProtocol protocol = GatewayConfig::PdProtocol::kSglang,
+                uint16_t bootstrap_port = kBootstrapPort) {
     GatewayConfig c = base_config();
     c.kv_events = false;
     c.pd_disaggregation = true;
     c.pd_protocol = protocol;
-    c.prefill_workers = {{.url = prefill, .bootstrap_port = kBootstrapPort}};
+    c.prefill_workers = {{.url = prefill, .bootstrap_port = bootstrap_port}};
     c.decode_workers = {decode};
     c.max_retries = retries;
     start_gateway(c);
@@ -263,6 +264,49 @@ TEST_F(PdTest, AVllmPrefillWithoutTransferParamsFailsThePairAndTheDecodeIsNotAsk
   EXPECT_EQ(r->status, 502u) << r->body;
   EXPECT_NE(r->body.find("kv_transfer_params"), std::string::npos) << r->body;
   for (const auto& q : decode.requests()) EXPECT_NE(q.method, http::Verb::post) << q.body;
+}
+
+// An engine that says which protocol it speaks is spoken to in it, whatever the fleet's flag: a
+// vLLM NixlConnector prefill on a fleet started for SGLang gets vLLM's sequence.
+TEST_F(PdTest, ThePrefillEnginesOwnProtocolWinsOverTheFlag) {
+  RecordingWorker prefill, decode;
+  prefill.set_server_info(
+      R"({"vllm_config":{"kv_transfer_config":{"kv_connector":"NixlConnector","kv_role":"kv_both"}}})");
+  prefill.set_whole_answer(
+      R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x",)"
+      R"("finish_reason":"length"}],"kv_transfer_params":{"remote_engine_id":"e"}})");
+  start_pd(prefill.url(), decode.url(), 2, GatewayConfig::PdProtocol::kSglang);
+  auto http = client();
+  auto r = http.post("/v1/completions", completion("hello", 3, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200u) << r->body;
+  for (const auto& w : {&prefill, &decode}) {
+    for (const auto& q : w->requests()) {
+      if (q.method != http::Verb::post) continue;
+      EXPECT_NE(q.body.find("kv_transfer_params"), std::string::npos) << q.body;
+      EXPECT_EQ(q.body.find("bootstrap_room"), std::string::npos) << q.body;
+    }
+  }
+}
+
+// A prefill given without its bootstrap port gets the one its SGLang engine says; an engine whose
+// role is not the one it was given is still routed as given (and logged).
+TEST_F(PdTest, APrefillWithoutItsBootstrapPortGetsTheEnginesOwn) {
+  RecordingWorker prefill, decode;
+  prefill.set_server_info(
+      R"({"disaggregation_mode":"prefill","disaggregation_bootstrap_port":9123})");
+  decode.set_server_info(R"({"disaggregation_mode":"prefill"})");
+  start_pd(prefill.url(), decode.url(), 2, GatewayConfig::PdProtocol::kSglang,
+           /*bootstrap_port=*/0);
+  auto http = client();
+  auto r = http.post("/v1/completions", completion("hello", 1, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->status, 200u) << r->body;
+  ASSERT_TRUE(received(prefill, 1));
+  const auto p = bootstraps(prefill);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].port, 9123u);
+  EXPECT_EQ(r->header("x-kvgate-worker"), decode.url());
 }
 
 TEST_F(PdTest, PostWorkersTakesRolesThatFitTheFleet) {

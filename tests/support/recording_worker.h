@@ -62,6 +62,11 @@ class RecordingWorker {
     std::lock_guard<std::mutex> l(mu_);
     whole_answer_ = std::move(body);
   }
+  // GET /server_info answers this body (else 404, as an engine without the route).
+  void set_server_info(std::string body) {
+    std::lock_guard<std::mutex> l(mu_);
+    server_info_ = std::move(body);
+  }
   uint16_t port() const { return server_->port(); }
   std::vector<Received> requests() const {
     std::lock_guard<std::mutex> l(mu_);
@@ -79,6 +84,18 @@ class RecordingWorker {
       received_.push_back(std::move(r));
     }
     const std::string_view path = req.path();
+    if (req.method() == http::Verb::get && path == "/server_info") {
+      std::string info;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        info = server_info_;
+      }
+      // (Named first: g++ 12 mishandles a temporary inside co_await.)
+      http::Response out = info.empty() ? http::Response::error(404, "no such route")
+                                        : http::Response::json(200, std::move(info));
+      (void)co_await res.send(std::move(out));
+      co_return;
+    }
     if (req.method() == http::Verb::get) {
       http::Response out =
           path == "/health" ? http::Response::json(200, "{}")
@@ -119,6 +136,7 @@ class RecordingWorker {
   mutable std::mutex mu_;
   std::vector<Received> received_;
   std::string whole_answer_;  // guarded by mu_
+  std::string server_info_;   // guarded by mu_
 };
 
 }  // namespace kvgate::testing

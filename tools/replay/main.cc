@@ -334,9 +334,15 @@ int run(const Flags& f) {
   std::vector<KvStream> streams;
   std::vector<std::string> urls;
   uint32_t block_size = f.oracle_block_size;
+  // A disaggregated fleet is judged where prompts are computed: the oracle follows its prefill
+  // workers (its decode workers also hold each prompt's answer, which no prefill can reuse).
+  const bool disaggregated = std::any_of(fleet.workers.begin(), fleet.workers.end(),
+                                         [](const FleetWorker& w) { return w.role == "prefill"; });
   for (const FleetWorker& w : fleet.workers) {
     urls.push_back(w.url);
-    streams.insert(streams.end(), w.streams.begin(), w.streams.end());
+    if (!disaggregated || w.role == "prefill") {
+      streams.insert(streams.end(), w.streams.begin(), w.streams.end());
+    }
     if (block_size == 0) block_size = w.block_size;
   }
   if (block_size == 0) block_size = 16;
@@ -418,10 +424,9 @@ int run(const Flags& f) {
   rc.through_gateway = fleet.through_gateway;
   rc.oracle_mode = f.oracle;
   rc.fleet_workers = urls;
-  // A disaggregated fleet is judged on its prefill side, where prompts are computed: those
-  // workers' shares (a decode worker counts only for requests it computed alone).
-  if (std::any_of(fleet.workers.begin(), fleet.workers.end(),
-                  [](const FleetWorker& w) { return w.role == "prefill"; })) {
+  // A disaggregated fleet's shares are its prefill workers' (a decode worker counts only for
+  // requests it computed alone).
+  if (disaggregated) {
     rc.disaggregated = true;
     rc.fleet_workers.clear();
     for (const FleetWorker& w : fleet.workers) {

@@ -169,6 +169,10 @@ struct GatewayConfig {
   std::vector<std::string> decode_workers;
   policy::PolicyKind prefill_policy = policy::PolicyKind::kCacheAware;
   policy::PolicyKind decode_policy = policy::PolicyKind::kPowerOfTwo;
+  // The prefill side's queue gate (cache_aware's overload.waiting_requests there; nullopt: off). A
+  // prefill worker's queue is all it does, and the expected wait already prices it: a count gate
+  // there sends requests from their cache to longer waits.
+  std::optional<uint32_t> prefill_overload_waiting_requests;
   // The decider: a request whose chosen decode worker already holds all but this many of its
   // prompt tokens (0: off), or at least this share of them (0: off), goes to the decode worker
   // alone, which prefills the rest itself and no KV is transferred. vLLM engines with kv_role

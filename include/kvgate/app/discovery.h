@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,12 @@ struct ServerInfo {
   uint32_t block_size = 0;
   uint32_t dp_size = 1;
   uint64_t kv_blocks = 0;  // the KV pool per rank, in blocks, as the engine says it (0: not said)
+  // Prefill/decode disaggregation as the engine says it: SGLang's `disaggregation_mode` (its role)
+  // and a prefill's `disaggregation_bootstrap_port`; vLLM's NixlConnector in its configuration
+  // (`kv_transfer_config`, JSON or vLLM's text form).
+  std::optional<workers::WorkerRole> pd_role;
+  uint16_t bootstrap_port = 0;
+  workers::PdWire pd_wire = workers::PdWire::kUnknown;
 };
 // vLLM-style `kv_events_endpoints` (one per rank), else SGLang's `kv_events_config` (a JSON string
 // whose ports rank r offsets by r, for `dp_size` ranks).

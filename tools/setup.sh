@@ -23,6 +23,9 @@ PACKAGES=(
   python3-grpcio python3-protobuf
   # a real browser for the dashboard's test (headless)
   chromium
+  # the container image: tools/build-image.sh assembles and runs it with buildah, and ships the
+  # machine's CA roots
+  buildah ca-certificates
 )
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).

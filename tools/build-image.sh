@@ -7,10 +7,10 @@
 # debian:12-slim, without the rest of Debian. Entrypoint /opt/kvgate/bin/kvgate, user 65532,
 # ports 8000 and 29000 (run it with --port 8000 --prometheus-port 29000).
 #
-#   tools/build-image.sh [BUILD_DIR] [--tag kvgate:dev] [--check]
+#   tools/build-image.sh [BUILD_DIR] [--tag kvgate:latest] [--check]
 #
 #   BUILD_DIR   a built tree (default build/release; relative to the current directory)
-#   --tag NAME  the image's name (default kvgate:dev); the image the name held before is removed
+#   --tag NAME  the image's name (default kvgate:latest); the image the name held before is removed
 #   --check     then check the image (CI runs this):
 #               - deploy/image/Dockerfile's runtime package list equals the one derived from the
 #                 binaries (ldd, then dpkg -S), and its build packages are all in tools/setup.sh;
@@ -24,13 +24,13 @@
 # the host's network: the check reaches the gateway on 127.0.0.1. Every working container is
 # removed on exit; the tagged image stays in buildah's store:
 #   buildah --storage-driver vfs images
-#   buildah --storage-driver vfs push kvgate:dev docker://REGISTRY/kvgate:TAG
+#   buildah --storage-driver vfs push kvgate:latest docker://REGISTRY/kvgate:TAG
 set -euo pipefail
 umask 022
 
 src="$(cd "$(dirname "$0")/.." && pwd)"
 build=build/release
-tag=kvgate:dev
+tag=kvgate:latest
 check=0
 while [[ $# -gt 0 ]]; do
   case "$1" in

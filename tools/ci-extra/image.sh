@@ -23,5 +23,5 @@ if [[ $missing == 1 ]]; then
 fi
 
 start=$SECONDS
-tools/build-image.sh "$build_dir" --check   # the image kvgate:dev
+tools/build-image.sh "$build_dir" --check   # the image kvgate:latest
 echo "image: built and checked in $((SECONDS - start)) s"

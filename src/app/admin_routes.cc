@@ -37,8 +37,9 @@ namespace {
 // A POST /workers body's "role" and "bootstrap_port". A disaggregated fleet (--pd-disaggregation)
 // takes prefill and decode workers only, any other fleet regular ones only: a worker of the other
 // kind would never be sent a request.
-Result<WorkerRoleSpec> role_of(simdjson::dom::element doc, bool pd) {
-  WorkerRoleSpec spec;
+Result<WorkerSpec> role_of(simdjson::dom::element doc, bool pd) {
+  WorkerSpec spec;
+  spec.source = workers::WorkerSource::kApi;
   std::string_view name;
   if (doc["role"].get_string().get(name) == simdjson::SUCCESS) {
     const std::optional<workers::WorkerRole> role = workers::parse_worker_role(name);
@@ -242,6 +243,7 @@ void GatewayImpl::add_admin_routes() {
           w.member("routable", wk->routable());
           w.member("role", workers::worker_role_name(info->role));
           if (info->bootstrap_port != 0) w.member("bootstrap_port", info->bootstrap_port);
+          w.member("source", workers::worker_source_name(info->source));
           // Its KV events apply on this node's lanes into its index shard (--numa).
           w.member("numa_node", wk->id().value() % numa_nodes());
           w.member("health", workers::health_name(wk->health().state()));
@@ -316,7 +318,7 @@ void GatewayImpl::add_admin_routes() {
                                                [](char ch) { return ch > 0x20 && ch < 0x7f; }))) {
             return http::Response::error(400, "\"api_key\" must be printable ASCII without spaces");
           }
-          const Result<WorkerRoleSpec> role = role_of(doc, config_.pd_disaggregation);
+          const Result<WorkerSpec> role = role_of(doc, config_.pd_disaggregation);
           if (!role.ok()) return http::Response::error(400, message_of(role.status()));
           const Status s = add_worker(url, std::move(eps), api_key, *role);
           if (absl::IsAlreadyExists(s) || absl::IsResourceExhausted(s))

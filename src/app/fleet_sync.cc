@@ -38,7 +38,8 @@ FleetSync::FleetSync(std::string replica_id, WorkerControl& control,
 
 int64_t FleetSync::now_ms() const { return to_unix_ms(clock_.wall()); }
 
-void FleetSync::added(std::string_view url, const std::vector<workers::KvEndpoint>& kv_endpoints) {
+void FleetSync::added(std::string_view url, const std::vector<workers::KvEndpoint>& kv_endpoints,
+                      const WorkerSpec& spec) {
   auto normalized = workers::WorkerRegistry::normalize_url(url);
   if (!normalized.ok()) return;
   MutexLock l(&mu_);
@@ -46,7 +47,9 @@ void FleetSync::added(std::string_view url, const std::vector<workers::KvEndpoin
   records_[*normalized] = sync::WorkerRecord{.url = *normalized,
                                              .kv_endpoints = kv_endpoints,
                                              .added_by = replica_id_,
-                                             .added_at_ms = now_ms()};
+                                             .added_at_ms = now_ms(),
+                                             .role = spec.role,
+                                             .bootstrap_port = spec.bootstrap_port};
 }
 
 void FleetSync::removed(std::string_view url) {
@@ -67,12 +70,20 @@ void FleetSync::local_state(sync::SharedState& out) {
   MutexLock l(&mu_);
   for (size_t i = 0; i < fleet->workers.size(); ++i) {
     const workers::Worker& w = *fleet->workers[i];
-    auto [it, fresh] = records_.try_emplace(w.url());
-    if (fresh) {
-      // Registered by a path that did not say (none should): this replica adds it now.
-      it->second = sync::WorkerRecord{.url = w.url(), .added_by = replica_id_, .added_at_ms = now};
+    const workers::WorkerInfo& info = *fleet->infos[i];
+    // (A pod's worker is not shared: every replica watches the pods itself.)
+    if (info.source != workers::WorkerSource::kKubernetes) {
+      auto [it, fresh] = records_.try_emplace(w.url());
+      if (fresh) {
+        // Registered by a path that did not say (none should): this replica adds it now.
+        it->second = sync::WorkerRecord{.url = w.url(),
+                                        .added_by = replica_id_,
+                                        .added_at_ms = now,
+                                        .role = info.role,
+                                        .bootstrap_port = info.bootstrap_port};
+      }
+      out.workers.push_back(it->second);
     }
-    out.workers.push_back(it->second);
     sync::WorkerInflight wl{.url = w.url(),
                             .in_flight = std::max(0, w.in_flight()),
                             .queued_prompt_tokens = w.queued_prompt_tokens()};
@@ -81,7 +92,7 @@ void FleetSync::local_state(sync::SharedState& out) {
       wl.progress_ms =
           now - std::chrono::duration_cast<std::chrono::milliseconds>(mono - *seen).count();
     }
-    const uint32_t dp = fleet->infos[i]->dp_size;
+    const uint32_t dp = info.dp_size;
     for (uint32_t r = 0; dp > 1 && r < dp && r < workers::kMaxDpRanks; ++r) {
       if (const int32_t n = w.in_flight(r); n > 0) wl.ranks.emplace_back(r, n);
     }
@@ -127,7 +138,10 @@ void FleetSync::apply(const sync::SharedState& fleet) {
       records_[r->url] = *r;
       continue;
     }
-    const Status s = control_.add(r->url, r->kv_endpoints);
+    const Status s = control_.add(r->url, r->kv_endpoints, {},
+                                  {.role = r->role,
+                                   .bootstrap_port = r->bootstrap_port,
+                                   .source = workers::WorkerSource::kPeer});
     MutexLock l(&mu_);
     if (s.ok() || absl::IsAlreadyExists(s)) {
       records_[r->url] = *r;

@@ -46,7 +46,8 @@ class FleetSync final : public sync::SyncHost {
 
   // An operator's add or removal on this replica (command line, POST / DELETE /workers, the
   // library's add_worker / remove_worker), after it succeeded.
-  void added(std::string_view url, const std::vector<workers::KvEndpoint>& kv_endpoints);
+  void added(std::string_view url, const std::vector<workers::KvEndpoint>& kv_endpoints,
+             const WorkerSpec& spec = {});
   void removed(std::string_view url);
 
   void local_state(sync::SharedState& out) override;

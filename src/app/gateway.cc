@@ -466,7 +466,7 @@ void GatewayImpl::init_generation() {
 }
 
 void GatewayImpl::add_command_line_workers() {
-  const auto add = [this](const std::string& url, const WorkerRoleSpec& role) {
+  const auto add = [this](const std::string& url, const WorkerSpec& role) {
     const std::string normalized = workers::WorkerRegistry::normalize_url(url).value_or(url);
     std::vector<workers::KvEndpoint> eps;
     for (const auto& e : config_.kv_endpoints) {
@@ -484,11 +484,11 @@ void GatewayImpl::add_command_line_workers() {
 }
 
 Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
-                               std::string_view api_key, const WorkerRoleSpec& role) {
+                               std::string_view api_key, const WorkerSpec& role) {
   std::vector<workers::KvEndpoint> shared = kv_endpoints;
   const Status s = control_->add(url, std::move(kv_endpoints), api_key, role);
   if (s.ok() && fleet_sync_) {
-    fleet_sync_->added(url, shared);
+    fleet_sync_->added(url, shared, role);
     state_sync_->sync_soon();
   }
   return s;

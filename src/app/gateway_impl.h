@@ -59,7 +59,7 @@ class GatewayImpl {
   // library): registered or unregistered, and, with state sync, shared with the peer replicas.
   // `api_key`: the worker's own credential (WorkerControl::add), kept on this replica only.
   Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
-                    std::string_view api_key = {}, const WorkerRoleSpec& role = {});
+                    std::string_view api_key = {}, const WorkerSpec& role = {});
   bool remove_worker(std::string_view url);
   std::string metrics_text();
 

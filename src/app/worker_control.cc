@@ -140,7 +140,7 @@ void WorkerControl::add_listener(std::string name, const std::string& host, uint
 }
 
 Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
-                          std::string_view api_key, const WorkerRoleSpec& role) {
+                          std::string_view api_key, const WorkerSpec& role) {
   auto address = workers::parse_worker_url(url);
   if (!address.ok()) return address.status();
   // Where the URL leads, resolved once here: the same engine under two names is one worker, and
@@ -177,9 +177,9 @@ Status WorkerControl::add(std::string_view url, std::vector<workers::KvEndpoint>
         }
       }
     }
-    auto worker =
-        deps_.registry->add(url, {.role = role.role, .bootstrap_port = role.bootstrap_port},
-                            engine_authorization(*address, api_key, deps_.config->worker_api_key));
+    auto worker = deps_.registry->add(
+        url, {.role = role.role, .bootstrap_port = role.bootstrap_port, .source = role.source},
+        engine_authorization(*address, api_key, deps_.config->worker_api_key));
     if (!worker.ok()) return worker.status();
     e->worker = *worker;
     e->host = address->host;

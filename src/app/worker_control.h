@@ -42,9 +42,12 @@
 namespace kvgate::app {
 
 // A worker's role in a prefill/decode disaggregated fleet, as the operator gives it.
-struct WorkerRoleSpec {
+// How a worker joins: its role in a prefill/decode fleet (regular: none), a prefill's bootstrap
+// port, and where it came from.
+struct WorkerSpec {
   workers::WorkerRole role = workers::WorkerRole::kRegular;
   uint16_t bootstrap_port = 0;  // a prefill worker's (SGLang), 0: none
+  workers::WorkerSource source = workers::WorkerSource::kFlags;
 };
 
 struct WorkerControlDeps {
@@ -83,7 +86,7 @@ class WorkerControl {
   // (blocking, once).
   // `role`: its role in a prefill/decode fleet (regular: none), and a prefill's bootstrap port.
   Status add(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {},
-             std::string_view api_key = {}, const WorkerRoleSpec& role = {});
+             std::string_view api_key = {}, const WorkerSpec& role = {});
   // False if the worker was not registered.
   bool remove(std::string_view url);
   // Probes the worker's health at its loop's next tick instead of at its interval (a peer

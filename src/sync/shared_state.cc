@@ -65,6 +65,23 @@ bool decode_endpoints(element e, std::vector<workers::KvEndpoint>& out) {
   return true;
 }
 
+// A record's role and bootstrap port; both optional (records of replicas before roles have
+// neither), a role that is not a known one is the wrong shape.
+bool decode_role(element doc, WorkerRecord& r) {
+  std::string role;
+  if (get(doc, "role", role)) {
+    const std::optional<workers::WorkerRole> known = workers::parse_worker_role(role);
+    if (!known) return false;
+    r.role = *known;
+  }
+  int64_t port = 0;
+  if (get(doc, "bootstrap_port", port)) {
+    if (port < 0 || port > 65535) return false;
+    r.bootstrap_port = static_cast<uint16_t>(port);
+  }
+  return true;
+}
+
 std::optional<BadValue> decode_value(std::string_view kind, std::string_view id, element doc,
                                      SharedState& state) {
   int64_t version = 0;
@@ -72,7 +89,8 @@ std::optional<BadValue> decode_value(std::string_view kind, std::string_view id,
   if (kind == kWorker) {
     WorkerRecord r;
     if (!get(doc, "url", r.url) || r.url != id || !get(doc, "added_by", r.added_by) ||
-        !get(doc, "added_at_ms", r.added_at_ms) || !decode_endpoints(doc, r.kv_endpoints)) {
+        !get(doc, "added_at_ms", r.added_at_ms) || !decode_endpoints(doc, r.kv_endpoints) ||
+        !decode_role(doc, r)) {
       return BadValue::kWrongShape;
     }
     state.workers.push_back(std::move(r));
@@ -196,7 +214,10 @@ std::string encode(const WorkerRecord& r) {
     w.begin_object().member("rank", ep.rank).member("publisher", ep.publisher);
     w.member("replay", ep.replay).member("topic", ep.topic).end_object();
   }
-  w.end_array().end_object();
+  w.end_array();
+  if (r.role != workers::WorkerRole::kRegular) w.member("role", workers::worker_role_name(r.role));
+  if (r.bootstrap_port != 0) w.member("bootstrap_port", r.bootstrap_port);
+  w.end_object();
   return out;
 }
 

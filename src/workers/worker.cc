@@ -26,6 +26,20 @@ std::optional<WorkerRole> parse_worker_role(std::string_view s) {
   return std::nullopt;
 }
 
+const char* worker_source_name(WorkerSource s) {
+  switch (s) {
+    case WorkerSource::kFlags:
+      return "flags";
+    case WorkerSource::kApi:
+      return "api";
+    case WorkerSource::kPeer:
+      return "peer";
+    case WorkerSource::kKubernetes:
+      return "kubernetes";
+  }
+  return "flags";
+}
+
 Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock& clock,
                std::string authorization)
     : health_(options.health, &line_.health_state),

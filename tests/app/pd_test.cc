@@ -327,7 +327,10 @@ TEST_F(PdTest, PostWorkersTakesRolesThatFitTheFleet) {
   ASSERT_TRUE(wait_routable(3));
   auto listed = http.get("/workers");
   ASSERT_TRUE(listed.ok());
-  EXPECT_NE(listed->body.find(R"("role":"prefill","bootstrap_port":9002)"), std::string::npos)
+  EXPECT_NE(listed->body.find(R"("role":"prefill","bootstrap_port":9002,"source":"api")"),
+            std::string::npos)
+      << listed->body;
+  EXPECT_NE(listed->body.find(R"("role":"decode","source":"flags")"), std::string::npos)
       << listed->body;
 }
 

@@ -144,6 +144,34 @@ TEST_F(StateSyncTest, AWorkerAddedOnOneReplicaServesOnTheOther) {
   added_on_one_serves_on_the_other(redis.url());
 }
 
+// In a disaggregated fleet a worker keeps its role and bootstrap port on the peer, which names
+// where it came from.
+TEST_F(StateSyncTest, APrefillWorkerAddedOnOneReplicaIsAPrefillWorkerOnTheOther) {
+  RedisServer redis;
+  const std::string decode = start_worker();
+  const std::string prefill = start_worker();
+  const auto pd = [&](const std::string& id) {
+    GatewayConfig c = replica_config(redis.url(), id);
+    c.pd_disaggregation = true;
+    c.decode_workers = {decode};
+    return c;
+  };
+  Gateway& a = start_replica(pd("gw-a"));
+  Gateway& b = start_replica(pd("gw-b"));
+  auto added = client_of(a).post(
+      "/workers", R"({"url":")" + prefill + R"(","role":"prefill","bootstrap_port":9100})");
+  ASSERT_TRUE(added.ok()) << added.status();
+  ASSERT_EQ(added->status, 201u) << added->body;
+  ASSERT_TRUE(testing::wait_until([&] { return registered(b, prefill); }, 5s));
+  const auto info = b.registry().snapshot()->find(prefill)->info();
+  EXPECT_EQ(info->role, workers::WorkerRole::kPrefill);
+  EXPECT_EQ(info->bootstrap_port, 9100u);
+  EXPECT_EQ(info->source, workers::WorkerSource::kPeer);
+  const auto mine = a.registry().snapshot()->find(prefill)->info();
+  EXPECT_EQ(mine->source, workers::WorkerSource::kApi);
+  EXPECT_EQ(a.registry().snapshot()->find(decode)->info()->source, workers::WorkerSource::kFlags);
+}
+
 TEST_F(StateSyncTest, AThreeNodeRedisClusterCarriesTheSameFleet) {
   std::vector<std::unique_ptr<RedisServer>> nodes;
   for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<RedisServer>(/*cluster=*/true));

@@ -24,7 +24,9 @@ TEST(SharedState, EveryKindRoundTrips) {
                                    .replay = "tcp://10.0.0.1:5558",
                                    .topic = "kv"}},
                  .added_by = "gw-a",
-                 .added_at_ms = 1'700'000'000'123};
+                 .added_at_ms = 1'700'000'000'123,
+                 .role = workers::WorkerRole::kPrefill,
+                 .bootstrap_port = 8998};
   Tombstone t{.url = "http://10.0.0.2:8000", .removed_by = "gw-b", .removed_at_ms = 42};
   ReplicaLoad l{.replica = "gw-a",
                 .at_ms = 77,
@@ -69,6 +71,18 @@ TEST(SharedState, ForeignOrBrokenValuesAreRefusedWithTheirReason) {
                    R"("queued_prompt_tokens":0,"progress_ms":0,"ranks":[]}]})",
                    s),
             BadValue::kWrongShape);
+  // A role no replica knows.
+  EXPECT_EQ(decode(wkey,
+                   R"({"v":1,"url":"http://h:1","added_by":"x","added_at_ms":1,"kv_endpoints":[],)"
+                   R"("role":"verifier"})",
+                   s),
+            BadValue::kWrongShape);
+  // A record without a role (a replica before roles) is a regular worker's.
+  SharedState old;
+  EXPECT_FALSE(decode(
+      wkey, R"({"v":1,"url":"http://h:1","added_by":"x","added_at_ms":1,"kv_endpoints":[]})", old));
+  ASSERT_EQ(old.workers.size(), 1u);
+  EXPECT_EQ(old.workers[0].role, workers::WorkerRole::kRegular);
   WorkerRecord ok{.url = "http://h:1", .added_by = "x", .added_at_ms = 1};
   EXPECT_EQ(decode(wkey, encode(ok), s, 10), BadValue::kTooLarge);
   EXPECT_TRUE(s.workers.empty());

@@ -40,6 +40,10 @@ struct WorkerRecord {
   std::vector<workers::KvEndpoint> kv_endpoints;  // given explicitly (empty: discovered)
   std::string added_by;                           // replica id
   int64_t added_at_ms = 0;                        // Unix time
+  // Its role in a prefill/decode fleet and a prefill's bootstrap port (absent from a record:
+  // regular, none).
+  workers::WorkerRole role = workers::WorkerRole::kRegular;
+  uint16_t bootstrap_port = 0;
   friend bool operator==(const WorkerRecord&, const WorkerRecord&) = default;
 };
 

@@ -51,6 +51,11 @@ inline constexpr size_t kWorkerRoleCount = 3;
 const char* worker_role_name(WorkerRole r);
 // "regular", "prefill" or "decode"; nullopt for anything else.
 std::optional<WorkerRole> parse_worker_role(std::string_view s);
+// Where a worker came from: the command line, POST /workers, a peer replica (Redis fleet sync), or
+// Kubernetes pod discovery.
+enum class WorkerSource : uint8_t { kFlags, kApi, kPeer, kKubernetes };
+const char* worker_source_name(WorkerSource s);  // "flags", "api", "peer", "kubernetes"
+
 // The prefill/decode protocol an engine says it speaks: SGLang's bootstrap rooms, or vLLM's
 // NixlConnector (kv_transfer_params); unknown when it says neither.
 enum class PdWire : uint8_t { kUnknown, kSglang, kVllm };
@@ -72,6 +77,7 @@ struct WorkerInfo {
   uint16_t bootstrap_port = 0;
   // What its /server_info says it speaks (unknown: the fleet's --pd-protocol holds).
   PdWire pd_wire = PdWire::kUnknown;
+  WorkerSource source = WorkerSource::kFlags;
 };
 
 struct WorkerOptions {

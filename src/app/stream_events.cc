@@ -114,4 +114,27 @@ std::string_view StreamEvents::strip(std::string_view bytes, bool bytes_are_held
   return out_;
 }
 
+namespace {
+bool has_error_event(std::string_view bytes) {
+  return bytes.find("data: {\"error\"") != std::string_view::npos ||
+         bytes.find("data:{\"error\"") != std::string_view::npos;
+}
+}  // namespace
+
+void ErrorEventScan::scan(std::string_view piece) {
+  found_ |= has_error_event(piece);
+  // Where pieces meet: the kept end of the last one, then the start of this one.
+  const size_t head = std::min(piece.size(), kKept);
+  std::memcpy(joint_ + kept_, piece.data(), head);
+  found_ |= has_error_event(std::string_view(joint_, kept_ + head));
+  if (piece.size() >= kKept) {
+    std::memcpy(joint_, piece.data() + piece.size() - kKept, kKept);
+    kept_ = kKept;
+  } else {  // a short piece: it extends what is kept
+    const size_t total = std::min(kept_ + head, kKept);
+    std::memmove(joint_, joint_ + kept_ + head - total, total);
+    kept_ = total;
+  }
+}
+
 }  // namespace kvgate::app

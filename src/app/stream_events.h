@@ -49,4 +49,19 @@ class StreamEvents {
   uint64_t copied_ = 0;
 };
 
+// Whether an SSE stream holds an error event (`data: {"error"...`: an engine that failed
+// mid-stream), read piece by piece without a copy of the stream: the end of each piece is kept,
+// so an event that two pieces split is seen too.
+class ErrorEventScan {
+ public:
+  void scan(std::string_view piece);
+  bool found() const { return found_; }
+
+ private:
+  static constexpr size_t kKept = 15;  // the longer pattern's length, less one
+  char joint_[2 * kKept] = {};
+  size_t kept_ = 0;
+  bool found_ = false;
+};
+
 }  // namespace kvgate::app

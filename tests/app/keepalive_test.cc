@@ -21,6 +21,8 @@
 #include "boost/asio/read_until.hpp"
 #include "boost/asio/streambuf.hpp"
 #include "boost/asio/write.hpp"
+#include "support/recording_worker.h"
+#include "support/wait.h"
 
 namespace kvgate::app {
 namespace {
@@ -246,6 +248,37 @@ TEST_F(KeepAliveTest, EngineClosingAPooledConnectionUnderTheRequestIsSentAgainFr
   expect_breakers_never_opened();
   const auto fleet = gateway_->registry().snapshot();
   EXPECT_EQ(fleet->workers[0]->retryable_failures(), 0u);
+}
+
+// The prefill side of a disaggregated pair is sent again the same way.
+TEST_F(KeepAliveTest, APrefillEngineClosingAPooledConnectionUnderTheRequestIsSentAgainFresh) {
+  ClosesUnderSecondRequest prefill;
+  testing::RecordingWorker decode;
+  GatewayConfig cfg = base_config();
+  cfg.health_check_interval = 0ms;
+  cfg.load_poll_interval = 0ms;
+  cfg.kv_events = false;
+  cfg.pd_disaggregation = true;
+  cfg.prefill_workers = {
+      {.url = "http://127.0.0.1:" + std::to_string(prefill.port()), .bootstrap_port = 9001}};
+  cfg.decode_workers = {decode.url()};
+  start_gateway(cfg);
+  auto c = client();
+  for (int i = 0; i < 20; ++i) {
+    auto r = c.post("/v1/completions", completion("question " + std::to_string(i)));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, 200u) << r->body;
+  }
+  // (The last pair's prefill may end just after its decode answered.)
+  std::string m;
+  EXPECT_TRUE(testing::wait_until([&] {
+    m = gateway_->metrics_text();
+    return metric(m, "kvgate_pd_prefill_seconds_count") == 20;
+  }));
+  EXPECT_GE(prefill.closed_under_request(), 10) << "the pooled connection was used and closed";
+  EXPECT_EQ(metric(m, "kvgate_upstream_stale_retries_total"), prefill.closed_under_request());
+  EXPECT_EQ(metric(m, "kvgate_pd_prefill_failures_total"), 0);
+  expect_breakers_never_opened();
 }
 
 }  // namespace

@@ -75,5 +75,31 @@ TEST(StreamEvents, AUsageKeyCutAcrossTwoPiecesIsFound) {
   }
 }
 
+// An engine's error event is found wherever the stream's pieces cut it, and only there.
+TEST(ErrorEventScan, FindsAnErrorEventWhereverThePiecesCutIt) {
+  const std::string stream =
+      "data: {\"id\":\"c\",\"choices\":[{\"text\":\"x\"}]}\n\n"
+      "data: {\"error\":{\"message\":\"engine died\"}}\n\n";
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    ErrorEventScan scan;
+    scan.scan(std::string_view(stream).substr(0, cut));
+    scan.scan(std::string_view(stream).substr(cut));
+    EXPECT_TRUE(scan.found()) << "cut at " << cut;
+  }
+  // Byte by byte: each piece shorter than the pattern.
+  ErrorEventScan bytes;
+  for (char c : stream) bytes.scan(std::string_view(&c, 1));
+  EXPECT_TRUE(bytes.found());
+  // A clean stream, however cut, has none.
+  const std::string clean = stream.substr(0, stream.find("data: {\"error"));
+  for (size_t cut = 0; cut <= clean.size(); ++cut) {
+    ErrorEventScan scan;
+    scan.scan(std::string_view(clean).substr(0, cut));
+    scan.scan(std::string_view(clean).substr(cut));
+    scan.scan("data: [DONE]\n\n");
+    EXPECT_FALSE(scan.found()) << "cut at " << cut;
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::app

@@ -20,6 +20,7 @@
 
 #include "app/cache_report.h"
 #include "app/generation/stages.h"
+#include "app/stream_events.h"
 #include "app/worker_exchange.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
@@ -97,12 +98,6 @@ std::string kv_transfer_params_of(std::string_view answer) {
   return simdjson::minify(params);
 }
 
-// Whether an SSE stream's bytes hold an error event (an engine that failed mid-stream).
-bool has_error_event(std::string_view bytes) {
-  return bytes.find("data: {\"error\"") != std::string_view::npos ||
-         bytes.find("data:{\"error\"") != std::string_view::npos;
-}
-
 // The prefill side of one pair: its own exchange, on the request's executor, beside the decode's
 // attempt. `finished` is cancelled when it ends, so the attempt's side can wait for it.
 struct PrefillSide {
@@ -116,10 +111,79 @@ struct PrefillSide {
   net::steady_timer finished;
 };
 
-// The prefill's exchange: the request sent, its answer read to the end and checked. On failure,
-// the decode's connection (the attempt's, in g.live_upstream) is cut.
-// With `answer`, the answer's body is kept there (at most kMostAnswerBytes of it).
+// The prefill's answer read to its end on `conn` and checked; with `answer`, kept there (at most
+// kMostAnswerBytes of it). `bad_answer`: the failure is what the worker answered, not the
+// connection's.
 constexpr size_t kMostAnswerBytes = 1 << 20;
+net::awaitable<Status> read_prefill_answer(const GenerationParts& parts, http::Connection& conn,
+                                           const http::ClientResponse& head, std::string* answer,
+                                           bool* bad_answer) {
+  ErrorEventScan errors;
+  for (;;) {
+    auto piece = co_await conn.next_piece(parts.config.stream_idle_timeout);
+    if (!piece.ok()) co_return piece.status();
+    if (piece->empty()) break;
+    errors.scan(*piece);
+    if (answer != nullptr && answer->size() + piece->size() <= kMostAnswerBytes) {
+      answer->append(*piece);
+    }
+  }
+  if (head.status == 200 && !errors.found()) co_return absl::OkStatus();
+  *bad_answer = true;
+  co_return absl::UnavailableError("the prefill worker answered " + std::to_string(head.status) +
+                                   (errors.found() ? " with an error event" : ""));
+}
+
+// The prefill's exchange on `worker`: the request sent (once more on a fresh connection when the
+// worker had closed the pooled one while idle, as the decode's attempt does) and its answer read
+// and checked; the outcome told to `dispatch`.
+net::awaitable<Status> exchange_prefill(const GenerationParts& parts, workers::Worker& worker,
+                                        const http::ClientRequest& request, PrefillSide& side,
+                                        Dispatch& dispatch, std::string* answer) {
+  UpstreamPool::Source source = worker.breaker().state() == workers::BreakerState::kClosed
+                                    ? UpstreamPool::Source::kPooled
+                                    : UpstreamPool::Source::kFresh;
+  for (;;) {
+    auto lease = co_await parts.upstream.acquire(worker, source);
+    if (side.abandoned) {
+      dispatch.set(Outcome::kCancelled);
+      co_return absl::CancelledError("the decode failed before the prefill was sent");
+    }
+    if (!lease.ok()) {
+      worker.liveness().note_connect_failed();
+      dispatch.set(Outcome::kConnectFailed);
+      co_return lease.status();
+    }
+    side.conn = lease->conn.get();
+    auto head = co_await side.conn->start_streaming(request, parts.config.first_byte_timeout);
+    if (!head.ok() && lease->reused && side.conn->closed_by_peer()) {
+      side.conn = nullptr;
+      parts.metrics.stale_connection_retry();
+      source = UpstreamPool::Source::kFresh;
+      continue;
+    }
+    bool bad_answer = false;
+    // (Not a co_await inside ?: , which g++ 12 mishandles.)
+    Status read = head.status();
+    if (head.ok())
+      read = co_await read_prefill_answer(parts, *side.conn, *head, answer, &bad_answer);
+    side.conn = nullptr;
+    if (!read.ok()) {
+      dispatch.set(!bad_answer           ? outcome_of_failure(read)
+                   : head->status != 200 ? outcome_of_status(head->status)
+                                         : Outcome::kServerError);
+      co_return read;
+    }
+    worker.liveness().note_contact();
+    dispatch.prefilled();
+    dispatch.set(Outcome::kSuccess);
+    parts.upstream.release(worker.id(), std::move(lease->conn));
+    co_return absl::OkStatus();
+  }
+}
+
+// The prefill side of a pair: its exchange, then its end told. On failure, the decode's
+// connection (the attempt's, in g.live_upstream) is cut.
 net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
                                  std::shared_ptr<workers::Worker> worker, policy::Decision d,
                                  http::ClientRequest request, PrefillSide& side,
@@ -130,49 +194,8 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
   request.headers[1].second = rank ? std::to_string(*rank) : std::string();
   Dispatch dispatch(*worker, parts.policy, g.route_request, g.parsed.stream, rank,
                     g.parsed.tokens.size());
-  Status failure;
   const MonoTime started = parts.clock.now();
-  auto lease = co_await parts.upstream.acquire(*worker, UpstreamPool::Source::kPooled);
-  if (side.abandoned) {
-    failure = absl::CancelledError("the decode failed before the prefill was sent");
-    dispatch.set(Outcome::kCancelled);
-  } else if (!lease.ok()) {
-    worker->liveness().note_connect_failed();
-    failure = lease.status();
-    dispatch.set(Outcome::kConnectFailed);
-  } else {
-    side.conn = lease->conn.get();
-    auto head = co_await side.conn->start_streaming(request, parts.config.first_byte_timeout);
-    bool error_event = false;
-    for (;;) {
-      if (!head.ok()) break;
-      auto piece = co_await side.conn->next_piece(parts.config.stream_idle_timeout);
-      if (!piece.ok()) {
-        head = piece.status();
-        break;
-      }
-      if (piece->empty()) break;
-      error_event |= has_error_event(*piece);
-      if (answer != nullptr && answer->size() + piece->size() <= kMostAnswerBytes) {
-        answer->append(*piece);
-      }
-    }
-    side.conn = nullptr;
-    if (!head.ok()) {
-      failure = head.status();
-      dispatch.set(outcome_of_failure(failure));
-    } else if (head->status != 200 || error_event) {
-      failure =
-          absl::UnavailableError("the prefill worker answered " + std::to_string(head->status) +
-                                 (error_event ? " with an error event" : ""));
-      dispatch.set(head->status != 200 ? outcome_of_status(head->status) : Outcome::kServerError);
-    } else {
-      worker->liveness().note_contact();
-      dispatch.prefilled();
-      dispatch.set(Outcome::kSuccess);
-      parts.upstream.release(worker->id(), std::move(lease->conn));
-    }
-  }
+  Status failure = co_await exchange_prefill(parts, *worker, request, side, dispatch, answer);
   parts.metrics.pd_prefill_seconds(to_seconds(parts.clock.now() - started));
   if (side.abandoned) {  // cut because its decode failed: not the prefill's failure
     failure = absl::CancelledError("the decode failed first");

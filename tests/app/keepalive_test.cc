@@ -98,6 +98,23 @@ double metric(const std::string& text, const std::string& series) {
 
 class KeepAliveTest : public GatewayTest {
  protected:
+  // A gateway that never probes its workers (the engine below answers generations only).
+  GatewayConfig unprobed_config() {
+    GatewayConfig cfg = base_config();
+    cfg.health_check_interval = 0ms;
+    cfg.load_poll_interval = 0ms;
+    cfg.kv_events = false;
+    return cfg;
+  }
+  // Twenty questions through the gateway, each answered.
+  void send_twenty_questions() {
+    auto c = client();
+    for (int i = 0; i < 20; ++i) {
+      auto r = c.post("/v1/completions", completion("question " + std::to_string(i)));
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_EQ(r->status, 200u) << r->body;
+    }
+  }
   // Two workers whose engines close idle connections after `engine_keep_alive`, the gateway with
   // its serving defaults for the upstream pool.
   void start_fleet(std::chrono::milliseconds engine_keep_alive) {
@@ -229,18 +246,10 @@ class ClosesUnderSecondRequest {
 
 TEST_F(KeepAliveTest, EngineClosingAPooledConnectionUnderTheRequestIsSentAgainFresh) {
   ClosesUnderSecondRequest engine;
-  GatewayConfig cfg = base_config();
-  cfg.health_check_interval = 0ms;
-  cfg.load_poll_interval = 0ms;
-  cfg.kv_events = false;
+  GatewayConfig cfg = unprobed_config();
   cfg.worker_urls = {"http://127.0.0.1:" + std::to_string(engine.port())};
   start_gateway(cfg);
-  auto c = client();
-  for (int i = 0; i < 20; ++i) {
-    auto r = c.post("/v1/completions", completion("question " + std::to_string(i)));
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->status, 200u) << r->body;
-  }
+  send_twenty_questions();
   EXPECT_GE(engine.closed_under_request(), 10) << "the pooled connection was used and closed";
   const std::string m = gateway_->metrics_text();
   EXPECT_EQ(metric(m, "kvgate_upstream_stale_retries_total"), engine.closed_under_request());
@@ -254,21 +263,13 @@ TEST_F(KeepAliveTest, EngineClosingAPooledConnectionUnderTheRequestIsSentAgainFr
 TEST_F(KeepAliveTest, APrefillEngineClosingAPooledConnectionUnderTheRequestIsSentAgainFresh) {
   ClosesUnderSecondRequest prefill;
   testing::RecordingWorker decode;
-  GatewayConfig cfg = base_config();
-  cfg.health_check_interval = 0ms;
-  cfg.load_poll_interval = 0ms;
-  cfg.kv_events = false;
+  GatewayConfig cfg = unprobed_config();
   cfg.pd_disaggregation = true;
   cfg.prefill_workers = {
       {.url = "http://127.0.0.1:" + std::to_string(prefill.port()), .bootstrap_port = 9001}};
   cfg.decode_workers = {decode.url()};
   start_gateway(cfg);
-  auto c = client();
-  for (int i = 0; i < 20; ++i) {
-    auto r = c.post("/v1/completions", completion("question " + std::to_string(i)));
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(r->status, 200u) << r->body;
-  }
+  send_twenty_questions();
   // (The last pair's prefill may end just after its decode answered.)
   std::string m;
   EXPECT_TRUE(testing::wait_until([&] {

@@ -12,7 +12,7 @@ PACKAGES=(
   libboost-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libabsl-dev libjemalloc-dev prometheus-cpp-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
-  libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev
+  libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev libyaml-cpp-dev
   # servers and tools the tests, benches and demo start themselves
   redis-server nginx-light wrk curl procps iproute2 xz-utils openssl
   # promtool (prometheus): the tests lint /metrics with it

@@ -23,7 +23,12 @@ PACKAGES=(
   python3-grpcio python3-protobuf
   # a real browser for the dashboard's test (headless)
   chromium
+  # a real Kubernetes client (kubectl) against the kube tests' fake API server
+  kubernetes-client
 )
+# Packages whose command may come from another package already installed (the cloud SDKs ship
+# their own kubectl, which the Debian package would collide with): present when the command is.
+declare -A COMMAND_OF=([kubernetes-client]=kubectl)
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).
 NPM_DIR="${KVGATE_NPM_DIR:-${HOME:-/root}/.cache/kvgate/npm}"
@@ -65,6 +70,9 @@ npm_setup() {
 missing=()
 installed="$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)"
 for p in "${PACKAGES[@]}"; do
+  if [[ -n "${COMMAND_OF[${p}]:-}" ]] && command -v "${COMMAND_OF[${p}]}" >/dev/null 2>&1; then
+    continue
+  fi
   if ! grep -q "^${p} install ok installed$" <<<"${installed}"; then
     missing+=("${p}")
   fi

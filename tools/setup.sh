@@ -12,7 +12,7 @@ PACKAGES=(
   libboost-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libabsl-dev libjemalloc-dev prometheus-cpp-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
-  libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev
+  libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev libyaml-cpp-dev
   # servers and tools the tests, benches and demo start themselves
   redis-server nginx-light wrk curl procps iproute2 xz-utils openssl
   # promtool (prometheus): the tests lint /metrics with it
@@ -26,7 +26,13 @@ PACKAGES=(
   # the container image: tools/build-image.sh assembles and runs it with buildah, and ships the
   # machine's CA roots
   buildah ca-certificates
+  # a real Kubernetes client (kubectl): against the kube tests' fake API server, and for the
+  # manifests test (tests/deploy)
+  kubernetes-client
 )
+# Packages whose command may come from another package already installed (the cloud SDKs ship
+# their own kubectl, which the Debian package would collide with): present when the command is.
+declare -A COMMAND_OF=([kubernetes-client]=kubectl)
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).
 NPM_DIR="${KVGATE_NPM_DIR:-${HOME:-/root}/.cache/kvgate/npm}"
@@ -72,13 +78,12 @@ npm_setup() {
   done
 }
 
-# kubectl, for the manifests test (tests/deploy): Debian's, unless the machine has one already
-# (a kubectl from another package, such as the Google Cloud CLI's, owns /usr/bin/kubectl too).
-if ! command -v kubectl >/dev/null 2>&1; then PACKAGES+=(kubernetes-client); fi
-
 missing=()
 installed="$(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)"
 for p in "${PACKAGES[@]}"; do
+  if [[ -n "${COMMAND_OF[${p}]:-}" ]] && command -v "${COMMAND_OF[${p}]}" >/dev/null 2>&1; then
+    continue
+  fi
   if ! grep -q "^${p} install ok installed$" <<<"${installed}"; then
     missing+=("${p}")
   fi

@@ -36,7 +36,10 @@ leg() {  # name protocol gateway-flags...
   [[ "$protocol" == vllm ]] && pd_flag=--vllm-pd-disaggregation
   KVG_WORK="$work/$name"
   mkdir -p "$KVG_WORK"
-  kvg_start_pd_fleet "$protocol" 2 2 --speedup 20 --threads 1 || fail "$name: fleet did not start"
+  # (The PD waits are scaled by --speedup like every engine time: 10 s would be 0.5 s of wall
+  # time, which a prefill queued behind others can pass on a slow machine or under a sanitizer.)
+  kvg_start_pd_fleet "$protocol" 2 2 --speedup 20 --threads 1 --pd-transfer-timeout-ms 600000 \
+    --pd-room-timeout-ms 600000 || fail "$name: fleet did not start"
   kvg_start_gateway cache_aware --kv-index chain --threads 1 "$pd_flag" "${KVG_PD_ARGS[@]}" "$@" ||
     fail "$name: gateway did not start"
   kvg_wait_routable 4 30 || fail "$name: fleet not routable"

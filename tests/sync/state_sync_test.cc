@@ -280,9 +280,11 @@ TEST(StateSync, ARedisOutageIsProbedCountedAndRecoveredAtTheFirstAnswer) {
   EXPECT_FALSE(down.redis_up);
   EXPECT_EQ(down.outages, 1u);
   EXPECT_DOUBLE_EQ(down.convergence, 0.0);
-  // One whole cycle failed; the rest were PINGs, one a period.
+  // One whole cycle failed (at its connect, pull or push: Redis may die under any of them); the
+  // rest were PINGs, one a period.
   EXPECT_EQ(down.errors[static_cast<size_t>(SyncOp::kConnect)] +
-                down.errors[static_cast<size_t>(SyncOp::kPull)],
+                down.errors[static_cast<size_t>(SyncOp::kPull)] +
+                down.errors[static_cast<size_t>(SyncOp::kPush)],
             1u);
   EXPECT_EQ(b.host.worker_urls().size(), 1u);
   // Back, empty: the first probe that finds it runs a whole cycle at once, so each replica is

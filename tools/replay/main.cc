@@ -255,6 +255,109 @@ void join_mock_records(const std::vector<std::string>& worker_urls, bool take_or
   }
 }
 
+// The fleet behind the target: the workers --workers-admin names, else what the target lists
+// (a gateway's GET /workers, waited on for a few seconds until each worker has its KV event
+// streams). A target that cannot be listed leaves the fleet unknown (noted on stderr).
+Status list_fleet(const Flags& f, const std::string& target, Fleet* fleet, bool* known) {
+  if (!f.workers_admin.empty()) {
+    for (const std::string& url : f.workers_admin) {
+      auto w = describe_worker(url);
+      if (!w.ok()) return w.status();
+      fleet->workers.push_back(std::move(*w));
+    }
+    *known = true;
+    auto d = discover(target);
+    fleet->through_gateway = d.ok() && d->through_gateway;
+  } else {
+    auto d = discover(target);
+    // A gateway lists a worker before it has read the worker's /server_info: give discovery a
+    // few seconds to fill in the KV event endpoints the oracle follows.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (f.oracle != "off" && d.ok() && d->through_gateway &&
+           std::chrono::steady_clock::now() < deadline &&
+           std::any_of(d->workers.begin(), d->workers.end(),
+                       [](const FleetWorker& w) { return w.streams.empty(); })) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      d = discover(target);
+    }
+    if (d.ok()) {
+      *fleet = std::move(*d);
+      *known = true;
+    } else {
+      std::fprintf(stderr, "kvgate-replay: note: cannot list the fleet (%s)\n",
+                   std::string(message_of(d.status())).c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The summary of `records`, joined first to the mock's own records: its oracle (preferred where
+// present) and its per-worker counts of our requests.
+Summary summarize_with_mock_records(const Flags& f, const std::vector<std::string>& urls,
+                                    const ReportConfig& rc, double wall_s,
+                                    std::vector<RequestRecord>& records) {
+  // The mock's records: its oracle (preferred when present) and its own request counts.
+  Summary probe = summarize(records, rc, wall_s);
+  bool mock_oracle = false;
+  if (!urls.empty()) {
+    join_mock_records(urls, f.oracle == "auto" || f.oracle == "mock", records, &probe,
+                      &mock_oracle);
+  }
+  if (mock_oracle) {
+    // The mock's figure replaces the replay's own wherever it exists.
+    for (RequestRecord& r : records) {
+      if (r.oracle_source == OracleSource::kEvents) {
+        r.oracle_tokens.reset();
+        r.oracle_source = OracleSource::kNone;
+      }
+    }
+    // (records that the mock reported carry kMock already)
+  } else if (f.oracle == "mock") {
+    std::fprintf(stderr, "kvgate-replay: note: the mock's records carry no oracle_tokens\n");
+  }
+  Summary summary = summarize(records, rc, wall_s);
+  for (auto& [url, w] : probe.workers) {
+    // (Only workers the report counts: a disaggregated fleet's decode workers that computed
+    // nothing alone are not among them.)
+    auto it = summary.workers.find(url);
+    if (w.mock_records && it != summary.workers.end()) it->second.mock_records = w.mock_records;
+  }
+  return summary;
+}
+
+// The report's configuration: the run's flags and what the fleet listing found.
+ReportConfig report_config(const Flags& f, const std::string& target,
+                           const std::vector<std::string>& replica_urls, size_t rows_selected,
+                           uint32_t block_tokens, const Fleet& fleet,
+                           const std::vector<std::string>& urls, bool disaggregated) {
+  ReportConfig rc;
+  rc.target = target;
+  for (const std::string& r : replica_urls) rc.target += " " + r;
+  rc.trace = f.trace;
+  rc.rows = f.rows.empty() ? ":" : f.rows;
+  rc.rows_selected = rows_selected;
+  rc.speedup = f.speedup;
+  rc.block_tokens = block_tokens;
+  rc.max_output_tokens = f.max_output_tokens;
+  rc.model = f.model;
+  rc.slo_ttft_ms = f.slo_ttft_ms;
+  rc.slo_itl_ms = f.slo_itl_ms;
+  rc.through_gateway = fleet.through_gateway;
+  rc.oracle_mode = f.oracle;
+  rc.fleet_workers = urls;
+  // A disaggregated fleet's shares are its prefill workers' (a decode worker counts only for
+  // requests it computed alone).
+  if (disaggregated) {
+    rc.disaggregated = true;
+    rc.fleet_workers.clear();
+    for (const FleetWorker& w : fleet.workers) {
+      if (w.role == "prefill") rc.fleet_workers.push_back(w.url);
+    }
+  }
+  if (!fleet.through_gateway && urls.empty()) rc.fleet_workers.push_back(target);
+  return rc;
+}
+
 int run(const Flags& f) {
   if (Status s = validate_speedup(f.speedup); !s.ok()) return fail(std::string(message_of(s)));
   PromptOptions po;
@@ -302,34 +405,8 @@ int run(const Flags& f) {
   // The fleet: for the per-worker shares, the oracle's event streams and the mock's records.
   Fleet fleet;
   bool fleet_known = false;
-  if (!f.workers_admin.empty()) {
-    for (const std::string& url : f.workers_admin) {
-      auto w = describe_worker(url);
-      if (!w.ok()) return fail(std::string(message_of(w.status())));
-      fleet.workers.push_back(std::move(*w));
-    }
-    fleet_known = true;
-    auto d = discover(target);
-    fleet.through_gateway = d.ok() && d->through_gateway;
-  } else {
-    auto d = discover(target);
-    // A gateway lists a worker before it has read the worker's /server_info: give discovery a
-    // few seconds to fill in the KV event endpoints the oracle follows.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (f.oracle != "off" && d.ok() && d->through_gateway &&
-           std::chrono::steady_clock::now() < deadline &&
-           std::any_of(d->workers.begin(), d->workers.end(),
-                       [](const FleetWorker& w) { return w.streams.empty(); })) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      d = discover(target);
-    }
-    if (d.ok()) {
-      fleet = std::move(*d);
-      fleet_known = true;
-    } else {
-      std::fprintf(stderr, "kvgate-replay: note: cannot list the fleet (%s)\n",
-                   std::string(message_of(d.status())).c_str());
-    }
+  if (Status st = list_fleet(f, target, &fleet, &fleet_known); !st.ok()) {
+    return fail(std::string(message_of(st)));
   }
   std::vector<KvStream> streams;
   std::vector<std::string> urls;
@@ -409,58 +486,9 @@ int run(const Flags& f) {
   progress.stop();
   if (!records.ok()) return fail(std::string(message_of(records.status())));
 
-  ReportConfig rc;
-  rc.target = target;
-  for (const std::string& r : ro.replica_urls) rc.target += " " + r;
-  rc.trace = f.trace;
-  rc.rows = f.rows.empty() ? ":" : f.rows;
-  rc.rows_selected = input.rows.size();
-  rc.speedup = f.speedup;
-  rc.block_tokens = po.block_tokens;
-  rc.max_output_tokens = f.max_output_tokens;
-  rc.model = f.model;
-  rc.slo_ttft_ms = f.slo_ttft_ms;
-  rc.slo_itl_ms = f.slo_itl_ms;
-  rc.through_gateway = fleet.through_gateway;
-  rc.oracle_mode = f.oracle;
-  rc.fleet_workers = urls;
-  // A disaggregated fleet's shares are its prefill workers' (a decode worker counts only for
-  // requests it computed alone).
-  if (disaggregated) {
-    rc.disaggregated = true;
-    rc.fleet_workers.clear();
-    for (const FleetWorker& w : fleet.workers) {
-      if (w.role == "prefill") rc.fleet_workers.push_back(w.url);
-    }
-  }
-  if (!fleet.through_gateway && urls.empty()) rc.fleet_workers.push_back(target);
-
-  // The mock's records: its oracle (preferred when present) and its own request counts.
-  Summary probe = summarize(*records, rc, runner.wall_seconds());
-  bool mock_oracle = false;
-  if (!urls.empty()) {
-    join_mock_records(urls, f.oracle == "auto" || f.oracle == "mock", *records, &probe,
-                      &mock_oracle);
-  }
-  if (mock_oracle) {
-    // The mock's figure replaces the replay's own wherever it exists.
-    for (RequestRecord& r : *records) {
-      if (r.oracle_source == OracleSource::kEvents) {
-        r.oracle_tokens.reset();
-        r.oracle_source = OracleSource::kNone;
-      }
-    }
-    // (records that the mock reported carry kMock already)
-  } else if (f.oracle == "mock") {
-    std::fprintf(stderr, "kvgate-replay: note: the mock's records carry no oracle_tokens\n");
-  }
-  Summary summary = summarize(*records, rc, runner.wall_seconds());
-  for (auto& [url, w] : probe.workers) {
-    // (Only workers the report counts: a disaggregated fleet's decode workers that computed
-    // nothing alone are not among them.)
-    auto it = summary.workers.find(url);
-    if (w.mock_records && it != summary.workers.end()) it->second.mock_records = w.mock_records;
-  }
+  const ReportConfig rc = report_config(f, target, ro.replica_urls, input.rows.size(),
+                                        po.block_tokens, fleet, urls, disaggregated);
+  Summary summary = summarize_with_mock_records(f, urls, rc, runner.wall_seconds(), *records);
   if (oracle) summary.oracle_stats = oracle->stats();
   oracle.reset();
 

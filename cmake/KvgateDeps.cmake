@@ -20,7 +20,8 @@ pkg_check_modules(NUMA REQUIRED IMPORTED_TARGET numa)
 pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)     # state sync between replicas
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)   # the tokenizers' split patterns
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc icu-i18n) # Unicode normalization, classes
-pkg_check_modules(YAMLCPP REQUIRED IMPORTED_TARGET yaml-cpp)     # kubeconfig files (kube)
+pkg_check_modules(YAMLCPP REQUIRED IMPORTED_TARGET yaml-cpp)     # kubeconfigs, --config files
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)  # sd_notify (Type=notify)
 pkg_check_modules(JEMALLOC IMPORTED_TARGET jemalloc)
 if(KVGATE_JEMALLOC AND NOT JEMALLOC_FOUND)
   message(FATAL_ERROR "jemalloc not found: run tools/setup.sh or configure with -DKVGATE_JEMALLOC=OFF")

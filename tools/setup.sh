@@ -13,6 +13,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libabsl-dev libjemalloc-dev prometheus-cpp-dev
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev libsimdjson-dev
   libcli11-dev libnuma-dev libhiredis-dev libssl-dev libpcre2-dev libicu-dev libyaml-cpp-dev
+  libsystemd-dev
   # servers and tools the tests, benches and demo start themselves
   redis-server nginx-light wrk curl procps iproute2 xz-utils openssl
   # promtool (prometheus): the tests lint /metrics with it
@@ -29,10 +30,12 @@ PACKAGES=(
   # a real Kubernetes client (kubectl): against the kube tests' fake API server, and for the
   # manifests test (tests/deploy)
   kubernetes-client
+  # systemd-analyze: the installed unit's hardening score (tests/tools/install_test.sh)
+  systemd
 )
 # Packages whose command may come from another package already installed (the cloud SDKs ship
 # their own kubectl, which the Debian package would collide with): present when the command is.
-declare -A COMMAND_OF=([kubernetes-client]=kubectl)
+declare -A COMMAND_OF=([kubernetes-client]=kubectl [systemd]=systemd-analyze)
 
 # npm packages the tests run as real clients, kept outside the repository (KVGATE_NPM_DIR).
 NPM_DIR="${KVGATE_NPM_DIR:-${HOME:-/root}/.cache/kvgate/npm}"

@@ -50,23 +50,24 @@ http::Response unauthorized(std::string_view message) {
 }  // namespace
 
 std::optional<http::Response> AccessGuard::check(Access access, const http::Request& req) const {
+  const Keys& keys = keys_.get();
   switch (access) {
     case Access::kOpen:
       return std::nullopt;
     case Access::kClient: {
-      if (api_key_.empty()) return std::nullopt;
+      if (keys.api.empty()) return std::nullopt;
       const std::string_view token = bearer_token(req.header("authorization"));
       if (token.empty()) {
         return unauthorized(
             "You didn't provide an API key. Send it as \"Authorization: Bearer <key>\".");
       }
-      if (!constant_time_equals(token, api_key_)) {
+      if (!constant_time_equals(token, keys.api)) {
         return unauthorized("Incorrect API key provided.");
       }
       return std::nullopt;
     }
     case Access::kControl: {
-      if (admin_api_key_.empty()) {
+      if (keys.admin.empty()) {
         if (from_loopback_address(req)) return std::nullopt;
         return http::Response::error(
             403,
@@ -75,7 +76,7 @@ std::optional<http::Response> AccessGuard::check(Access access, const http::Requ
             "permission_error");
       }
       const std::string_view token = bearer_token(req.header("authorization"));
-      if (token.empty() || !constant_time_equals(token, admin_api_key_)) {
+      if (token.empty() || !constant_time_equals(token, keys.admin)) {
         return unauthorized(
             "This route needs the admin API key (--admin-api-key) as a Bearer token.");
       }

@@ -11,13 +11,17 @@
 // Keys are compared in constant time and never logged. A refusal is an OpenAI-shaped 401 (a
 // missing or wrong key) or 403 (a control route from a remote peer without an admin key).
 //
-// Threading: immutable after construction; wrap() and check() from any thread.
+// The keys can be replaced while serving (a configuration reload rotating them): a request is
+// checked against the keys of the moment it arrives.
+//
+// Threading: wrap(), check() and set_keys() from any thread.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "kvgate/core/versioned.h"
 #include "kvgate/http/message.h"
 #include "kvgate/http/server.h"
 
@@ -28,7 +32,10 @@ enum class Access : uint8_t { kOpen, kClient, kControl };
 class AccessGuard {
  public:
   AccessGuard(std::string api_key, std::string admin_api_key)
-      : api_key_(std::move(api_key)), admin_api_key_(std::move(admin_api_key)) {}
+      : keys_(Keys{std::move(api_key), std::move(admin_api_key)}) {}
+  void set_keys(std::string api_key, std::string admin_api_key) {
+    keys_.publish(Keys{std::move(api_key), std::move(admin_api_key)});
+  }
 
   // The refusal for `req` on a route of `access`, or nullopt when it may go on.
   std::optional<http::Response> check(Access access, const http::Request& req) const;
@@ -36,8 +43,11 @@ class AccessGuard {
   http::Handler wrap(Access access, http::Handler handler) const;
 
  private:
-  const std::string api_key_;
-  const std::string admin_api_key_;
+  struct Keys {
+    std::string api;
+    std::string admin;
+  };
+  Versioned<Keys> keys_;
 };
 
 // Equal strings, in a time that depends only on their lengths.

@@ -19,6 +19,8 @@
 //                     "api_key": the worker's own key, sent as its Bearer token and never shown
 //                     -> 201, 409 if present
 //   DELETE /workers?url=http://host:port (or a body {"url": ...}) -> 200, 404 if absent
+//   POST /admin/reload  reads the configuration again (as SIGHUP does; app/config_reload.h)
+//                     -> 200 {"applied": [flags], "needs_restart": [flags]}, 400 with the error
 #include <simdjson.h>
 
 #include <algorithm>
@@ -159,6 +161,14 @@ void GatewayImpl::add_info_routes() {
         w.member("workers", fleet->workers.size())
             .member("routable_workers", routable_workers(*fleet));
       }
+      // Why no worker yet, when the pods are where they would come from.
+      if (!ready && !draining && discovery_) {
+        const PodDiscovery::Snapshot d = discovery_->status();
+        w.member("discovery", !d.last_error.empty()
+                                  ? "cannot reach the Kubernetes API server: " + d.last_error
+                              : d.connected ? "no serving pod matches the selector"
+                                            : "listing the pods");
+      }
       w.end_object();
       http::Response r = http::Response::json(ready ? 200 : 503, std::move(body));
       if (!ready) r.headers.emplace_back("retry-after", "1");
@@ -226,6 +236,7 @@ std::string GatewayImpl::metrics_text() {
   if (answers_) metrics_->sync_answers(answers_->stats());
   if (follow_metrics_) follow_metrics_->sync(follower_->stats());
   if (sync_metrics_) sync_metrics_->sync(state_sync_->stats(), fleet_sync_->stats());
+  if (discovery_metrics_) discovery_metrics_->sync(discovery_->status());
   return metrics::text_exposition(registry_);
 }
 
@@ -332,6 +343,8 @@ void GatewayImpl::add_admin_routes() {
               .end_object();
           return http::Response::json(201, std::move(body));
         }));
+  route(http::Verb::post, "/admin/reload", Access::kControl,
+        sync([this](const http::Request&) { return reload_answer(reload()); }));
   route(http::Verb::delete_, "/workers", Access::kControl, sync([this](const http::Request& req) {
           std::string url;
           if (auto q = req.query_param("url")) url = percent_decode(*q);

@@ -13,6 +13,7 @@
 #include "kvgate/core/clock.h"
 #include "kvgate/events/ingest.h"
 #include "kvgate/http/message.h"
+#include "kvgate/kube/selector.h"
 #include "kvgate/sync/state_sync.h"
 #include "kvgate/workers/registry.h"
 
@@ -251,11 +252,43 @@ static Status check_pd(const GatewayConfig& c) {
   return absl::OkStatus();
 }
 
+static Status check_discovery(const GatewayConfig& c) {
+  const bool any_selector =
+      !c.selector.empty() || !c.prefill_selector.empty() || !c.decode_selector.empty();
+  if (!c.service_discovery) {
+    if (any_selector || !c.kubeconfig.empty()) {
+      return absl::InvalidArgumentError(
+          "--selector, --prefill-selector, --decode-selector and --kubeconfig need "
+          "--service-discovery");
+    }
+    return absl::OkStatus();
+  }
+  if (c.pd_disaggregation && (c.prefill_selector.empty() || c.decode_selector.empty())) {
+    return absl::InvalidArgumentError(
+        "--service-discovery with --pd-disaggregation needs --prefill-selector and "
+        "--decode-selector");
+  }
+  if (!c.pd_disaggregation && c.selector.empty()) {
+    return absl::InvalidArgumentError("--service-discovery needs --selector (e.g. app=sglang)");
+  }
+  if (!c.pd_disaggregation && (!c.prefill_selector.empty() || !c.decode_selector.empty())) {
+    return absl::InvalidArgumentError(
+        "--prefill-selector and --decode-selector need --pd-disaggregation");
+  }
+  for (const std::string* s : {&c.selector, &c.prefill_selector, &c.decode_selector}) {
+    if (s->empty()) continue;
+    if (auto parsed = kube::Selector::parse(*s); !parsed.ok()) return parsed.status();
+  }
+  if (c.discovery_port == 0) return absl::InvalidArgumentError("--service-discovery-port is 0");
+  return absl::OkStatus();
+}
+
 Status finish_config(GatewayConfig& c) {
   for (const auto& url : c.worker_urls) {
     if (auto a = workers::parse_worker_url(url); !a.ok()) return a.status();
   }
   if (Status s = check_pd(c); !s.ok()) return s;
+  if (Status s = check_discovery(c); !s.ok()) return s;
   if (c.cache_aware.balance_rel_threshold < 1.0) {
     return absl::InvalidArgumentError("--balance-rel-threshold must be >= 1");
   }

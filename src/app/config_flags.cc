@@ -732,6 +732,48 @@ void add_pd_flags(CLI::App& app, GatewayConfig& c) {
                   kGroup);
 }
 
+void add_discovery_flags(CLI::App& app, GatewayConfig& c) {
+  static constexpr const char* kGroup = "Kubernetes pod discovery";
+  // SMG's --selector takes its terms as separate words or comma-joined; both become one selector.
+  const auto joined = [](std::string* out) {
+    return [out](const std::vector<std::string>& terms) {
+      for (const std::string& t : terms) out->append(out->empty() ? "" : ",").append(t);
+    };
+  };
+  app.add_flag("--service-discovery", c.service_discovery,
+               "Workers are the Kubernetes pods --selector matches (Running, Ready, with an IP), "
+               "followed through the API server's watch; they join --worker-urls and POST /workers")
+      ->group(kGroup);
+  app.add_option_function<std::vector<std::string>>("--selector", joined(&c.selector),
+                                                    "The worker pods' label selector, as kubectl "
+                                                    "takes it (app=sglang,tier!=canary, env in "
+                                                    "(prod,staging), !legacy)")
+      ->expected(1, -1)
+      ->group(kGroup);
+  app.add_option_function<std::vector<std::string>>(
+         "--prefill-selector", joined(&c.prefill_selector),
+         "With --pd-disaggregation: the prefill pods' selector (their bootstrap port from the "
+         "kvgate.io/bootstrap-port annotation)")
+      ->expected(1, -1)
+      ->group(kGroup);
+  app.add_option_function<std::vector<std::string>>(
+         "--decode-selector", joined(&c.decode_selector),
+         "With --pd-disaggregation: the decode pods' selector")
+      ->expected(1, -1)
+      ->group(kGroup);
+  app.add_option("--service-discovery-namespace", c.discovery_namespace,
+                 "The namespace the pods are in (default: the gateway pod's own, else default)")
+      ->group(kGroup);
+  app.add_option("--service-discovery-port", c.discovery_port,
+                 "The port the engines serve on in each pod")
+      ->capture_default_str()
+      ->group(kGroup);
+  app.add_option("--kubeconfig", c.kubeconfig,
+                 "Reach the API server as this kubeconfig says (default: the pod's service "
+                 "account, KUBERNETES_SERVICE_HOST and _PORT)")
+      ->group(kGroup);
+}
+
 void add_compatibility_flags(CLI::App& app, GatewayConfig& c) {
   // Launch lines written for the SGLang model gateway keep working: its names for kvgate's flags
   // are aliases above; these tune its approximate radix tree, which kvgate does not have.
@@ -767,6 +809,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   add_logging_flags(app, c);
   add_fleet_flags(app, c);
   add_pd_flags(app, c);
+  add_discovery_flags(app, c);
   add_state_sync_flags(app, c);
   add_kv_event_flags(app, c);
   add_upstream_flags(app, c);

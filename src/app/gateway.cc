@@ -102,7 +102,10 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
                 .liveness = config_.liveness,
                 .cache_agreement_warn_below = config_.cache_agreement_warn_below},
                clock),
-      routing_(config_, BlockHasher(config_.hash_seed)) {}
+      routing_(config_, BlockHasher(config_.hash_seed)) {
+  MutexLock lock(&reload_mu_);
+  live_config_ = config_;
+}
 
 // Client connections the descriptor limit allows: each request also holds an upstream connection,
 // and the KV-event sockets and control connections need some.
@@ -327,6 +330,7 @@ Status GatewayImpl::init() {
                                                config_.queue_timeout);
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
+  reload_metrics_ = std::make_unique<ConfigReloadMetrics>(registry_);
   process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
   if (Status s = init_tokenizers(); !s.ok()) return s;
   if (Status s = init_thread_layout(); !s.ok()) return s;
@@ -437,6 +441,13 @@ Status GatewayImpl::start() {
                            grpc_front_->port());
   }
   add_command_line_workers();
+  if (config_.service_discovery) {
+    auto d = PodDiscovery::create(config_, *control_);
+    if (!d.ok()) return d.status();
+    discovery_ = std::move(*d);
+    discovery_metrics_ = std::make_unique<PodDiscoveryMetrics>(registry_);
+    discovery_->start();
+  }
   // After the command line's workers, so the first push shares them.
   if (state_sync_) state_sync_->start();
   return absl::OkStatus();
@@ -466,21 +477,12 @@ void GatewayImpl::init_generation() {
 }
 
 void GatewayImpl::add_command_line_workers() {
-  const auto add = [this](const std::string& url, const WorkerSpec& role) {
-    const std::string normalized = workers::WorkerRegistry::normalize_url(url).value_or(url);
-    std::vector<workers::KvEndpoint> eps;
-    for (const auto& e : config_.kv_endpoints) {
-      if (e.worker_url == normalized) eps.push_back(e.endpoint);
+  for (const StaticWorker& w : static_workers(config_)) {
+    if (Status s = add_worker(w.url, w.kv_endpoints, {}, w.spec); !s.ok()) {
+      log::get("gateway")->warn("worker {} not added: {}", workers::redact_url(w.url),
+                                message_of(s));
     }
-    if (Status s = add_worker(url, std::move(eps), {}, role); !s.ok()) {
-      log::get("gateway")->warn("worker {} not added: {}", workers::redact_url(url), message_of(s));
-    }
-  };
-  for (const auto& url : config_.worker_urls) add(url, {});
-  for (const auto& p : config_.prefill_workers) {
-    add(p.url, {.role = workers::WorkerRole::kPrefill, .bootstrap_port = p.bootstrap_port});
   }
-  for (const auto& url : config_.decode_workers) add(url, {.role = workers::WorkerRole::kDecode});
 }
 
 Status GatewayImpl::add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints,
@@ -585,6 +587,7 @@ void GatewayImpl::stop(std::chrono::milliseconds grace) {
   if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));
   // Before the control loops: the sync thread adds and removes workers through them.
   if (state_sync_) state_sync_->stop();
+  if (discovery_) discovery_->stop();
   control_->stop();
   upstream_->stop();
   if (ingest_) ingest_->stop();
@@ -620,6 +623,10 @@ bool Gateway::remove_worker(std::string_view url) { return impl_->remove_worker(
 const workers::WorkerRegistry& Gateway::registry() const { return impl_->workers_; }
 const index::Indexer& Gateway::index() const { return *impl_->raw_index_; }
 std::string Gateway::metrics_text() { return impl_->metrics_text(); }
+void Gateway::set_config_reader(ConfigReader reader, FlagValues values) {
+  impl_->set_config_reader(std::move(reader), std::move(values));
+}
+ReloadOutcome Gateway::reload() { return impl_->reload(); }
 void Gateway::flush_events() {
   if (impl_->ingest_) impl_->ingest_->flush();
 }

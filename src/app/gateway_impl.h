@@ -15,6 +15,7 @@
 #include "app/access_log.h"
 #include "app/admission_gate.h"
 #include "app/answer_memory.h"
+#include "app/config_reload.h"
 #include "app/cors.h"
 #include "app/decision_report.h"
 #include "app/fleet_pulse.h"
@@ -22,6 +23,7 @@
 #include "app/gateway_metrics.h"
 #include "app/generation/pipeline.h"
 #include "app/grpc_front.h"
+#include "app/pod_discovery.h"
 #include "app/request_model.h"
 #include "app/routing_input.h"
 #include "app/state_sync_metrics.h"
@@ -62,6 +64,9 @@ class GatewayImpl {
                     std::string_view api_key = {}, const WorkerSpec& role = {});
   bool remove_worker(std::string_view url);
   std::string metrics_text();
+  // config_reload.cc
+  void set_config_reader(ConfigReader reader, FlagValues values);
+  ReloadOutcome reload();
 
  private:
   friend class Gateway;  // the public face reads its listeners' ports, the registry, the index
@@ -79,6 +84,10 @@ class GatewayImpl {
   void init_generation();
   // --worker-urls, --prefill and --decode, each added with its role.
   void add_command_line_workers();
+  // config_reload.cc: a reload's steps.
+  ReloadOutcome reload_locked() KVGATE_REQUIRES(reload_mu_);
+  void apply_static_workers(const GatewayConfig& next);
+  void remember_live(const GatewayConfig& next) KVGATE_REQUIRES(reload_mu_);
   // observe_routes.cc: GET /debug/route, GET /dashboard and its JSON, and the pulse they read
   // (sampled once a second on the parse thread, off the executors).
   void add_observe_routes();
@@ -111,7 +120,7 @@ class GatewayImpl {
   GatewayConfig config_;
   const Clock& clock_;
   const std::string instance_id_;  // this process, in the hop header of forwarded requests
-  const AccessGuard access_;
+  AccessGuard access_;             // its keys rotate on a reload
   const Cors cors_;
   std::unique_ptr<AccessLog> access_log_;
   DecisionHeaders decision_headers_ = DecisionHeaders::kRequest;
@@ -139,9 +148,11 @@ class GatewayImpl {
   std::unique_ptr<policy::Policy> decode_policy_;  // --pd-disaggregation only
   std::unique_ptr<UpstreamPool> upstream_;
   std::unique_ptr<WorkerControl> control_;
-  std::unique_ptr<FleetSync> fleet_sync_;           // --state-sync
-  std::unique_ptr<sync::StateSync> state_sync_;     // with fleet_sync_
-  std::unique_ptr<StateSyncMetrics> sync_metrics_;  // with fleet_sync_
+  std::unique_ptr<PodDiscovery> discovery_;                 // --service-discovery
+  std::unique_ptr<PodDiscoveryMetrics> discovery_metrics_;  // with discovery_
+  std::unique_ptr<FleetSync> fleet_sync_;                   // --state-sync
+  std::unique_ptr<sync::StateSync> state_sync_;             // with fleet_sync_
+  std::unique_ptr<StateSyncMetrics> sync_metrics_;          // with fleet_sync_
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Server> metrics_server_;  // --prometheus-port
   std::unique_ptr<GrpcFront> grpc_front_;         // --grpc-port
@@ -158,6 +169,12 @@ class GatewayImpl {
   std::atomic<int64_t> active_generations_{0};  // generation handlers running
   // The dashboard's history (observe_routes.cc); the timer runs on parse_context_.
   FleetPulse pulse_;
+  // Reloads (config_reload.cc) take turns; live_config_ is config_ with what they applied.
+  Mutex reload_mu_;
+  ConfigReader config_reader_ KVGATE_GUARDED_BY(reload_mu_);
+  FlagValues running_values_ KVGATE_GUARDED_BY(reload_mu_);
+  GatewayConfig live_config_ KVGATE_GUARDED_BY(reload_mu_);
+  std::unique_ptr<ConfigReloadMetrics> reload_metrics_;
   std::unique_ptr<boost::asio::steady_timer> pulse_timer_;
   MonoTime started_at_{};
 };

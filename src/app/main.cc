@@ -2,7 +2,6 @@
 // role's (relayd).
 #include <signal.h>
 #include <sys/resource.h>
-#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include "kvgate/app/config.h"
 #include "kvgate/app/gateway.h"
 #include "kvgate/core/log.h"
+#include "kvgate/core/service_notify.h"
 #include "kvgate/core/stop_signals.h"
 #include "kvgate/relayd/relay_role.h"
 
@@ -32,29 +32,14 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "relay") {
     return kvgate::relayd::run_relay(argc - 1, argv + 1);
   }
-  kvgate::app::GatewayConfig config;
-  CLI::App cli;
-  kvgate::app::add_flags(cli, config);
-  cli.set_version_flag("--version", std::string("kvgate ") + kvgate::app::kVersion);
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return cli.exit(e);
-  } catch (const CLI::ExtrasError& e) {
-    // "The following arguments were not expected: --a --b": name the flags first.
-    const std::string what = e.what();
-    const size_t colon = what.find(": ");
-    std::fprintf(stderr, "kvgate: %s: not a kvgate flag (kvgate --help lists them)\n",
-                 colon == std::string::npos ? what.c_str() : what.substr(colon + 2).c_str());
-    return 2;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "kvgate: %s (kvgate --help explains every flag)\n", e.what());
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  auto loaded = kvgate::app::load_config(args);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "kvgate: %s\n", std::string(kvgate::message_of(loaded.status())).c_str());
     return 2;
   }
-  if (kvgate::Status s = kvgate::app::finish_config(config); !s.ok()) {
-    std::fprintf(stderr, "kvgate: %s\n", std::string(kvgate::message_of(s)).c_str());
-    return 2;
-  }
+  if (loaded->exit_code) return *loaded->exit_code;  // --help, --version
+  const kvgate::app::GatewayConfig& config = loaded->config;
   auto format = kvgate::log::parse_format(config.log_format);
   std::string log_file;
   if (!config.log_dir.empty()) {
@@ -108,7 +93,15 @@ int main(int argc, char** argv) {
                kvgate::index::index_kind_name(config.kv_index), config.worker_urls.size());
 
   // A signal that came while the gateway started is taken here: the drain runs as for any.
-  const int sig = kvgate::await_stop_signal(stop_signals, "main");
+  // SIGHUP reads the command line's configuration (its --config file) again.
+  (*gateway)->set_config_reader([args] { return kvgate::app::load_config(args); }, loaded->values);
+  const std::string serving = "serving on port " + std::to_string((*gateway)->port());
+  kvgate::service::ready(serving);
+  const int sig = kvgate::await_stop_signal(stop_signals, "main", [&] {
+    kvgate::service::reloading();
+    const kvgate::app::ReloadOutcome r = (*gateway)->reload();
+    kvgate::service::ready(r.ok ? serving : serving + "; last reload refused: " + r.error);
+  });
   // A second signal while draining means "now": exit without waiting for anything.
   std::thread([stop_signals, logger] {
     const int again = kvgate::await_stop_signal(stop_signals, "main");
@@ -117,6 +110,7 @@ int main(int argc, char** argv) {
     kvgate::log::shutdown();
     std::_Exit(kvgate::kExitSecondSignal);
   }).detach();
+  kvgate::service::stopping("draining");
   const auto grace = config.shutdown_grace_period;
   logger->info("signal {}: draining (new requests get 503; {} s for those in flight)", sig,
                std::chrono::duration<double>(grace).count());

@@ -74,12 +74,31 @@ Result<Format> parse_format(std::string_view s) {
   return absl::InvalidArgumentError("log format must be 'text' or 'json'");
 }
 
-Status init(const Options& options) {
-  const auto level = spdlog::level::from_str(options.level);
-  if (level == spdlog::level::off && options.level != "off") {
-    return absl::InvalidArgumentError("unknown log level '" + options.level +
+namespace {
+Result<spdlog::level::level_enum> level_of(std::string_view name) {
+  const auto level = spdlog::level::from_str(std::string(name));
+  if (level == spdlog::level::off && name != "off") {
+    return absl::InvalidArgumentError("unknown log level '" + std::string(name) +
                                       "' (trace, debug, info, warn, error, critical, off)");
   }
+  return level;
+}
+}  // namespace
+
+Status set_level(std::string_view name) {
+  const Result<spdlog::level::level_enum> level = level_of(name);
+  if (!level.ok()) return level.status();
+  State& s = state();
+  MutexLock lock(&s.mu);
+  s.level = *level;
+  spdlog::apply_all([&](const std::shared_ptr<spdlog::logger>& l) { l->set_level(*level); });
+  return absl::OkStatus();
+}
+
+Status init(const Options& options) {
+  const Result<spdlog::level::level_enum> checked = level_of(options.level);
+  if (!checked.ok()) return checked.status();
+  const spdlog::level::level_enum level = *checked;
   State& s = state();
   MutexLock lock(&s.mu);
   s.level = level;

@@ -17,11 +17,16 @@ sigset_t block_stop_signals() {
   return stop_signals;
 }
 
-int await_stop_signal(const sigset_t& signals, const char* name) {
+int await_stop_signal(const sigset_t& signals, const char* name,
+                      const std::function<void()>& on_reload) {
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) return sig;
+    if (on_reload) {
+      on_reload();
+      continue;
+    }
     log::get(name)->warn(
         "SIGHUP: there is no configuration to reload; still serving (SIGTERM or SIGINT stop)");
   }

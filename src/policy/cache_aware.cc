@@ -33,6 +33,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "kvgate/core/versioned.h"
 #include "policy/detail/candidates.h"
 #include "policy/detail/predicted_cache.h"
 #include "policy/detail/simple_policies.h"
@@ -49,12 +50,14 @@ uint64_t next_instance_id() {
 class CacheAwarePolicy final : public Policy {
  public:
   CacheAwarePolicy(const CacheAwareConfig& config, PolicyDeps deps)
-      : config_(config),
+      : initial_(config),
+        tuning_(Tuning(config)),
         index_(deps.index),
-        rules_(config),
         clock_(deps.clock ? *deps.clock : Clock::real()),
-        warmup_(config_, clock_, next_instance_id()),
+        warmup_(initial_, clock_, next_instance_id()),
         predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock_) {}
+
+  void reconfigure(const CacheAwareConfig& config) override { tuning_.publish(Tuning(config)); }
 
   std::string_view name() const override { return "cache_aware"; }
 
@@ -77,12 +80,12 @@ class CacheAwarePolicy final : public Policy {
 
   // Rules 1-7 over every candidate.
   Decision fleet_pass(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) {
-    if (collect_candidates(req, fleet, s, &rules_) == 0) {
+    if (collect_candidates(req, fleet, s, &rules()) == 0) {
       return {.worker = -1, .branch = Branch::kNoWorker};
     }
     auto& cands = s.candidates;
     if (std::all_of(cands.begin(), cands.end(), [](const Candidate& c) { return c.overloaded; })) {
-      if (config_.shed_when_all_overloaded) return {.worker = -1, .branch = Branch::kShed};
+      if (config().shed_when_all_overloaded) return {.worker = -1, .branch = Branch::kShed};
       const int32_t i = pick_min(
           cands, [](const Candidate&) { return true; }, [](const Candidate& c) { return c.load; },
           0.0, s.rng);
@@ -93,11 +96,11 @@ class CacheAwarePolicy final : public Policy {
     const Totals totals = score(req, fleet, s);
     const uint32_t deepest_any = totals.deepest_any;
     const uint32_t deepest_ok = totals.deepest_ok;
-    const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config_); };
+    const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config()); };
     const auto not_overloaded = [](const Candidate& c) { return !c.overloaded; };
 
     if (deepest_ok == 0) {
-      const int32_t i = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+      const int32_t i = pick_min(cands, not_overloaded, by_wait, config().tie_window_us, s.rng);
       return warm_up({.worker = cands[i].index,
                       .branch = deepest_any > 0 ? Branch::kOverloadSteer : Branch::kFreshPrefix,
                       .matched_blocks = 0,
@@ -106,14 +109,14 @@ class CacheAwarePolicy final : public Policy {
     }
     int32_t i = pick_min(
         cands, [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest_ok; },
-        by_wait, config_.tie_window_us, s.rng);
+        by_wait, config().tie_window_us, s.rng);
     Branch branch = deepest_any > deepest_ok ? Branch::kOverloadSteer : Branch::kAffinity;
 
     const double mean = static_cast<double>(totals.load_sum) / static_cast<double>(cands.size());
     const double load = cands[i].load;
-    if (load > mean + config_.balance_abs_threshold &&
-        load > mean * config_.balance_rel_threshold) {
-      const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+    if (load > mean + config().balance_abs_threshold &&
+        load > mean * config().balance_rel_threshold) {
+      const int32_t j = pick_min(cands, not_overloaded, by_wait, config().tie_window_us, s.rng);
       if (cands[j].load < load) {
         i = j;
         branch = Branch::kImbalanceSpill;
@@ -121,16 +124,16 @@ class CacheAwarePolicy final : public Policy {
     }
     // (Only a candidate shallower than the winner can gain, by at most the winner's wait: the
     // pass over the fleet runs only when the wait could pay for the next depth's loss.)
-    if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0) {
+    if (branch != Branch::kImbalanceSpill && config().wait_spill_ratio > 0) {
       const double winner_wait_us = by_wait(cands[i]);
       const double kept = surviving_share(cands[i], req);
-      if (winner_wait_us > (config_.wait_spill_ratio + 1) *
+      if (winner_wait_us > (config().wait_spill_ratio + 1) *
                                saved_prefill_us(deepest_ok, totals.second_ok, kept, req)) {
-        const int32_t j = pick_min(cands, not_overloaded, by_wait, config_.tie_window_us, s.rng);
+        const int32_t j = pick_min(cands, not_overloaded, by_wait, config().tie_window_us, s.rng);
         const double gain_us = winner_wait_us - by_wait(cands[j]);
-        if (gain_us > config_.tie_window_us &&
+        if (gain_us > config().tie_window_us &&
             gain_us >
-                config_.wait_spill_ratio *
+                config().wait_spill_ratio *
                     saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, kept, req)) {
           i = j;
           branch = Branch::kWaitSpill;
@@ -147,9 +150,9 @@ class CacheAwarePolicy final : public Policy {
   void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
     if (req.chain.empty() || !worker.info()->holders.empty()) return;
     predicted_.record(worker.id(), req.chain);
-    if (!config_.journal_predictions) return;
+    if (!initial_.journal_predictions) return;
     MutexLock l(&journal_mu_);
-    if (journal_size_ + req.chain.size() > config_.prediction_journal_blocks) return;
+    if (journal_size_ + req.chain.size() > initial_.prediction_journal_blocks) return;
     auto& blocks = journal_[worker.id()];
     for (SeqHash h : req.chain) journal_size_ += blocks.insert(h).second ? 1 : 0;
   }
@@ -197,8 +200,8 @@ class CacheAwarePolicy final : public Policy {
                           const workers::FleetSnapshot& fleet, Scratch& s) const {
     const int32_t j = pick_min(
         cands, [&](const Candidate& c) { return warmup_.thin(c, level, fleet); },
-        [&](const Candidate& c) { return expected_wait_us(c, req, config_); },
-        config_.tie_window_us, s.rng);
+        [&](const Candidate& c) { return expected_wait_us(c, req, config()); },
+        config().tie_window_us, s.rng);
     return WarmupRule::divert(d, cands, j, fleet);
   }
 
@@ -230,7 +233,7 @@ class CacheAwarePolicy final : public Policy {
       if (w >= 0 && m.any_depth == deepest) bits[w >> 6] |= uint64_t{1} << (w & 63);
     }
     // Their candidates (a data-parallel sibling may hold less than the deepest), in fleet order.
-    const size_t k = collect_candidates_of(bits, req, fleet, rules_, slots, 0);
+    const size_t k = collect_candidates_of(bits, req, fleet, rules(), slots, 0);
     size_t fit = 0;
     for (size_t x = 0; x < k; ++x) {
       slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
@@ -238,17 +241,17 @@ class CacheAwarePolicy final : public Policy {
     }
     if (fit == 0) return std::nullopt;
     s.candidates = std::span(slots.data(), k);
-    const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config_); };
+    const auto by_wait = [&](const Candidate& c) { return expected_wait_us(c, req, config()); };
     if (fit > 1) s.rng_before_shortcut = s.rng;  // ties draw
     const Candidate& win = s.candidates[pick_min(
         s.candidates,
         [&](const Candidate& c) { return !c.overloaded && c.matched_blocks == deepest; }, by_wait,
-        config_.tie_window_us, s.rng)];
+        config().tie_window_us, s.rng)];
     // Rule 5 could fire only over the threshold (the mean load is never negative); rule 6 only if
     // the wait could pay for the next depth down.
-    if (win.load > config_.balance_abs_threshold ||
-        (config_.wait_spill_ratio > 0 &&
-         by_wait(win) > (config_.wait_spill_ratio + 1) *
+    if (win.load > config().balance_abs_threshold ||
+        (config().wait_spill_ratio > 0 &&
+         by_wait(win) > (config().wait_spill_ratio + 1) *
                             saved_prefill_us(deepest, second, surviving_share(win, req), req))) {
       if (fit > 1) s.rng = s.rng_before_shortcut;
       return std::nullopt;
@@ -259,7 +262,7 @@ class CacheAwarePolicy final : public Policy {
                      .rank = win.rank};
     if (level == nullptr || !warmup_.roll(*level, d, s.rng)) return d;
     // Rule 7 over the thin workers' candidates only: the others are never thin.
-    const size_t end = collect_candidates_of(level->thin, req, fleet, rules_, slots, k);
+    const size_t end = collect_candidates_of(level->thin, req, fleet, rules(), slots, k);
     for (size_t x = k; x < end; ++x) slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
     return divert_to_thin(d, std::span<const Candidate>(slots.data() + k, end - k), *level, req,
                           fleet, s);
@@ -270,7 +273,7 @@ class CacheAwarePolicy final : public Policy {
   double saved_prefill_us(uint32_t deeper, uint32_t shallower, double kept,
                           const RouteRequest& req) const {
     const double blocks = std::max(0.0, kept * deeper - static_cast<double>(shallower));
-    return blocks * req.block_size / config_.prefill_tokens_per_second * 1e6;
+    return blocks * req.block_size / config().prefill_tokens_per_second * 1e6;
   }
 
   // The share of c's match that outlives the queue ahead of the request there. An engine evicts
@@ -280,7 +283,7 @@ class CacheAwarePolicy final : public Policy {
   double surviving_share(const Candidate& c, const RouteRequest& req) const {
     const double cached = static_cast<double>(c.matched_blocks) * req.block_size;
     if (c.free_kv_tokens == Candidate::kUnknownFree || cached == 0) return 1.0;
-    const double left = static_cast<double>(c.free_kv_tokens) - queued_tokens(c, config_);
+    const double left = static_cast<double>(c.free_kv_tokens) - queued_tokens(c, config());
     return std::clamp(left / cached, 0.0, 1.0);
   }
 
@@ -352,9 +355,20 @@ class CacheAwarePolicy final : public Policy {
     return t;
   }
 
-  const CacheAwareConfig config_;
+  // The figures a reload may change, with the overload rule resolved from them; a decision reads
+  // them through config() and rules(), which may see a reload's version midway (each figure is
+  // whole).
+  struct Tuning {
+    explicit Tuning(const CacheAwareConfig& c) : config(c), rules(c) {}
+    CacheAwareConfig config;
+    CostRules rules;
+  };
+  const CacheAwareConfig& config() const { return tuning_.get().config; }
+  const CostRules& rules() const { return tuning_.get().rules; }
+
+  const CacheAwareConfig initial_;  // the warm-up rule's and the predictions' figures
+  Versioned<Tuning> tuning_;
   const index::Indexer* index_;
-  const CostRules rules_;
   const Clock& clock_;
   const WarmupRule warmup_;
   PredictedCache predicted_;

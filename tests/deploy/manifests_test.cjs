@@ -19,12 +19,6 @@ if (!sourceDir || !kvgateBinary) {
 }
 const manifestsDir = path.join(sourceDir, 'deploy', 'kubernetes');
 
-// Flags kvgate takes with pod discovery, which its --help may not list yet.
-const DISCOVERY_FLAGS = new Set([
-  'service-discovery', 'selector', 'service-discovery-namespace', 'service-discovery-port',
-  'prefill-selector', 'decode-selector',
-]);
-
 let passed = 0;
 const failures = [];
 function check(cond, where, what) {
@@ -306,7 +300,7 @@ function consistentOrThrow(objects, label, want) {
   for (const a of args) {
     if (a.startsWith('--')) {
       const name = a.slice(2).split('=')[0];
-      check(knownFlags.has(name) || DISCOVERY_FLAGS.has(name), w,
+      check(knownFlags.has(name), w,
             `--${name} is not a flag of ${kvgateBinary} (kvgate --help)`);
     }
     for (const m of a.matchAll(/\$\((\w+)\)/g)) {

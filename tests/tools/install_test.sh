@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `cmake --install` gives an operator what kvgate.service needs: the binaries, a unit whose
-# ExecStart names the installed kvgate, and the example environment file it reads.
+# ExecStart names the installed kvgate, and the example environment file it reads. The unit
+# waits for kvgate's readiness (Type=notify), reloads with SIGHUP, and scores 4.0 or under in
+# systemd-analyze security.
 # Usage: install_test.sh BUILD_DIR
 set -euo pipefail
 build="$1"
@@ -21,7 +23,16 @@ grep -q "^TimeoutStopSec=" "$unit" || fail "the unit does not wait for the drain
 env_example="$prefix/share/doc/kvgate/kvgate.env.example"
 [[ -f "$env_example" ]] || fail "no example environment file"
 grep -q "^KVGATE_ARGS=.*--worker-urls" "$env_example" || fail "the example sets no KVGATE_ARGS"
-if command -v systemd-analyze > /dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+grep -qx "Type=notify" "$unit" || fail "the unit does not wait for kvgate to say it is ready"
+grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$unit" || fail "systemctl reload does not reach kvgate"
+grep -qx "LogsDirectory=kvgate" "$unit" || fail "no log directory for --log-dir under DynamicUser"
+# The hardening, as systemd itself scores it (0 best, 10 worst; 4.0 and under is "OK").
+exposure="$(systemd-analyze security --offline=true "$unit" 2>&1 \
+  | sed -n 's/.*Overall exposure level for kvgate.service: \([0-9.]*\).*/\1/p')"
+[[ -n "$exposure" ]] || fail "systemd-analyze security gave no score"
+awk -v e="$exposure" 'BEGIN { exit !(e <= 4.0) }' || fail "exposure $exposure is over 4.0"
+echo "install_test: systemd exposure $exposure"
+if [[ -d /run/systemd/system ]]; then
   systemd-analyze verify "$unit" 2>&1 | grep -v "kvgate.env" || true
 fi
 echo "install_test: ok"

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -180,6 +181,20 @@ struct GatewayConfig {
   uint32_t pd_local_prefill_tokens = 0;
   double pd_local_prefill_share = 0;
 
+  // Kubernetes pod discovery (app/pod_discovery.h): workers are the serving pods the selectors
+  // match (a label selector as kubectl takes it; in a disaggregated fleet one per role), at
+  // http://POD_IP:discovery_port.
+  bool service_discovery = false;
+  std::string selector;
+  std::string prefill_selector;
+  std::string decode_selector;
+  std::string discovery_namespace;  // empty: the gateway pod's own, else "default"
+  uint16_t discovery_port = 8000;
+  std::string kubeconfig;  // empty: the pod's service account
+  // Where the pod's service account is mounted (its token, ca.crt and namespace); no flag, the
+  // standard path always, tests point it at their own.
+  std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+
   // Routing
   policy::PolicyKind policy = policy::PolicyKind::kCacheAware;
   policy::CacheAwareConfig cache_aware;
@@ -247,6 +262,9 @@ struct GatewayConfig {
   std::chrono::milliseconds load_poll_interval{500};  // 0: off
   std::chrono::milliseconds discovery_retry{1'000};
 
+  // The --config file the flags came from ("" when none).
+  std::string config_file;
+
   // Logging
   std::string log_level = "info";
   std::string log_format = "text";
@@ -254,6 +272,21 @@ struct GatewayConfig {
   // Flags given that kvgate accepts and ignores (other gateways' tuning knobs), for a warning each.
   std::vector<std::string> ignored_flags;
 };
+
+// The configuration a command line gives, with the --config file it names beneath it (flags on
+// the line win over the file's keys).
+// Each flag given, on the line or in the file, by its name without dashes: the values as given
+// (a reload compares them to see what changed).
+using FlagValues = std::map<std::string, std::vector<std::string>>;
+struct LoadedConfig {
+  GatewayConfig config;
+  FlagValues values;
+  // Set when the line asked for --help or --version: printed, exit with this status.
+  std::optional<int> exit_code;
+};
+// Parses kvgate's arguments (without the program's name). An error says which flag or key is
+// wrong, in words for the operator.
+Result<LoadedConfig> load_config(const std::vector<std::string>& args);
 
 // Registers every flag on `app`, writing into `config`; call validate() after parsing.
 void add_flags(CLI::App& app, GatewayConfig& config);

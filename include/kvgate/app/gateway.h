@@ -4,6 +4,7 @@
 // Threading: create(), start() and stop() from one control thread; the accessors from any thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,6 +22,16 @@ class GatewayImpl;
 
 // kvgate's version, as --version and GET /version give it.
 inline constexpr const char* kVersion = "0.1.0";
+
+// What a configuration reload did (SIGHUP, POST /admin/reload; app/config_reload.h).
+struct ReloadOutcome {
+  bool ok = false;
+  std::string error;                      // why nothing changed (ok false)
+  std::vector<std::string> applied;       // changed flags whose new values now hold
+  std::vector<std::string> need_restart;  // changed flags that keep their running values
+};
+// Reads the configuration again: main's is load_config() on its own arguments.
+using ConfigReader = std::function<Result<LoadedConfig>()>;
 
 class Gateway {
  public:
@@ -44,6 +55,12 @@ class Gateway {
   uint16_t grpc_port() const;
   // The metrics listener's port (--prometheus-port), 0 when there is none.
   uint16_t metrics_port() const;
+  // How reload() reads the configuration again, and the flags' values the gateway was created
+  // with (LoadedConfig::values). Any time; without it reload() refuses.
+  void set_config_reader(ConfigReader reader, FlagValues values);
+  // Reads the configuration and applies what changed and can change while serving. Any thread;
+  // reloads take turns.
+  ReloadOutcome reload();
   Status add_worker(std::string_view url, std::vector<workers::KvEndpoint> kv_endpoints = {});
   bool remove_worker(std::string_view url);
   const workers::WorkerRegistry& registry() const;

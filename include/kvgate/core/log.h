@@ -39,6 +39,9 @@ Status init(const Options& options);
 void shutdown();
 // The component's logger (created on first call; cheap to call again, but keep the pointer).
 std::shared_ptr<spdlog::logger> get(std::string_view component);
+// Every logger's level, now and for those created later (a configuration reload). An unknown
+// level is an error and changes nothing.
+Status set_level(std::string_view level);
 // Lines overwritten because the queue was full, since init().
 uint64_t dropped_lines();
 // Parses "text" or "json".

@@ -133,6 +133,8 @@ struct PredictedBlocks {
   std::vector<SeqHash> blocks;
 };
 
+struct CacheAwareConfig;
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -149,6 +151,10 @@ class Policy {
   // per worker, for the peer replicas; and what a peer predicted, added to this policy's own.
   virtual void take_predictions(std::vector<PredictedBlocks>& /*out*/) {}
   virtual void add_predictions(WorkerId /*worker*/, std::span<const SeqHash> /*blocks*/) {}
+  // New figures while serving (a configuration reload): cache_aware takes the balance, wait-spill,
+  // overload, tie and cost-model figures of `config` for its next decisions; the warm-up rule and
+  // the predictions keep the figures they started with. Any thread, concurrently with select().
+  virtual void reconfigure(const CacheAwareConfig& /*config*/) {}
 };
 
 enum class PolicyKind {

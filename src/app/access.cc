@@ -55,15 +55,15 @@ std::optional<http::Response> AccessGuard::check(Access access, const http::Requ
     case Access::kOpen:
       return std::nullopt;
     case Access::kClient: {
-      if (keys.api.empty()) return std::nullopt;
+      if (keys.api.empty() && !keys.table) return std::nullopt;
       const std::string_view token = bearer_token(req.header("authorization"));
       if (token.empty()) {
         return unauthorized(
             "You didn't provide an API key. Send it as \"Authorization: Bearer <key>\".");
       }
-      if (!constant_time_equals(token, keys.api)) {
-        return unauthorized("Incorrect API key provided.");
-      }
+      const bool known = (!keys.api.empty() && constant_time_equals(token, keys.api)) ||
+                         (keys.table && keys.table->find(token) != nullptr);
+      if (!known) return unauthorized("Incorrect API key provided.");
       return std::nullopt;
     }
     case Access::kControl: {
@@ -84,6 +84,14 @@ std::optional<http::Response> AccessGuard::check(Access access, const http::Requ
     }
   }
   return std::nullopt;
+}
+
+AccessGuard::Caller AccessGuard::caller(const http::Request& req) const {
+  const Keys& keys = keys_.get();
+  if (!keys.table) return {};
+  const std::string_view token = bearer_token(req.header("authorization"));
+  if (token.empty()) return {};
+  return {.table = keys.table, .entry = keys.table->find(token)};
 }
 
 http::Handler AccessGuard::wrap(Access access, http::Handler handler) const {

@@ -1,8 +1,9 @@
 // AccessGuard: who may call which route.
 //
 //   kOpen     probes and the scrape (/health, /readiness, /liveness, /metrics): anyone.
-//   kClient   the API clients call (generation, /v1/models, GET /workers): with --api-key set,
-//             only requests carrying "Authorization: Bearer <key>"; else anyone.
+//   kClient   the API clients call (generation, /v1/models, GET /workers): with --api-key or
+//             --api-keys-file set, only requests carrying "Authorization: Bearer <key>" with one
+//             of those keys; else anyone.
 //   kControl  what changes the gateway (POST and DELETE /workers): with --admin-api-key set, only
 //             requests carrying that key; else only peers on this host's loopback address
 //             (127.0.0.1 or ::1), so a gateway reachable from a network cannot be handed a
@@ -17,10 +18,12 @@
 // Threading: wrap(), check() and set_keys() from any thread.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "app/tenants.h"
 #include "kvgate/core/versioned.h"
 #include "kvgate/http/message.h"
 #include "kvgate/http/server.h"
@@ -32,10 +35,22 @@ enum class Access : uint8_t { kOpen, kClient, kControl };
 class AccessGuard {
  public:
   AccessGuard(std::string api_key, std::string admin_api_key)
-      : keys_(Keys{std::move(api_key), std::move(admin_api_key)}) {}
-  void set_keys(std::string api_key, std::string admin_api_key) {
-    keys_.publish(Keys{std::move(api_key), std::move(admin_api_key)});
+      : keys_(Keys{std::move(api_key), std::move(admin_api_key), nullptr}) {}
+  // `table`: the keys file's keys (--api-keys-file), accepted beside `api_key`; null for none.
+  void set_keys(std::string api_key, std::string admin_api_key,
+                std::shared_ptr<const KeyTable> table) {
+    keys_.publish(Keys{std::move(api_key), std::move(admin_api_key), std::move(table)});
   }
+
+  // Who sends `req` by its key: its keys-file entry (kept alive by `table`), or null (the
+  // --api-key key, or no keys checked).
+  struct Caller {
+    std::shared_ptr<const KeyTable> table;
+    const KeyEntry* entry = nullptr;
+  };
+  Caller caller(const http::Request& req) const;
+  // The keys file's keys now (null: none).
+  std::shared_ptr<const KeyTable> key_table() const { return keys_.get().table; }
 
   // The refusal for `req` on a route of `access`, or nullopt when it may go on.
   std::optional<http::Response> check(Access access, const http::Request& req) const;
@@ -46,6 +61,7 @@ class AccessGuard {
   struct Keys {
     std::string api;
     std::string admin;
+    std::shared_ptr<const KeyTable> table;
   };
   Versioned<Keys> keys_;
 };

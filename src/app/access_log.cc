@@ -80,6 +80,8 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
     if (!r.decision.empty()) w.member("decision", r.decision);
     if (r.ttft_ms >= 0) w.member("ttft_ms", r.ttft_ms);
     if (r.attempts > 0) w.member("attempts", r.attempts);
+    if (!r.tenant.empty()) w.member("tenant", r.tenant);
+    if (!r.priority.empty()) w.member("priority", r.priority);
     w.member("request_id", r.request_id).end_object();
     out.push_back('\n');
     return out;
@@ -89,6 +91,7 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
     append_field(out, "model", r.model);
     append_field(out, "worker", r.worker);
     if (!r.prefill_worker.empty()) append_field(out, "prefill_worker", r.prefill_worker);
+    if (!r.tenant.empty()) append_field(out, "tenant", r.tenant);
     append_field(out, "rank", r.rank >= 0 ? std::to_string(r.rank) : "");
     append_field(out, "matched", r.routed ? std::to_string(r.matched_blocks) : "");
     out.append(" decision_us=");

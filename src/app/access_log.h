@@ -43,6 +43,8 @@ struct AccessRecord {
   std::string_view decision;  // the x-kvgate-decision text (app/decision_report.h), the last try's
   double ttft_ms = -1;        // streams: to the first byte from the worker
   uint32_t attempts = 0;
+  std::string_view tenant;    // its key's tenant (--api-keys-file), "" for none
+  std::string_view priority;  // its class (critical, standard, sheddable), "" before admission
 };
 
 // A sink that appends lines to `path`, rotated at 100 MiB with five files kept (--log-dir).

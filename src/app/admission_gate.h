@@ -1,23 +1,39 @@
 // AdmissionGate: at most `max_concurrent` generation requests run at once; the next `queue_size`
-// wait, first come first served, up to `queue_timeout`; the rest are refused at once.
+// wait, up to `queue_timeout`; the rest are refused at once.
 //
 // The SGLang model gateway's --max-concurrent-requests / --queue-size / --queue-timeout-secs. The
 // per-worker overload gate already sheds what no worker can take; this bounds what one gateway
 // lets in at all (its memory, its upstream connections), whatever the fleet's size.
 //
+// Who goes next when a slot frees: a waiter past the starvation bound (oldest first), else the
+// best class with a waiter (critical, standard, sheddable; app/tenants.h), and within it the
+// tenant that has received the least service so far (a virtual token counter: charge() adds each
+// request's prompt tokens plus weighted output tokens when it ends; a tenant that starts waiting
+// begins at the least counter of those waiting, so idle time is not banked), first come first
+// served within a tenant. `reserved_critical` slots admit only critical requests. With the queue
+// full, a request of a better class takes the place of the newest waiter of the worst class
+// (which gets ResourceExhausted: shed); one of the worst class is refused.
+//
 //   AdmissionGate::Ticket t;
-//   Status s = co_await gate.enter(&t, res);  // OK: admitted until `t` goes
-//   // ResourceExhausted: the queue is full; DeadlineExceeded: waited queue_timeout;
-//   // Cancelled: the client left while waiting
+//   Status s = co_await gate.enter(&t, res, {.priority = p, .tenant = "team-a"});
+//   // OK: admitted until `t` goes. ResourceExhausted: the queue is full (or it was shed);
+//   // DeadlineExceeded: waited queue_timeout; Cancelled: the client left while waiting
 //
 // Threading: enter() from any executor (a waiter is woken on its own); a Ticket may be released
-// on any thread. max_concurrent == 0 admits everything without counting.
+// on any thread; charge() and stats() from any thread. max_concurrent == 0 admits everything
+// without counting.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "app/tenants.h"
 
 #include "boost/asio/any_io_executor.hpp"
 #include "boost/asio/awaitable.hpp"
@@ -31,14 +47,32 @@ namespace kvgate::app {
 struct AdmissionStats {
   uint64_t running = 0;
   uint64_t queued = 0;
+  std::array<uint64_t, 3> queued_by_class{};  // by Priority
   uint64_t refused_queue_full = 0;
   uint64_t refused_timeout = 0;
   uint64_t abandoned = 0;  // clients that left while queued
+  uint64_t shed = 0;       // waiters whose place a request of a better class took
+  uint64_t promoted = 0;   // waiters admitted ahead of their class for waiting too long
+};
+
+struct AdmissionOptions {
+  size_t max_concurrent = 0;
+  size_t queue_size = 100;
+  std::chrono::milliseconds queue_timeout{60'000};
+  size_t reserved_critical = 0;  // slots only critical requests take
+  // A waiter waiting longer than this goes before every class (0: never).
+  std::chrono::milliseconds starvation{0};
+};
+
+// Who asks for a slot.
+struct Applicant {
+  Priority priority = Priority::kStandard;
+  std::string_view tenant;  // "" for requests without a tenant (one pool)
 };
 
 class AdmissionGate {
  public:
-  AdmissionGate(size_t max_concurrent, size_t queue_size, std::chrono::milliseconds queue_timeout);
+  explicit AdmissionGate(AdmissionOptions options);
   AdmissionGate(const AdmissionGate&) = delete;
   AdmissionGate& operator=(const AdmissionGate&) = delete;
 
@@ -55,29 +89,50 @@ class AdmissionGate {
     AdmissionGate* gate_ = nullptr;
   };
 
-  bool enabled() const { return max_concurrent_ > 0; }
-  // Admits the caller (filling `ticket`) or says why not; waits in the queue when every slot is
-  // taken. `res` is watched so a client that leaves stops waiting.
-  boost::asio::awaitable<Status> enter(Ticket* ticket, http::Responder& res);
+  bool enabled() const { return options_.max_concurrent > 0; }
+  // Admits the caller (filling `ticket`) or says why not; waits in the queue when no slot its
+  // class may take is free. `res` is watched so a client that leaves stops waiting.
+  boost::asio::awaitable<Status> enter(Ticket* ticket, http::Responder& res, Applicant who = {});
+  // Adds a finished request's service to its tenant's counter (fair share).
+  void charge(std::string_view tenant, double service);
   AdmissionStats stats() const;
 
  private:
   struct Waiter {
-    explicit Waiter(const boost::asio::any_io_executor& ex) : timer(ex) {}
+    Waiter(const boost::asio::any_io_executor& ex, Applicant who,
+           std::chrono::steady_clock::time_point at)
+        : timer(ex), priority(who.priority), tenant(who.tenant), since(at) {}
     boost::asio::steady_timer timer;  // used on its executor only
-    bool granted = false;             // under mu_
+    const Priority priority;
+    const std::string tenant;
+    const std::chrono::steady_clock::time_point since;
+    bool granted = false;  // under mu_
+    bool shed = false;     // under mu_: a better class took its place
   };
+  using Queue = std::vector<std::shared_ptr<Waiter>>;  // arrival order
+  // Whether a request of `p` may take a slot with `running` others running.
+  bool fits(Priority p, size_t running) const;
+  // The waiter to admit with `running` others running, taken off its queue; null for none.
+  std::shared_ptr<Waiter> pick(size_t running) KVGATE_REQUIRES(mu_);
+  // The position in `q` of the waiter whose tenant has received the least service.
+  size_t least_served(const Queue& q) const KVGATE_REQUIRES(mu_);
+  // Makes room for `p` in a full queue by shedding the newest waiter of a worse class.
+  bool shed_for(Priority p) KVGATE_REQUIRES(mu_);
+  void remove(const std::shared_ptr<Waiter>& w) KVGATE_REQUIRES(mu_);
+  size_t queued() const KVGATE_REQUIRES(mu_);
+  static void wake(const std::shared_ptr<Waiter>& w);
   void leave();
 
-  const size_t max_concurrent_;
-  const size_t queue_size_;
-  const std::chrono::milliseconds queue_timeout_;
+  const AdmissionOptions options_;
   mutable Mutex mu_;
   size_t running_ KVGATE_GUARDED_BY(mu_) = 0;
-  std::deque<std::shared_ptr<Waiter>> queue_ KVGATE_GUARDED_BY(mu_);
+  std::array<Queue, 3> queues_ KVGATE_GUARDED_BY(mu_);  // by Priority
+  absl::flat_hash_map<std::string, double> served_ KVGATE_GUARDED_BY(mu_);
   uint64_t refused_queue_full_ KVGATE_GUARDED_BY(mu_) = 0;
   uint64_t refused_timeout_ KVGATE_GUARDED_BY(mu_) = 0;
   uint64_t abandoned_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t shed_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t promoted_ KVGATE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvgate::app

@@ -16,10 +16,13 @@ uint64_t predicted_cached_tokens(uint32_t matched_blocks, uint64_t prompt_tokens
 }
 
 std::optional<uint64_t> reported_cached_tokens(std::string_view answer) {
-  constexpr std::string_view kKey = "\"cached_tokens\"";
-  const size_t at = answer.rfind(kKey);
+  return reported_count(answer, "\"cached_tokens\"");
+}
+
+std::optional<uint64_t> reported_count(std::string_view answer, std::string_view quoted_key) {
+  const size_t at = answer.rfind(quoted_key);
   if (at == std::string_view::npos) return std::nullopt;
-  size_t i = at + kKey.size();
+  size_t i = at + quoted_key.size();
   while (i < answer.size() && (answer[i] == ' ' || answer[i] == ':')) ++i;
   if (i >= answer.size() || answer[i] < '0' || answer[i] > '9') return std::nullopt;
   uint64_t v = 0;

@@ -27,6 +27,8 @@ uint64_t predicted_cached_tokens(uint32_t matched_blocks, uint64_t prompt_tokens
 // usage.prompt_tokens_details.cached_tokens, SGLang's meta_info.cached_tokens), or nullopt when
 // the answer says none (absent, null).
 std::optional<uint64_t> reported_cached_tokens(std::string_view answer);
+// The number after the last `quoted_key` (with its quotes, "\"completion_tokens\"") in `answer`.
+std::optional<uint64_t> reported_count(std::string_view answer, std::string_view quoted_key);
 
 // Adds an answer's reported cached tokens (when it says them) and the prediction to the
 // worker's CacheAgreement, and says on `log` when the worker starts or stops disagreeing.

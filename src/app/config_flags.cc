@@ -144,6 +144,26 @@ void add_client_bound_flags(CLI::App& app, GatewayConfig& c) {
       ->default_str("60")
       ->check(CLI::PositiveNumber)
       ->group("Listening");
+  app.add_option("--reserved-critical-slots", c.reserved_critical_slots,
+                 "Of --max-concurrent-requests, slots only critical requests take (a key's "
+                 "priority, or x-kvgate-priority)")
+      ->capture_default_str()
+      ->group("Listening");
+  app.add_option_function<double>(
+         "--priority-starvation-secs",
+         [&c](double s) {
+           c.priority_starvation = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+         },
+         "A request queued this long goes before every class (0: never)")
+      ->default_str("30")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Listening");
+  app.add_option("--fair-share-output-weight", c.fair_share_output_weight,
+                 "Within a class the tenant served least goes next; an output token counts this "
+                 "many prompt tokens")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group("Listening");
   app.add_option("--grpc-max-message-bytes", c.grpc_max_message_bytes,
                  "A larger gRPC request is refused with RESOURCE_EXHAUSTED (a 4 MiB prompt is "
                  "about a million tokens)")
@@ -165,6 +185,11 @@ void add_access_flags(CLI::App& app, GatewayConfig& c) {
                  "Clients must send \"Authorization: Bearer KEY\" (401 otherwise); also from "
                  "$KVGATE_API_KEY, which keeps the key out of the process list. Never logged")
       ->envname("KVGATE_API_KEY")
+      ->group("Listening");
+  app.add_option("--api-keys-file", c.api_keys_file,
+                 "Client keys as YAML (keys: [{key or key_sha256, tenant, priority, rpm, tpm, "
+                 "models}]): each key's tenant, class and limits; a reload reads it again")
+      ->check(CLI::ExistingFile)
       ->group("Listening");
   app.add_option("--admin-api-key", c.admin_api_key,
                  "Key for the control routes (POST and DELETE /workers); also from "

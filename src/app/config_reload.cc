@@ -64,8 +64,11 @@ FlagChanges changed_flags(const FlagValues& before, const FlagValues& after,
     const auto a = after.find(name);
     const bool same = b != before.end() && a != after.end() && b->second == a->second;
     if (same) continue;
-    // Turning client keys on or off changes what reaches the engines (their Authorization).
-    const bool key_switch = name == "api-key" && running.api_key.empty() != next.api_key.empty();
+    // Turning client keys on or off changes what reaches the engines (their Authorization); the
+    // keys file is read again by every reload, but another file waits for a restart.
+    const bool key_switch =
+        (name == "api-key" && running.api_key.empty() != next.api_key.empty()) ||
+        name == "api-keys-file";
     (kLiveFlags.count(name) != 0 && !key_switch ? out.live : out.restart).push_back(name);
   }
   return out;
@@ -139,6 +142,18 @@ ReloadOutcome GatewayImpl::reload_locked() {
       return std::find(changes.live.begin(), changes.live.end(), n) != changes.live.end();
     });
   };
+  // The keys file is read again whether or not its name changed (its content may have).
+  std::shared_ptr<const KeyTable> table;
+  if (!live_config_.api_keys_file.empty()) {
+    const std::shared_ptr<const KeyTable> before = access_.key_table();
+    Result<std::shared_ptr<const KeyTable>> keys =
+        KeyTable::load(live_config_.api_keys_file, before.get());
+    if (!keys.ok()) {
+      out.error = std::string(message_of(keys.status()));
+      return out;
+    }
+    table = std::move(*keys);
+  }
   // Checked before anything applies, so a bad level leaves every other change out too.
   if (changed({"log-level"})) {
     if (Status s = log::set_level(next->config.log_level); !s.ok()) {
@@ -146,9 +161,8 @@ ReloadOutcome GatewayImpl::reload_locked() {
       return out;
     }
   }
-  if (changed({"api-key", "admin-api-key"})) {
-    access_.set_keys(next->config.api_key, next->config.admin_api_key);
-  }
+  access_.set_keys(changed({"api-key"}) ? next->config.api_key : live_config_.api_key,
+                   next->config.admin_api_key, std::move(table));
   if (changed({"balance-abs-threshold", "balance-rel-threshold", "wait-spill-ratio",
                "worker-overload-token-usage", "worker-overload-waiting-requests",
                "worker-overload-in-flight", "worker-overload-shed",
@@ -172,6 +186,7 @@ ReloadOutcome GatewayImpl::reload_locked() {
   remember_live(next->config);
   out.ok = true;
   out.applied = changes.live;
+  if (!live_config_.api_keys_file.empty()) out.applied.push_back("api-keys-file");
   out.need_restart = changes.restart;
   return out;
 }

@@ -323,11 +323,20 @@ void GatewayImpl::init_metrics_server() {
 
 Status GatewayImpl::init() {
   if (Status s = init_access_log(); !s.ok()) return s;
+  if (!config_.api_keys_file.empty()) {
+    Result<std::shared_ptr<const KeyTable>> keys = KeyTable::load(config_.api_keys_file);
+    if (!keys.ok()) return keys.status();
+    access_.set_keys(config_.api_key, config_.admin_api_key, std::move(*keys));
+  }
   auto decision_headers = parse_decision_headers(config_.decision_headers);
   if (!decision_headers.ok()) return decision_headers.status();
   decision_headers_ = *decision_headers;
-  admission_ = std::make_unique<AdmissionGate>(config_.max_concurrent_requests, config_.queue_size,
-                                               config_.queue_timeout);
+  admission_ = std::make_unique<AdmissionGate>(
+      AdmissionOptions{.max_concurrent = config_.max_concurrent_requests,
+                       .queue_size = config_.queue_size,
+                       .queue_timeout = config_.queue_timeout,
+                       .reserved_critical = config_.reserved_critical_slots,
+                       .starvation = config_.priority_starvation});
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy));
   reload_metrics_ = std::make_unique<ConfigReloadMetrics>(registry_);
@@ -467,6 +476,7 @@ void GatewayImpl::init_generation() {
                                                            .tokenizers = tokenizers_,
                                                            .parse_context = parse_context_,
                                                            .admission = *admission_,
+                                                           .access = access_,
                                                            .metrics = *metrics_,
                                                            .access_log = *access_log_,
                                                            .decision_headers = decision_headers_,

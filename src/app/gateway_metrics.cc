@@ -70,6 +70,10 @@ const char* error_reason_name(ErrorReason r) {
       return "stream_deadline";
     case ErrorReason::kAnswerTooLarge:
       return "answer_too_large";
+    case ErrorReason::kRateLimited:
+      return "rate_limited";
+    case ErrorReason::kModelNotAllowed:
+      return "model_not_allowed";
     case ErrorReason::kCount:
       break;
   }
@@ -149,6 +153,18 @@ void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
       &metrics::gauge_family(reg, "kvgate_admission_queued",
                              "Generation requests waiting for a slot (--queue-size).")
            .Add({});
+  auto& by_class = metrics::gauge_family(
+      reg, "kvgate_admission_queued_by_class",
+      "Generation requests waiting for a slot, by class (critical, standard, sheddable).");
+  for (size_t c = 0; c < admission_by_class_.size(); ++c) {
+    admission_by_class_[c] = &by_class.Add({{"class", priority_name(static_cast<Priority>(c))}});
+  }
+  auto& outcomes = metrics::counter_family(
+      reg, "kvgate_admission_events_total",
+      "What the admission queue did besides admitting: shed (a waiter whose place a better class "
+      "took), promoted (admitted ahead of its class after --priority-starvation-secs).");
+  admission_shed_ = &outcomes.Add({{"event", "shed"}});
+  admission_promoted_ = &outcomes.Add({{"event", "promoted"}});
 }
 
 void GatewayMetrics::add_upstream_series(metrics::Registry& reg) {
@@ -410,6 +426,12 @@ void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {
 void GatewayMetrics::sync_admission(const AdmissionStats& s) {
   admission_running_->Set(static_cast<double>(s.running));
   admission_queued_->Set(static_cast<double>(s.queued));
+  for (size_t c = 0; c < admission_by_class_.size(); ++c) {
+    admission_by_class_[c]->Set(static_cast<double>(s.queued_by_class[c]));
+  }
+  MutexLock lock(&mu_);  // scrapes of both listeners take turns at the counters
+  metrics::advance(*admission_shed_, s.shed);
+  metrics::advance(*admission_promoted_, s.promoted);
 }
 
 namespace {

@@ -52,6 +52,8 @@ enum class ErrorReason : uint8_t {
   kStreamSilent,       // a stream sent no event for --stream-idle-timeout-secs
   kStreamDeadline,     // a stream ran past --request-timeout-secs
   kAnswerTooLarge,     // a stream grew past --max-answer-bytes
+  kRateLimited,        // its key's requests or tokens per minute ran out (429)
+  kModelNotAllowed,    // its key may not use the model (404, as OpenAI answers)
   kCount,
 };
 const char* error_reason_name(ErrorReason r);
@@ -157,6 +159,9 @@ class GatewayMetrics {
   ShardedHistogramPtr pd_prefill_seconds_;
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
+  std::array<metrics::Gauge*, 3> admission_by_class_{};  // by Priority
+  metrics::Counter* admission_shed_ = nullptr;
+  metrics::Counter* admission_promoted_ = nullptr;
   metrics::Counter* retries_ = nullptr;
   metrics::Counter* stale_retries_ = nullptr;
   metrics::Counter* vetoed_attempts_ = nullptr;

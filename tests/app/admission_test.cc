@@ -1,7 +1,14 @@
 // --max-concurrent-requests, --queue-size, --queue-timeout-secs: at most N generation requests run,
 // the next ones wait their turn in order, and beyond the queue or past the wait a client gets 429
-// with Retry-After.
+// with Retry-After. Classes and tenants: a better class goes first, a full queue sheds its worst,
+// the tenant served least goes next within a class, reserved slots take only critical requests.
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "app/gateway_fixture.h"
@@ -116,6 +123,175 @@ TEST_F(AdmissionTest, ManyAtOnceNeverRunMoreThanTheLimit) {
   for (size_t i = 0; i < statuses.size(); ++i) EXPECT_EQ(statuses[i].load(), 200u) << i;
   EXPECT_GE(most_running.load(), 2) << "the requests overlapped";
   EXPECT_LE(most_running.load(), 3);
+}
+
+// With every worker over its overload gate, a sheddable request is refused (429) while a standard
+// one still goes to the least loaded worker.
+TEST_F(AdmissionTest, WithEveryWorkerOverloadedSheddableRequestsAreRefusedFirst) {
+  start_worker(/*speedup=*/1);
+  ASSERT_TRUE(start(0, [](GatewayConfig& c) { c.cache_aware.overload.in_flight_requests = 1; }));
+  std::atomic<unsigned> long_status{0};
+  std::thread a = send_async(gateway_->port(), completion("the long one", 150), &long_status);
+  ASSERT_TRUE(wait_until(
+      [&] { return gateway_->registry().snapshot()->workers[0]->in_flight() == 1; }, 5s));
+  http::ClientRequest r{
+      .method = http::Verb::post, .target = "/v1/completions", .body = completion("may wait", 4)};
+  r.headers = {{"x-kvgate-priority", "sheddable"}};
+  auto shed = client().request(r);
+  ASSERT_TRUE(shed.ok());
+  EXPECT_EQ(shed->status, 429u) << shed->body;
+  EXPECT_EQ(shed->header("retry-after"), "1");
+  EXPECT_NE(shed->body.find("sheddable"), std::string::npos) << shed->body;
+  auto standard = client().post("/v1/completions", completion("must go", 4));
+  ASSERT_TRUE(standard.ok());
+  EXPECT_EQ(standard->status, 200u) << standard->body;
+  a.join();
+  EXPECT_EQ(long_status.load(), 200u);
+}
+
+// Classes and tenants in the queue. Requests are sent one by one, each once the previous waits,
+// and the access log says in which order they ran (one slot: one at a time).
+class PriorityQueueTest : public AdmissionTest {
+ protected:
+  ~PriorityQueueTest() override { std::filesystem::remove(keys_); }
+
+  // One slot held by a long request; `tweak` applied to the gateway's configuration.
+  std::thread start_busy(std::atomic<unsigned>* status,
+                         const std::function<void(GatewayConfig&)>& tweak = {}) {
+    std::ofstream(keys_) << "keys:\n  - {key: sk-x, tenant: x}\n  - {key: sk-y, tenant: y}\n";
+    start_worker(/*speedup=*/1);
+    EXPECT_TRUE(start(0, [&](GatewayConfig& c) {
+      c.max_concurrent_requests = 1;
+      c.queue_size = 8;
+      c.queue_timeout = 60s;
+      c.api_keys_file = keys_;
+      c.access_log = "json";
+      c.access_log_sink = [this](std::string_view line) {
+        std::lock_guard lock(log_mu_);
+        order_.push_back(request_id_in(line));
+      };
+      if (tweak) tweak(c);
+    }));
+    std::thread t = send("long", "sk-x", "standard", 150, status);
+    EXPECT_TRUE(wait_until(
+        [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_running") == 1; },
+        5s));
+    return t;
+  }
+  // A completion with request id `id`, key `key` and class `priority`, from its own thread.
+  std::thread send(std::string id, std::string key, std::string priority, int max_tokens,
+                   std::atomic<unsigned>* status) {
+    const uint16_t port = gateway_->port();
+    return std::thread([=] {
+      http::SyncClient c("127.0.0.1", port);
+      http::ClientRequest r{.method = http::Verb::post,
+                            .target = "/v1/completions",
+                            .body = completion("request " + id, max_tokens)};
+      r.headers = {{"authorization", "Bearer " + key},
+                   {"x-request-id", id},
+                   {"x-kvgate-priority", priority}};
+      auto res = c.request(r);
+      status->store(res.ok() ? res->status : 1);
+    });
+  }
+  // Sends it and waits until it is queued (the queue then holds `queued`).
+  std::thread send_queued(std::string id, std::string key, std::string priority, size_t queued,
+                          std::atomic<unsigned>* status) {
+    std::thread t = send(std::move(id), std::move(key), std::move(priority), 4, status);
+    EXPECT_TRUE(wait_until(
+        [&] {
+          return metric_value(gateway_->metrics_text(), "kvgate_admission_queued") ==
+                 static_cast<double>(queued);
+        },
+        5s));
+    return t;
+  }
+  static std::string request_id_in(std::string_view line) {
+    const size_t at = line.find("\"request_id\":\"");
+    if (at == std::string_view::npos) return "";
+    const size_t from = at + 14;
+    return std::string(line.substr(from, line.find('"', from) - from));
+  }
+  std::vector<std::string> order() {
+    std::lock_guard lock(log_mu_);
+    return order_;
+  }
+
+  std::string keys_ = (std::filesystem::temp_directory_path() /
+                       ("kvgate-admission-keys-" + std::to_string(getpid()) + ".yaml"))
+                          .string();
+  std::mutex log_mu_;
+  std::vector<std::string> order_;
+};
+
+TEST_F(PriorityQueueTest, ABetterClassGoesFirstAndAFullQueueShedsTheWorst) {
+  std::atomic<unsigned> st[6] = {};
+  std::thread busy = start_busy(&st[0], [](GatewayConfig& c) { c.queue_size = 3; });
+  std::vector<std::thread> t;
+  t.push_back(send_queued("shed-1", "sk-x", "sheddable", 1, &st[1]));
+  t.push_back(send_queued("std-1", "sk-x", "standard", 2, &st[2]));
+  t.push_back(send_queued("shed-2", "sk-x", "sheddable", 3, &st[3]));
+  // The queue is full: a critical request takes the newest sheddable one's place.
+  t.push_back(send("crit-1", "sk-y", "critical", 4, &st[4]));
+  ASSERT_TRUE(wait_until([&] { return st[3].load() != 0; }, 5s));
+  EXPECT_EQ(st[3].load(), 429u) << "shed for the critical request";
+  // Full again, and a sheddable one is refused at once.
+  t.push_back(send("shed-3", "sk-x", "sheddable", 4, &st[5]));
+  busy.join();
+  for (auto& x : t) x.join();
+  EXPECT_EQ(st[5].load(), 429u);
+  for (int i : {0, 1, 2, 4}) EXPECT_EQ(st[i].load(), 200u) << i;
+  ASSERT_TRUE(wait_until([&] { return order().size() >= 6; }, 5s));
+  std::vector<std::string> ran;
+  for (const std::string& id : order()) {
+    if (id == "long" || id == "crit-1" || id == "std-1" || id == "shed-1") ran.push_back(id);
+  }
+  EXPECT_EQ(ran, (std::vector<std::string>{"long", "crit-1", "std-1", "shed-1"}));
+  EXPECT_EQ(metric_value(gateway_->metrics_text(), "kvgate_admission_events_total{event=\"shed\"}"),
+            1);
+}
+
+TEST_F(PriorityQueueTest, WithinAClassTheTenantServedLeastGoesNext) {
+  std::atomic<unsigned> st[5] = {};
+  std::thread busy = start_busy(&st[0]);  // tenant x's long request: x has been served more
+  std::vector<std::thread> t;
+  t.push_back(send_queued("x-1", "sk-x", "standard", 1, &st[1]));
+  t.push_back(send_queued("x-2", "sk-x", "standard", 2, &st[2]));
+  t.push_back(send_queued("y-1", "sk-y", "standard", 3, &st[3]));
+  busy.join();
+  for (auto& x : t) x.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(st[i].load(), 200u) << i;
+  ASSERT_TRUE(wait_until([&] { return order().size() >= 4; }, 5s));
+  const std::vector<std::string> ran = order();
+  // y arrived last but had received nothing: it goes right after x's long request.
+  EXPECT_EQ(ran[0], "long");
+  EXPECT_EQ(ran[1], "y-1");
+}
+
+TEST_F(PriorityQueueTest, ReservedSlotsTakeOnlyCriticalRequests) {
+  start_worker(/*speedup=*/1);
+  std::ofstream(keys_) << "keys:\n  - {key: sk-x, tenant: x}\n";
+  ASSERT_TRUE(start(0, [&](GatewayConfig& c) {
+    c.max_concurrent_requests = 2;
+    c.reserved_critical_slots = 1;
+    c.queue_size = 4;
+    c.queue_timeout = 60s;
+    c.api_keys_file = keys_;
+  }));
+  std::atomic<unsigned> st[3] = {};
+  std::thread a = send("std-long", "sk-x", "standard", 150, &st[0]);
+  ASSERT_TRUE(wait_until(
+      [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_running") == 1; }, 5s));
+  // One slot left, reserved: a standard request waits, a critical one runs.
+  std::thread b = send_queued("std-2", "sk-x", "standard", 1, &st[1]);
+  std::thread c = send("crit", "sk-x", "critical", 4, &st[2]);
+  c.join();
+  EXPECT_EQ(st[2].load(), 200u);
+  EXPECT_EQ(st[1].load(), 0u) << "the standard request still waits for the long one";
+  a.join();
+  b.join();
+  EXPECT_EQ(st[0].load(), 200u);
+  EXPECT_EQ(st[1].load(), 200u);
 }
 
 }  // namespace

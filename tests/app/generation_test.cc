@@ -64,7 +64,7 @@ class GenerationStages : public ::testing::Test {
         metrics_(registry_, "cache_aware"),
         access_log_(AccessLogFormat::kText,
                     [this](std::string_view line) { lines_.emplace_back(line); }),
-        admission_(1, 0, std::chrono::milliseconds(0)) {}
+        admission_({.max_concurrent = 1, .queue_size = 0, .queue_timeout = {}}) {}
 
   GenerationParts parts(DecisionHeaders decisions = DecisionHeaders::kRequest) {
     return GenerationParts{.config = config_,
@@ -77,6 +77,7 @@ class GenerationStages : public ::testing::Test {
                            .tokenizers = tokenizers_,
                            .parse_context = ctx_,
                            .admission = admission_,
+                           .access = access_,
                            .metrics = metrics_,
                            .access_log = access_log_,
                            .decision_headers = decisions,
@@ -116,6 +117,7 @@ class GenerationStages : public ::testing::Test {
   std::vector<std::string> lines_;
   AccessLog access_log_;
   AdmissionGate admission_;
+  AccessGuard access_{"", ""};
   std::atomic<bool> draining_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<int64_t> active_{0};

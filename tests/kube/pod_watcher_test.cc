@@ -449,17 +449,39 @@ TEST_F(PodWatcherTest, NoHandlerCallAfterStop) {
   Watching w(options());
   expect_caught_up(w);
   std::atomic<bool> done{false};
+  std::atomic<bool> stopping{false};
   std::thread churn([&] {
-    for (int i = 0; !done.load(); ++i) set_ready("engine-0", i % 2 == 0);
+    for (int i = 0; !done.load(); ++i) {
+      const uint64_t before = w.deliveries();
+      set_ready("engine-0", i % 2 == 0);
+      // Paced by the watcher while it watches: a loop that only changes pods holds the fake's
+      // lock nearly all the time, and its server thread (the watch's writer) would starve.
+      if (stopping.load()) continue;
+      kvgate::testing::wait_until(
+          [&] { return w.deliveries() > before || stopping.load() || done.load(); }, kWithin);
+    }
   });
-  ASSERT_TRUE(kvgate::testing::wait_until([&] { return w.deliveries() >= 20; }, kWithin * 5));
+  // Ends the churn on every way out of the test (a failed ASSERT included).
+  const auto stop_churn = [&] {
+    done.store(true);
+    if (churn.joinable()) churn.join();
+  };
+  struct Finally {
+    std::function<void()> f;
+    ~Finally() { f(); }
+  } finally{stop_churn};
+  ASSERT_TRUE(kvgate::testing::wait_until([&] { return w.deliveries() >= 20; }, kWithin * 10))
+      << "deliveries " << w.deliveries() << ", events " << w.stats().events << ", watches "
+      << w.stats().watches << ", lists " << w.stats().lists << ", transport errors "
+      << w.stats().transport_errors << ", bad events " << w.stats().bad_events << ", last error "
+      << w.stats().last_error;
+  stopping.store(true);
   w.stop();
   const uint64_t after_stop = w.deliveries();
   const uint64_t rv = fake_.resource_version();
   ASSERT_TRUE(kvgate::testing::wait_until([&] { return fake_.resource_version() >= rv + 50; },
-                                          kWithin * 5));
-  done.store(true);
-  churn.join();
+                                          kWithin * 10));
+  stop_churn();
   EXPECT_EQ(w.deliveries(), after_stop);
   EXPECT_FALSE(w.stats().connected);
 }

@@ -88,6 +88,9 @@ struct GatewayConfig {
   // admin_api_key; without one they answer only peers on 127.0.0.1 / ::1 (app/access.h).
   std::string api_key;
   std::string admin_api_key;
+  // --api-keys-file: client keys with their tenant, priority, models and rate limits
+  // (app/tenants.h); read again by a reload.
+  std::string api_keys_file;
   // Both set: the front end (and the metrics listener) speak HTTPS with this PEM certificate
   // chain and private key; neither: plain HTTP.
   std::string tls_cert_path;
@@ -108,7 +111,7 @@ struct GatewayConfig {
   // (api_key empty: the client's key is then the engines' to check).
   bool forward_client_authorization = false;
   bool forwards_client_authorization() const {
-    return forward_client_authorization || api_key.empty();
+    return forward_client_authorization || (api_key.empty() && api_keys_file.empty());
   }
   // The models' tokenizers: "PATH" (every model) or "MODEL=PATH", PATH a tokenizer.json or a
   // model folder holding one. Empty: the built-in test tokenizer (the mock engine's).
@@ -122,6 +125,12 @@ struct GatewayConfig {
   // beyond it up to queue_size wait, each up to queue_timeout, and the rest get 429.
   size_t max_concurrent_requests = 0;
   size_t queue_size = 100;
+  // Of max_concurrent_requests, slots only critical requests take; a waiter past the starvation
+  // bound goes first whatever its class (0: never); fair share weighs a tenant's output tokens
+  // this many times its prompt tokens (app/admission_gate.h).
+  size_t reserved_critical_slots = 0;
+  std::chrono::milliseconds priority_starvation{30'000};
+  double fair_share_output_weight = 4;
   std::chrono::milliseconds queue_timeout{60'000};
   // Non-empty: the log goes to log_dir/kvgate.log and the access log to log_dir/access.log (each
   // rotated at 100 MiB, five kept) instead of stderr and stdout.

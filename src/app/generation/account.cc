@@ -47,6 +47,7 @@ void account(const GenerationParts& parts, Generation& g) {
   const unsigned status = g.status == 0 ? 500 : g.status;
   const double seconds = to_seconds(parts.clock.now() - g.start);
   parts.metrics.request_done(g.route, status, seconds);
+  charge_output(parts, g);
   if (!parts.access_log.enabled()) return;
   g.record.status = status;
   g.record.duration_ms = seconds * 1e3;

@@ -1,6 +1,6 @@
 // Admit: whether this gateway takes the request now. Not while it drains (a load balancer sends
 // it to another replica), not when the request has passed this gateway before (a loop), and with
-// --max-concurrent-requests only in its turn.
+// --max-concurrent-requests only in its turn (by its class, then its tenant's fair share).
 #include "app/generation/stages.h"
 #include "app/worker_exchange.h"
 
@@ -24,8 +24,12 @@ net::awaitable<bool> admit(const GenerationParts& parts, Generation& g,
     co_await reply(g, std::move(err));
     co_return false;
   }
+  identify(parts, g);
   if (!parts.admission.enabled()) co_return true;
-  const Status entered = co_await parts.admission.enter(ticket, g.res);
+  // Named first: g++ 12 may destroy a temporary inside a co_await twice.
+  Applicant who{.priority = g.priority};
+  if (g.caller.entry != nullptr) who.tenant = g.caller.entry->tenant;
+  const Status entered = co_await parts.admission.enter(ticket, g.res, who);
   if (entered.ok()) co_return true;
   if (absl::IsCancelled(entered)) {  // the client left while queued
     parts.metrics.error(ErrorReason::kClientAbort);

@@ -27,6 +27,13 @@ http::Response no_worker_answer(const GenerationParts& parts, Generation& g,
   if (d.branch == policy::Branch::kShed) {
     return error_answer(parts, ErrorReason::kShed, 503, "every worker is overloaded; retry later");
   }
+  if (d.branch == policy::Branch::kAllOverloaded) {  // a sheddable request, refused first
+    http::Response r = error_answer(
+        parts, ErrorReason::kShed, 429,
+        "every worker is overloaded and this request's class is sheddable; retry later");
+    r.headers.emplace_back("retry-after", "1");
+    return r;
+  }
   if (g.last_answer) return std::move(*g.last_answer);
   if (!g.tried.empty()) {
     const bool timeout = absl::IsDeadlineExceeded(g.last_failure);
@@ -103,6 +110,13 @@ Choice choose(const GenerationParts& parts, Generation& g) {
   }
   if (c.d.worker < 0) {
     c.none = c.d;
+    return c;
+  }
+  // With every worker overloaded, sheddable requests are the ones refused.
+  const policy::Decision& gate = c.prefill ? c.prefill_d : c.d;
+  if (g.priority == Priority::kSheddable && gate.branch == policy::Branch::kAllOverloaded) {
+    c.none = gate;
+    c.none->worker = -1;
     return c;
   }
   c.worker = g.fleet->workers[c.d.worker];

@@ -62,9 +62,11 @@ net::awaitable<std::string> read_error_body(http::Connection& conn) {
   co_return body;
 }
 
-// What the engine says it found cached, against the index's prediction for this worker
-// (cache_aware decides by the prediction; other policies make none).
-void note_cache_report(const GenerationParts& parts, Leg& leg, std::string_view answer) {
+// What the engine's usage says: the tokens it generated (charged to the caller's limit), and
+// what it found cached, against the index's prediction for this worker (cache_aware decides by
+// the prediction; other policies make none).
+void note_usage(const GenerationParts& parts, Generation& g, Leg& leg, std::string_view answer) {
+  g.completion_tokens = reported_count(answer, "\"completion_tokens\"").value_or(0);
   if (parts.config.policy != policy::PolicyKind::kCacheAware) return;
   note_cached_tokens(leg.worker, leg.predicted_cached, answer, *proxy_log());
 }
@@ -78,7 +80,7 @@ net::awaitable<void> relay_whole(const GenerationParts& parts, Generation& g, Le
   if (g.parsed.stream) body = co_await read_error_body(leg.conn());
   if (!g.parsed.stream && head.status == 200) leg.worker.liveness().note_progress();
   leg.dispatch.set(outcome_of_status(head.status));
-  if (head.status == 200) note_cache_report(parts, leg, body);
+  if (head.status == 200) note_usage(parts, g, leg, body);
   if (g.remember_answer && !g.parsed.stream && head.status == 200) {
     parts.answers->submit(std::string(g.req.body()), body, /*stream=*/false);
   }
@@ -144,7 +146,7 @@ net::awaitable<void> end_with_error(const GenerationParts& parts, Generation& g,
 net::awaitable<void> finish_stream(const GenerationParts& parts, Generation& g, Leg& leg,
                                    StreamObservers& seen, std::string_view out, bool had_bytes) {
   if (had_bytes) (void)co_await leg.conn().next_piece();  // the end, without a read
-  note_cache_report(parts, leg, seen.events.usage());
+  note_usage(parts, g, leg, seen.events.usage());
   if (g.remember_answer) {
     if (std::optional<std::string> bytes = seen.said.take()) {
       parts.answers->submit(std::string(g.req.body()), std::move(*bytes), /*stream=*/true);

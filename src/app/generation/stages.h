@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "app/access.h"
 #include "app/access_log.h"
 #include "app/admission_gate.h"
 #include "app/answer_memory.h"
@@ -67,6 +68,7 @@ struct GenerationParts {
   const PromptTokenizers& tokenizers;
   boost::asio::io_context& parse_context;  // large bodies are parsed there, one at a time
   AdmissionGate& admission;                // --max-concurrent-requests
+  const AccessGuard& access;               // who a key is: tenant, class, models, limits
   // The observers.
   GatewayMetrics& metrics;
   const AccessLog& access_log;
@@ -103,6 +105,10 @@ struct Generation {
   // answer (x-kvgate-prefill-worker) and in the access log.
   std::string prefill_url;
 
+  // limit: the caller's keys-file entry (null: none), its class, and what its buckets took
+  AccessGuard::Caller caller;
+  Priority priority = Priority::kStandard;
+  uint64_t completion_tokens = 0;  // what the engine's usage said (0: not said)
   // parse
   ParsedRequest parsed;
   std::shared_ptr<const workers::FleetSnapshot> fleet;
@@ -128,6 +134,14 @@ boost::asio::awaitable<bool> admit(const GenerationParts& parts, Generation& g,
                                    AdmissionGate::Ticket* ticket);
 // parse.cc: false when the body or its model was refused (answered).
 boost::asio::awaitable<bool> parse(const GenerationParts& parts, Generation& g);
+// limit.cc: the caller by its key, and the request's class (before admission: the queue orders
+// by them).
+void identify(const GenerationParts& parts, Generation& g);
+// limit.cc: the caller's models and rate limits; false when refused (answered).
+boost::asio::awaitable<bool> limit(const GenerationParts& parts, Generation& g);
+// limit.cc: a request that ends: its service charged to its tenant's fair share, its output
+// tokens taken from its caller's token bucket.
+void charge_output(const GenerationParts& parts, const Generation& g);
 // route.cc: the chain, the routing request and the upstream request of a parsed request.
 void prepare_route(const GenerationParts& parts, Generation& g);
 // route.cc: the next decision among the workers of `role` by `policy` (tried workers excluded),

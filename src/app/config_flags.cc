@@ -191,6 +191,11 @@ void add_access_flags(CLI::App& app, GatewayConfig& c) {
                  "models}]): each key's tenant, class and limits; a reload reads it again")
       ->check(CLI::ExistingFile)
       ->group("Listening");
+  app.add_option("--tenant-series-limit", c.tenant_series_limit,
+                 "Tenants with kvgate_tenant_* series of their own (in file order); the rest "
+                 "share \"other\"")
+      ->capture_default_str()
+      ->group("Listening");
   app.add_option("--admin-api-key", c.admin_api_key,
                  "Key for the control routes (POST and DELETE /workers); also from "
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")

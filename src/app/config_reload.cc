@@ -147,7 +147,7 @@ ReloadOutcome GatewayImpl::reload_locked() {
   if (!live_config_.api_keys_file.empty()) {
     const std::shared_ptr<const KeyTable> before = access_.key_table();
     Result<std::shared_ptr<const KeyTable>> keys =
-        KeyTable::load(live_config_.api_keys_file, before.get());
+        KeyTable::load(live_config_.api_keys_file, before.get(), tenant_metrics_.get());
     if (!keys.ok()) {
       out.error = std::string(message_of(keys.status()));
       return out;

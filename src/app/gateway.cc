@@ -323,8 +323,10 @@ void GatewayImpl::init_metrics_server() {
 
 Status GatewayImpl::init() {
   if (Status s = init_access_log(); !s.ok()) return s;
+  tenant_metrics_ = std::make_unique<TenantMetrics>(registry_, config_.tenant_series_limit);
   if (!config_.api_keys_file.empty()) {
-    Result<std::shared_ptr<const KeyTable>> keys = KeyTable::load(config_.api_keys_file);
+    Result<std::shared_ptr<const KeyTable>> keys =
+        KeyTable::load(config_.api_keys_file, nullptr, tenant_metrics_.get());
     if (!keys.ok()) return keys.status();
     access_.set_keys(config_.api_key, config_.admin_api_key, std::move(*keys));
   }

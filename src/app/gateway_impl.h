@@ -175,6 +175,7 @@ class GatewayImpl {
   FlagValues running_values_ KVGATE_GUARDED_BY(reload_mu_);
   GatewayConfig live_config_ KVGATE_GUARDED_BY(reload_mu_);
   std::unique_ptr<ConfigReloadMetrics> reload_metrics_;
+  std::unique_ptr<TenantMetrics> tenant_metrics_;  // kvgate_tenant_*, filled by the keys file
   std::unique_ptr<boost::asio::steady_timer> pulse_timer_;
   MonoTime started_at_{};
 };

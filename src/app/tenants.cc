@@ -64,6 +64,42 @@ void TokenBucket::charge(int64_t n, std::chrono::steady_clock::time_point now) {
   level_ = std::min<double>(static_cast<double>(per_minute_), level_ - static_cast<double>(n));
 }
 
+// ---- TenantMetrics ------------------------------------------------------------------------------
+
+TenantMetrics::TenantMetrics(metrics::Registry& registry, size_t max_tenants)
+    : requests_(metrics::counter_family(
+          registry, "kvgate_tenant_requests_total",
+          "Generation requests by tenant (--api-keys-file; past --tenant-series-limit tenants, "
+          "\"other\") and class, counted when they end.")),
+      tokens_(metrics::counter_family(registry, "kvgate_tenant_tokens_total",
+                                      "Prompt and output tokens by tenant, as the engines' usage "
+                                      "says (prompt: as routed).")),
+      refused_(metrics::counter_family(registry, "kvgate_tenant_refusals_total",
+                                       "Requests refused by their key's limits, by tenant.")),
+      max_tenants_(max_tenants) {}
+
+std::shared_ptr<const TenantSeries> TenantMetrics::series_of(const std::string& tenant) {
+  MutexLock lock(&mu_);
+  const auto it = by_tenant_.find(tenant);
+  if (it != by_tenant_.end()) return it->second;
+  const std::string label = by_tenant_.size() < max_tenants_ ? tenant : std::string("other");
+  if (const auto other = by_tenant_.find(label); other != by_tenant_.end()) {
+    by_tenant_.emplace(tenant, other->second);
+    return other->second;
+  }
+  auto s = std::make_shared<TenantSeries>();
+  for (size_t c = 0; c < s->requests.size(); ++c) {
+    s->requests[c] =
+        &requests_.Add({{"tenant", label}, {"class", priority_name(static_cast<Priority>(c))}});
+  }
+  s->prompt_tokens = &tokens_.Add({{"tenant", label}, {"kind", "prompt"}});
+  s->output_tokens = &tokens_.Add({{"tenant", label}, {"kind", "output"}});
+  s->rate_limited = &refused_.Add({{"tenant", label}, {"reason", "rate_limited"}});
+  by_tenant_.emplace(label, s);
+  if (label != tenant) by_tenant_.emplace(tenant, s);
+  return s;
+}
+
 // ---- KeyTable ----------------------------------------------------------------------------------
 
 std::array<uint8_t, 32> sha256_of(std::string_view bytes) {
@@ -144,7 +180,8 @@ void keep_buckets(KeyEntry& e, const KeyEntry& old) {
 }  // namespace
 
 Result<std::shared_ptr<const KeyTable>> KeyTable::load(const std::string& path,
-                                                       const KeyTable* previous) {
+                                                       const KeyTable* previous,
+                                                       TenantMetrics* metrics) {
   std::ifstream in(path);
   if (!in) return absl::InvalidArgumentError("--api-keys-file " + path + ": cannot read it");
   std::stringstream text;
@@ -170,6 +207,7 @@ Result<std::shared_ptr<const KeyTable>> KeyTable::load(const std::string& path,
         const auto was = previous->by_hash_.find(hash);
         if (was != previous->by_hash_.end()) keep_buckets(**e, *was->second);
       }
+      if (metrics != nullptr) (*e)->series = metrics->series_of((*e)->tenant);
       table->entries_.push_back(std::move(*e));
     }
   } catch (const YAML::Exception& ex) {

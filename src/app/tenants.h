@@ -33,6 +33,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "kvgate/core/result.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/metrics/metrics.h"
 
 namespace kvgate::app {
 
@@ -67,13 +68,40 @@ class TokenBucket {
   std::chrono::steady_clock::time_point at_ KVGATE_GUARDED_BY(mu_){};
 };
 
+// kvgate_tenant_*{tenant}: what each tenant asked and was refused, shared by its keys. Tenants
+// come from the operator's file, and past --tenant-series-limit they share the "other" series.
+// Updated per request without sharding (a sharded counter per tenant and series would cost a
+// cache line per CPU each); only one tenant's requests share a series.
+struct TenantSeries {
+  std::array<metrics::Counter*, 3> requests{};  // by Priority
+  metrics::Counter* prompt_tokens = nullptr;
+  metrics::Counter* output_tokens = nullptr;
+  metrics::Counter* rate_limited = nullptr;
+};
+class TenantMetrics {
+ public:
+  TenantMetrics(metrics::Registry& registry, size_t max_tenants);
+  // The tenant's series, made on first use (control path: a keys file's load).
+  std::shared_ptr<const TenantSeries> series_of(const std::string& tenant);
+
+ private:
+  metrics::Family<metrics::Counter>& requests_;
+  metrics::Family<metrics::Counter>& tokens_;
+  metrics::Family<metrics::Counter>& refused_;
+  const size_t max_tenants_;
+  Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const TenantSeries>> by_tenant_
+      KVGATE_GUARDED_BY(mu_);
+};
+
 struct KeyEntry {
   std::array<uint8_t, 32> key_sha256{};
   std::string tenant;
   Priority priority = Priority::kStandard;
-  std::vector<std::string> models;        // empty: every model
-  std::shared_ptr<TokenBucket> requests;  // rpm; null: no limit
-  std::shared_ptr<TokenBucket> tokens;    // tpm; null: no limit
+  std::vector<std::string> models;             // empty: every model
+  std::shared_ptr<TokenBucket> requests;       // rpm; null: no limit
+  std::shared_ptr<TokenBucket> tokens;         // tpm; null: no limit
+  std::shared_ptr<const TenantSeries> series;  // null: not counted
   bool may_use(std::string_view model) const;
 };
 
@@ -81,8 +109,10 @@ class KeyTable {
  public:
   // The file's keys; an error names the file and the entry (by its index and tenant, never its
   // key). A key `previous` held with the same limit keeps its buckets (a reload resets no one).
+  // `metrics`: where each tenant's series are (null: none).
   static Result<std::shared_ptr<const KeyTable>> load(const std::string& path,
-                                                      const KeyTable* previous = nullptr);
+                                                      const KeyTable* previous = nullptr,
+                                                      TenantMetrics* metrics = nullptr);
   // The entry of `key` (constant time over the key's bytes once its hash matches), or null.
   const KeyEntry* find(std::string_view key) const;
   size_t size() const { return entries_.size(); }

@@ -85,6 +85,30 @@ TEST_F(TenantsTest, EachKeyIsItsTenantWithItsClassAndModels) {
   EXPECT_EQ(metric_value(gateway_->metrics_text(),
                          "kvgate_request_errors_total{reason=\"model_not_allowed\"}"),
             1);
+  const std::string m = gateway_->metrics_text();
+  EXPECT_EQ(metric_value(m, "kvgate_tenant_requests_total{class=\"critical\",tenant=\"team-a\"}"),
+            1)
+      << m;
+  EXPECT_EQ(metric_value(m, "kvgate_tenant_requests_total{class=\"sheddable\",tenant=\"team-a\"}"),
+            1);
+  EXPECT_GT(metric_value(m, "kvgate_tenant_tokens_total{kind=\"output\",tenant=\"team-a\"}"), 0);
+}
+
+TEST_F(TenantsTest, TenantsPastTheSeriesLimitShareOther) {
+  write_keys(
+      "keys:\n  - {key: k1, tenant: t1}\n  - {key: k2, tenant: t2}\n"
+      "  - {key: k3, tenant: t3}\n");
+  ASSERT_TRUE(start(1, [&](GatewayConfig& c) {
+    c.api_keys_file = keys_path_;
+    c.tenant_series_limit = 2;
+  }));
+  for (const char* k : {"k1", "k2", "k3"}) EXPECT_EQ(call(k, completion("hello")).status, 200u);
+  const std::string m = gateway_->metrics_text();
+  EXPECT_EQ(metric_value(m, "kvgate_tenant_requests_total{class=\"standard\",tenant=\"t1\"}"), 1)
+      << m;
+  EXPECT_EQ(metric_value(m, "kvgate_tenant_requests_total{class=\"standard\",tenant=\"other\"}"), 1)
+      << m;
+  EXPECT_EQ(m.find("tenant=\"t3\""), std::string::npos) << m;
 }
 
 TEST_F(TenantsTest, AKeyPastItsRequestsPerMinuteGets429WithOpenAIsHeaders) {
@@ -94,6 +118,9 @@ TEST_F(TenantsTest, AKeyPastItsRequestsPerMinuteGets429WithOpenAIsHeaders) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(call("sk-a", completion("hello")).status, 200u);
   const http::ClientResponse r = call("sk-a", completion("hello"));
   ASSERT_EQ(r.status, 429u) << r.body;
+  EXPECT_EQ(metric_value(gateway_->metrics_text(),
+                         "kvgate_tenant_refusals_total{reason=\"rate_limited\",tenant=\"a\"}"),
+            1);
   EXPECT_NE(r.body.find("Rate limit reached for requests"), std::string::npos) << r.body;
   EXPECT_EQ(r.header("x-ratelimit-limit-requests"), "3");
   EXPECT_EQ(r.header("x-ratelimit-remaining-requests"), "0");

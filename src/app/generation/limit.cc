@@ -66,6 +66,7 @@ net::awaitable<bool> limit(const GenerationParts& parts, Generation& g) {
     if (!tokens.ok && key->requests) key->requests->charge(-1, now);  // not admitted after all
   }
   if (requests.ok && tokens.ok) co_return true;
+  if (key->series) key->series->rate_limited->Increment();
   const bool by_requests = !requests.ok;
   http::Response err = error_answer(
       parts, ErrorReason::kRateLimited, 429,
@@ -88,6 +89,12 @@ void charge_output(const GenerationParts& parts, const Generation& g) {
         key != nullptr ? std::string_view(key->tenant) : std::string_view(),
         static_cast<double>(g.parsed.tokens.size()) +
             parts.config.fair_share_output_weight * static_cast<double>(g.completion_tokens));
+  }
+  if (key != nullptr && key->series && g.status != 429) {
+    const TenantSeries& t = *key->series;
+    t.requests[static_cast<size_t>(g.priority)]->Increment();
+    t.prompt_tokens->Increment(static_cast<double>(g.parsed.tokens.size()));
+    t.output_tokens->Increment(static_cast<double>(g.completion_tokens));
   }
   if (key == nullptr || !key->tokens || g.completion_tokens == 0) return;
   key->tokens->charge(static_cast<int64_t>(g.completion_tokens), std::chrono::steady_clock::now());

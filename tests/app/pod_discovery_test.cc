@@ -366,6 +366,8 @@ TEST_F(PodDiscoveryTest, APodThatStopsServingGetsNoNewRequestAndFinishesThoseInF
 TEST_F(PodDiscoveryTest, A410AndAnApiServerRestartLoseNoPod) {
   const std::string e2 = start_engine(2), e3 = start_engine(3), e4 = start_engine(4);
   start_discovering(kSmgLine);
+  // Watching before the pods come: the faults below are the watch's.
+  ASSERT_TRUE(kvgate::testing::wait_until([&] { return discovery_calls("watch") >= 1; }));
   fake_.apply(pod("engine-a", 2));
   fake_.apply(pod("engine-b", 3));
   ASSERT_LE(until_routable({e2, e3}, std::chrono::steady_clock::now()), kWithin);

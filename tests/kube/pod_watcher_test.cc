@@ -239,6 +239,9 @@ TEST_F(PodWatcherTest, AServerRestartLosesNoChange) {
   for (int i = 0; i < 4; ++i) fake_.apply(engine("engine-" + std::to_string(i)));
   Watching w(options());
   expect_caught_up(w);
+  // The watch is open before the server goes: one still on its way could be served as it goes
+  // down, and the changes below would reach it without a reconnect.
+  ASSERT_TRUE(w.wait_watching());
   fake_.go_down();
   ASSERT_TRUE(kvgate::testing::wait_until([&] { return !w.stats().connected; }, kWithin * 5));
   // Changes while the watcher cannot reach the server reach it once it is back.
@@ -261,6 +264,7 @@ TEST_F(PodWatcherTest, ARestartWithCompactedHistoryListsAgain) {
   for (int i = 0; i < 4; ++i) fake_.apply(engine("engine-" + std::to_string(i)));
   Watching w(options());
   expect_caught_up(w);
+  ASSERT_TRUE(w.wait_watching());  // as above: the watch is open before the server goes
   fake_.go_down();
   ASSERT_TRUE(fake_.remove("fleet", "engine-0"));  // a deletion the history no longer holds
   fake_.apply(engine("engine-5"));
@@ -359,12 +363,14 @@ TEST_F(PodWatcherTest, ARotatedTokenFileIsReadAgain) {
   dir_.write("token", "second-token\n");
   fake_.set_token("second-token");
   fake_.end_watches();
+  // The next watch (with the new token) is open before the next change: a change made at once
+  // could still leave on the ending watch, before the watcher read the file.
+  ASSERT_TRUE(w.wait_watching(2));
   fake_.apply(engine("engine-1"));
   expect_caught_up(w, "app=engine", "with the second token");
   EXPECT_EQ(w.stats().token_reloads, 1u);
   EXPECT_EQ(w.stats().unauthorized, 0u);
   // The server moves on first: 401s until the file has the token, then the watcher is back.
-  ASSERT_TRUE(w.wait_watching(2));
   fake_.set_token("third-token");
   fake_.end_watches();
   ASSERT_TRUE(kvgate::testing::wait_until([&] { return w.stats().unauthorized >= 1; }, kWithin));

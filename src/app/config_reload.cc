@@ -27,14 +27,13 @@ const std::set<std::string, std::less<>> kLiveFlags = {
     // keys and logging
     "api-key", "admin-api-key", "log-level"};
 
-// The cache-aware figures the prefill side (or the only side) routes by.
+}  // namespace
+
 policy::CacheAwareConfig routing_figures(const GatewayConfig& c) {
   policy::CacheAwareConfig routing = c.cache_aware;
   if (c.pd_disaggregation) routing.overload.waiting_requests = c.prefill_overload_waiting_requests;
   return routing;
 }
-
-}  // namespace
 
 std::vector<StaticWorker> static_workers(const GatewayConfig& c) {
   std::vector<StaticWorker> out;

@@ -33,6 +33,11 @@ struct StaticWorker {
 };
 std::vector<StaticWorker> static_workers(const GatewayConfig& config);
 
+// The cache-aware figures the prefill side (or the only side) routes by: the fleet's, with
+// --prefill-overload-waiting-requests as a disaggregated fleet's prefill gate. At start and on
+// every reload.
+policy::CacheAwareConfig routing_figures(const GatewayConfig& config);
+
 // The flags whose changes differ between two sets of values, split into those a running gateway
 // applies and those that wait for a restart (sorted). `before` and `after` are LoadedConfig's.
 struct FlagChanges {

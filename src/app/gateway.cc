@@ -225,8 +225,7 @@ Status GatewayImpl::init_routing() {
   c.cache_aware.journal_predictions = !c.state_sync_url.empty();
   // A disaggregated fleet: the policy chooses prefill workers (where the prompt's cache matters),
   // the decode policy decode workers.
-  policy::CacheAwareConfig routing = c.cache_aware;
-  if (c.pd_disaggregation) routing.overload.waiting_requests = c.prefill_overload_waiting_requests;
+  const policy::CacheAwareConfig routing = routing_figures(c);
   auto pol = policy::make_policy(c.pd_disaggregation ? c.prefill_policy : c.policy, routing,
                                  {.index = index_.get(), .clock = &clock_});
   if (!pol.ok()) return pol.status();

@@ -205,6 +205,43 @@ TEST_F(PdTest, AFailedDecodeIsNotHeldAgainstItsPrefill) {
   EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 0);
 }
 
+// A decode that timed out waiting for its room (504) may have been failed by its prefill, even
+// when the prefill's answer came in just before the decode's: a prefill queue longer than the
+// decode's transfer timeout. The retry takes another prefill as well as another decode, never the
+// same late prefill again (which the prompt's predicted cache would choose).
+TEST_F(PdTest, ADecodeThatTimedOutWaitingForItsRoomSendsTheRetryToAnotherPrefill) {
+  RecordingWorker prefill_a, prefill_b, decode_a, decode_b;
+  for (RecordingWorker* d : {&decode_a, &decode_b}) {
+    d->set_generation_status(504);
+    // Long after the prefills' immediate answers.
+    d->set_error_delay(
+        std::chrono::milliseconds(static_cast<int64_t>(200 * testing_support::kSlowdown)));
+  }
+  GatewayConfig c = base_config();
+  c.kv_events = false;
+  c.pd_disaggregation = true;
+  c.prefill_workers = {{.url = prefill_a.url(), .bootstrap_port = kBootstrapPort},
+                       {.url = prefill_b.url(), .bootstrap_port = kBootstrapPort}};
+  c.decode_workers = {decode_a.url(), decode_b.url()};
+  c.max_retries = 1;
+  start_gateway(c);
+  ASSERT_TRUE(wait_routable(4));
+  auto http = client();
+  auto r = http.post("/v1/completions", completion("a prompt the retry must not follow", 1, false));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 504u) << r->body;
+  ASSERT_TRUE(received(prefill_a, 1) && received(prefill_b, 1))
+      << "generations at prefill a: " << bootstraps(prefill_a).size()
+      << ", at prefill b: " << bootstraps(prefill_b).size();
+  EXPECT_EQ(bootstraps(prefill_a).size(), 1u);
+  EXPECT_EQ(bootstraps(prefill_b).size(), 1u);
+  EXPECT_EQ(bootstraps(decode_a).size(), 1u);
+  EXPECT_EQ(bootstraps(decode_b).size(), 1u);
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 0);
+}
+
 // vLLM's NixlConnector pattern: the prefill first (one token, whole, asked to keep the KV for a
 // remote decode), then the decode with the client's own request and what the prefill answered.
 TEST_F(PdTest, AVllmPairGoesPrefillFirstThenDecodeWithItsTransferParams) {

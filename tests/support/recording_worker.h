@@ -8,11 +8,17 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "kvgate/http/server.h"
 
@@ -57,6 +63,9 @@ class RecordingWorker {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server_->port()); }
   // Generations are answered with this status (an OpenAI error document unless 200).
   void set_generation_status(unsigned status) { generation_status_ = status; }
+  // An error status (above) is sent this long after the request arrived: an engine that gave up
+  // waiting for something, such as a decode whose KV transfer timed out.
+  void set_error_delay(std::chrono::milliseconds delay) { error_delay_ms_ = delay.count(); }
   // Whole (non-streamed) generations are answered with this body instead of the usual one.
   void set_whole_answer(std::string body) {
     std::lock_guard<std::mutex> l(mu_);
@@ -107,6 +116,12 @@ class RecordingWorker {
       co_return;
     }
     if (const unsigned status = generation_status_.load(); status != 200) {
+      if (const int64_t ms = error_delay_ms_.load(); ms > 0) {
+        boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+        timer.expires_after(std::chrono::milliseconds(ms));
+        boost::system::error_code ec;
+        co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+      }
       (void)co_await res.send(http::Response::error(status, "the worker failed"));
       co_return;
     }
@@ -131,6 +146,7 @@ class RecordingWorker {
 
   const std::string model_;
   std::atomic<unsigned> generation_status_{200};
+  std::atomic<int64_t> error_delay_ms_{0};
   http::IoPool pool_{1};
   std::unique_ptr<http::Server> server_;
   mutable std::mutex mu_;

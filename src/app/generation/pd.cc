@@ -246,9 +246,12 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
     co_await side.finished.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
   const bool prefill_failed = !side.failure.ok() && !side.abandoned;
-  *fault = prefill_failed   ? PairFault::kPrefill
-           : side.abandoned ? PairFault::kEither
-                            : PairFault::kDecode;
+  // A decode that timed out (504) waited for its room: a late prefill may be the cause even when
+  // its answer came in first (the room was ready just after the decode gave up).
+  const bool decode_timed_out = !a.done && a.answer && a.answer->status == 504;
+  *fault = prefill_failed                       ? PairFault::kPrefill
+           : side.abandoned || decode_timed_out ? PairFault::kEither
+                                                : PairFault::kDecode;
   if (prefill_failed && !a.done) {
     a.failure = side.failure;
     a.answer.reset();

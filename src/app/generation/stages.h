@@ -159,7 +159,7 @@ boost::asio::awaitable<Attempt> attempt(const GenerationParts& parts, Generation
                                         workers::Worker& worker, const policy::Decision& d);
 
 // Whose failure a failed pair was: the decode's, the prefill's (it failed, and cut its decode),
-// or either's (the decode gave up while its prefill still ran).
+// or either's (the decode gave up while its prefill still ran, or timed out waiting for its room).
 enum class PairFault { kDecode, kPrefill, kEither };
 // pd.cc: one attempt of a prefill/decode pair: the decode's answer relayed, the prefill's
 // checked; `fault` says whose failure a failed attempt was.

@@ -109,6 +109,7 @@ void FleetSync::local_state(sync::SharedState& out) {
   for (const auto& [url, t] : tombstones_) out.tombstones.push_back(t);
   out.loads.push_back(std::move(load));
   out.hints.push_back(std::move(hints));
+  if (limits_ != nullptr) limits_->publish(out);
 }
 
 void FleetSync::apply(const sync::SharedState& fleet) {
@@ -220,6 +221,7 @@ void FleetSync::apply(const sync::SharedState& fleet) {
       hinted += control_.probe_soon(h.url) ? 1 : 0;
     }
   }
+  if (limits_ != nullptr) limits_->apply(fleet);
   MutexLock l(&mu_);
   stats_.probes_hinted += hinted;
   stats_.predicted_blocks_applied += predicted;
@@ -257,12 +259,15 @@ void FleetSync::take_predictions(std::vector<sync::PredictionJournal>& out) {
 void FleetSync::forget_peers() {
   const auto snapshot = registry_.snapshot();
   for (const auto& w : snapshot->workers) w->set_peer_load(0, {}, 0);
+  if (limits_ != nullptr) limits_->forget_peers();
   logger()->warn("state sync: peers' load forgotten (Redis unreachable past the TTL)");
 }
 
 FleetSyncStats FleetSync::stats() const {
   MutexLock l(&mu_);
-  return stats_;
+  FleetSyncStats out = stats_;
+  if (limits_ != nullptr) out.limit_replicas = limits_->replicas();
+  return out;
 }
 
 }  // namespace kvgate::app

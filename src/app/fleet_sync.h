@@ -11,7 +11,8 @@
 // to this replica's own (workers/worker.h); a peer's failure hint about a worker this replica
 // still finds healthy makes it probe that worker now (each replica judges health itself); the
 // blocks a peer's approximate mode predicted on workers without KV events are added to this
-// replica's predictions, so a prefix routed by one replica is found by another.
+// replica's predictions, so a prefix routed by one replica is found by another. With limit
+// shares, the keys' rate limits are shared out between the replicas too (limit_shares.h).
 //
 // Threading: added() and removed() from any thread; the SyncHost methods on the sync thread;
 // stats() from any thread.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "app/limit_shares.h"
 #include "app/worker_control.h"
 #include "kvgate/core/clock.h"
 #include "kvgate/core/thread_annotations.h"
@@ -37,6 +39,7 @@ struct FleetSyncStats {
   uint64_t adds_refused = 0;              // a worker from Redis this replica would not register
   uint64_t probes_hinted = 0;             // early probes on a peer's failure hint
   uint64_t predicted_blocks_applied = 0;  // blocks of peers' prediction journals added here
+  uint32_t limit_replicas = 1;            // replicas sharing the keys' rate limits
 };
 
 class FleetSync final : public sync::SyncHost {
@@ -49,6 +52,8 @@ class FleetSync final : public sync::SyncHost {
   void added(std::string_view url, const std::vector<workers::KvEndpoint>& kv_endpoints,
              const WorkerSpec& spec = {});
   void removed(std::string_view url);
+  // The rate limits shared with the peers (before the sync starts; null: none).
+  void share_limits(LimitShares* shares) { limits_ = shares; }
 
   void local_state(sync::SharedState& out) override;
   void apply(const sync::SharedState& fleet) override;
@@ -70,6 +75,7 @@ class FleetSync final : public sync::SyncHost {
   // Per peer replica: the epoch and the last journal of it applied (sync thread only).
   absl::flat_hash_map<std::string, std::pair<int64_t, uint64_t>> journals_applied_;
   const std::chrono::milliseconds tombstone_ttl_;
+  LimitShares* limits_ = nullptr;
   mutable Mutex mu_;
   // Per registered worker URL: its record (who added it first, when).
   absl::flat_hash_map<std::string, sync::WorkerRecord> records_ KVGATE_GUARDED_BY(mu_);

@@ -562,6 +562,9 @@ Status GatewayImpl::init_state_sync() {
   sc.ttl = config_.state_sync_ttl.count() > 0 ? config_.state_sync_ttl : sc.period * 3;
   fleet_sync_ = std::make_unique<FleetSync>(sc.replica_id, *control_, workers_, *policy_, clock_,
                                             sc.tombstone_ttl());
+  limit_shares_ = std::make_unique<LimitShares>(
+      sc.replica_id, [this] { return access_.key_table(); }, clock_);
+  fleet_sync_->share_limits(limit_shares_.get());
   sync_metrics_ = std::make_unique<StateSyncMetrics>(registry_);
   state_sync_ = std::make_unique<sync::StateSync>(std::move(sc), *fleet_sync_, clock_);
   return absl::OkStatus();

@@ -23,6 +23,7 @@
 #include "app/gateway_metrics.h"
 #include "app/generation/pipeline.h"
 #include "app/grpc_front.h"
+#include "app/limit_shares.h"
 #include "app/pod_discovery.h"
 #include "app/request_model.h"
 #include "app/routing_input.h"
@@ -150,6 +151,7 @@ class GatewayImpl {
   std::unique_ptr<WorkerControl> control_;
   std::unique_ptr<PodDiscovery> discovery_;                 // --service-discovery
   std::unique_ptr<PodDiscoveryMetrics> discovery_metrics_;  // with discovery_
+  std::unique_ptr<LimitShares> limit_shares_;               // --state-sync
   std::unique_ptr<FleetSync> fleet_sync_;                   // --state-sync
   std::unique_ptr<sync::StateSync> state_sync_;             // with fleet_sync_
   std::unique_ptr<StateSyncMetrics> sync_metrics_;          // with fleet_sync_

@@ -22,6 +22,10 @@ StateSyncMetrics::StateSyncMetrics(metrics::Registry& r)
           r, "kvgate_sync_convergence_ratio",
           "Fraction of the shared entries (the fleet's workers, the replicas' load records) on "
           "which this replica agreed with Redis at the last pull; 0 while Redis is unreachable.")),
+      limit_replicas_(gauge(r, "kvgate_sync_rate_limit_replicas",
+                            "Replicas sharing the keys' rate limits (--api-keys-file) at the last "
+                            "pull, this one included: with Redis away past the TTL each enforces "
+                            "limit / this.")),
       backoff_(gauge(r, "kvgate_sync_backoff_seconds",
                      "The wait before the next attempt while Redis fails (0 when it is up).")),
       outages_(metrics::counter_family(r, "kvgate_sync_outages_total",
@@ -79,6 +83,7 @@ void StateSyncMetrics::sync(const sync::SyncStats& s, const FleetSyncStats& f) {
   peers_.Set(s.peers);
   lag_.Set(s.lag_seconds);
   convergence_.Set(s.convergence);
+  limit_replicas_.Set(f.limit_replicas);
   backoff_.Set(static_cast<double>(s.backoff.count()) / 1e3);
   metrics::advance(outages_, s.outages);
   metrics::advance(cycles_, s.cycles);

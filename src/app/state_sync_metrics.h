@@ -27,6 +27,7 @@ class StateSyncMetrics {
   metrics::Gauge& peers_;
   metrics::Gauge& lag_;
   metrics::Gauge& convergence_;
+  metrics::Gauge& limit_replicas_;
   metrics::Gauge& backoff_;
   metrics::Counter& outages_;
   metrics::Counter& cycles_;

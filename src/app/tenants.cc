@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "app/access.h"
 #include "yaml-cpp/yaml.h"
@@ -37,8 +38,7 @@ void TokenBucket::refill(std::chrono::steady_clock::time_point now) {
   if (at_ == std::chrono::steady_clock::time_point{}) at_ = now;
   const double seconds = std::chrono::duration<double>(now - at_).count();
   if (seconds > 0) {
-    level_ = std::min<double>(static_cast<double>(per_minute_),
-                              level_ + seconds * static_cast<double>(per_minute_) / 60.0);
+    level_ = std::min(capacity(), level_ + seconds * capacity() / 60.0);
     at_ = now;
   }
 }
@@ -46,22 +46,42 @@ void TokenBucket::refill(std::chrono::steady_clock::time_point now) {
 TokenBucket::Take TokenBucket::take(uint64_t n, std::chrono::steady_clock::time_point now) {
   MutexLock lock(&mu_);
   refill(now);
-  const double rate = static_cast<double>(per_minute_) / 60'000.0;  // per millisecond
-  const auto ms = [&](double missing) {
-    return std::chrono::milliseconds(
-        static_cast<int64_t>(std::ceil(std::max(0.0, missing) / rate)));
-  };
   const double want = static_cast<double>(n);
+  demand_ += want;
+  const double rate = capacity() / 60'000.0;  // per millisecond
+  const auto ms = [&](double missing) {
+    return rate <= 0 ? std::chrono::milliseconds(60'000)
+                     : std::chrono::milliseconds(
+                           static_cast<int64_t>(std::ceil(std::max(0.0, missing) / rate)));
+  };
   if (level_ < want)
     return {.ok = false, .remaining = std::max(0.0, level_), .wait = ms(want - level_)};
   level_ -= want;
-  return {.ok = true, .remaining = level_, .wait = ms(static_cast<double>(per_minute_) - level_)};
+  return {.ok = true, .remaining = level_, .wait = ms(capacity() - level_)};
 }
 
 void TokenBucket::charge(int64_t n, std::chrono::steady_clock::time_point now) {
   MutexLock lock(&mu_);
   refill(now);
-  level_ = std::min<double>(static_cast<double>(per_minute_), level_ - static_cast<double>(n));
+  if (n > 0) demand_ += static_cast<double>(n);
+  level_ = std::min(capacity(), level_ - static_cast<double>(n));
+}
+
+void TokenBucket::set_share(double share, std::chrono::steady_clock::time_point now) {
+  MutexLock lock(&mu_);
+  refill(now);
+  share_ = std::clamp(share, 0.0, 1.0);
+  level_ = std::min(level_, capacity());
+}
+
+double TokenBucket::share() const {
+  MutexLock lock(&mu_);
+  return share_;
+}
+
+double TokenBucket::take_demand() {
+  MutexLock lock(&mu_);
+  return std::exchange(demand_, 0.0);
 }
 
 // ---- TenantMetrics ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 // request and its prompt tokens when it is admitted (refused with 429 when either bucket holds
 // less), and its output tokens when it ends (the bucket may go below zero: the next requests wait
 // until it refills). Each key has its own buckets, kept across reloads while its limit stays.
+// Replicas sharing state through Redis each enforce a share of every limit (limit_shares.h).
 //
 // Threading: a KeyTable is immutable once loaded; its Limits are shared by every thread (each
 // bucket under its own lock, held for a few arithmetic operations).
@@ -60,11 +61,21 @@ class TokenBucket {
   // gives back).
   void charge(int64_t n, std::chrono::steady_clock::time_point now);
 
+  // The fraction of the limit this replica enforces (limit_shares.h; 1 alone): its capacity and
+  // refill rate are the limit's times the share. A lower share cuts the level to the new capacity.
+  void set_share(double share, std::chrono::steady_clock::time_point now);
+  double share() const;
+  // What was asked of the bucket (taken, refused, charged) since the last call.
+  double take_demand();
+
  private:
   void refill(std::chrono::steady_clock::time_point now) KVGATE_REQUIRES(mu_);
+  double capacity() const KVGATE_REQUIRES(mu_) { return static_cast<double>(per_minute_) * share_; }
   const uint64_t per_minute_;
-  Mutex mu_;
+  mutable Mutex mu_;
   double level_ KVGATE_GUARDED_BY(mu_);
+  double share_ KVGATE_GUARDED_BY(mu_) = 1.0;
+  double demand_ KVGATE_GUARDED_BY(mu_) = 0;
   std::chrono::steady_clock::time_point at_ KVGATE_GUARDED_BY(mu_){};
 };
 

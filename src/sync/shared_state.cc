@@ -15,6 +15,7 @@ constexpr std::string_view kTomb = "tomb";
 constexpr std::string_view kLoad = "load";
 constexpr std::string_view kHints = "hints";
 constexpr std::string_view kPred = "pred";
+constexpr std::string_view kLimits = "limits";
 
 std::string_view kind_name(EntryKind k) {
   switch (k) {
@@ -28,6 +29,8 @@ std::string_view kind_name(EntryKind k) {
       return kHints;
     case EntryKind::kPredictions:
       return kPred;
+    case EntryKind::kLimits:
+      return kLimits;
   }
   return "?";
 }
@@ -82,10 +85,32 @@ bool decode_role(element doc, WorkerRecord& r) {
   return true;
 }
 
+std::optional<BadValue> decode_limits(std::string_view id, element doc, SharedState& state) {
+  ReplicaLimits l;
+  simdjson::dom::array list;
+  if (!get(doc, "replica", l.replica) || l.replica != id || !get(doc, "at_ms", l.at_ms) ||
+      doc["keys"].get_array().get(list) != simdjson::SUCCESS) {
+    return BadValue::kWrongShape;
+  }
+  for (element item : list) {
+    LimitDemand d;
+    if (!get(item, "id", d.id) ||
+        item["requests"].get_double().get(d.requests) != simdjson::SUCCESS ||
+        item["tokens"].get_double().get(d.tokens) != simdjson::SUCCESS || !(d.requests >= 0) ||
+        !(d.tokens >= 0)) {
+      return BadValue::kWrongShape;
+    }
+    l.keys.push_back(std::move(d));
+  }
+  state.limits.push_back(std::move(l));
+  return std::nullopt;
+}
+
 std::optional<BadValue> decode_value(std::string_view kind, std::string_view id, element doc,
                                      SharedState& state) {
   int64_t version = 0;
   if (!get(doc, "v", version) || version != 1) return BadValue::kWrongShape;
+  if (kind == kLimits) return decode_limits(id, doc, state);
   if (kind == kWorker) {
     WorkerRecord r;
     if (!get(doc, "url", r.url) || r.url != id || !get(doc, "added_by", r.added_by) ||
@@ -276,6 +301,19 @@ std::string encode(const PredictionJournal& j) {
   return out;
 }
 
+std::string encode(const ReplicaLimits& l) {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().member("v", 1).member("replica", l.replica).member("at_ms", l.at_ms);
+  w.key("keys").begin_array();
+  for (const LimitDemand& d : l.keys) {
+    w.begin_object().member("id", d.id).member("requests", d.requests);
+    w.member("tokens", d.tokens).end_object();
+  }
+  w.end_array().end_object();
+  return out;
+}
+
 const char* bad_value_name(BadValue b) {
   switch (b) {
     case BadValue::kTooLarge:
@@ -302,7 +340,8 @@ std::optional<BadValue> decode_entry(std::string_view ns, std::string_view key,
   if (colon == std::string_view::npos) return BadValue::kUnknownKey;
   const std::string_view kind = rest.substr(0, colon);
   const std::string_view id = rest.substr(colon + 1);
-  if ((kind != kWorker && kind != kTomb && kind != kLoad && kind != kHints && kind != kPred) ||
+  if ((kind != kWorker && kind != kTomb && kind != kLoad && kind != kHints && kind != kPred &&
+       kind != kLimits) ||
       id.empty())
     return BadValue::kUnknownKey;
   if (value.size() > max_value_bytes) return BadValue::kTooLarge;

@@ -23,6 +23,8 @@ void for_each_entry(const SyncConfig& c, const SharedState& s, F&& f) {
     f(entry_key(c.ns, EntryKind::kTombstone, t.url), encode(t), c.tombstone_ttl());
   for (const auto& l : s.loads) f(entry_key(c.ns, EntryKind::kLoad, l.replica), encode(l), c.ttl);
   for (const auto& h : s.hints) f(entry_key(c.ns, EntryKind::kHints, h.replica), encode(h), c.ttl);
+  for (const auto& l : s.limits)
+    f(entry_key(c.ns, EntryKind::kLimits, l.replica), encode(l), c.ttl);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -396,6 +397,53 @@ TEST_F(StateSyncTest, ForeignValuesUnderTheNamespaceAreCountedAndSkipped) {
   EXPECT_GE(metric_value(text, "kvgate_sync_bad_values_total{reason=\"not_json\"}"), 1);
   EXPECT_GE(metric_value(text, "kvgate_sync_bad_values_total{reason=\"wrong_shape\"}"), 1);
   EXPECT_TRUE(a.registry().snapshot()->workers.empty());
+}
+
+// A key's request limit held by two replicas together: each enforces its share (half, with both
+// asking alike), so a burst split between them admits about one limit, not one per replica.
+TEST_F(StateSyncTest, TwoReplicasShareAKeysRateLimit) {
+  RedisServer redis;
+  const std::string keys = (std::filesystem::temp_directory_path() /
+                            ("kvgate-shared-keys-" + std::to_string(getpid()) + ".yaml"))
+                               .string();
+  std::ofstream(keys) << "keys:\n  - key: sk-shared\n    tenant: team-a\n    rpm: 60\n";
+  const std::string w = start_worker();
+  const auto config = [&](const std::string& id) {
+    GatewayConfig c = replica_config(redis.url(), id);
+    c.worker_urls = {w};
+    c.api_keys_file = keys;
+    return c;
+  };
+  Gateway& a = start_replica(config("gw-a"));
+  Gateway& b = start_replica(config("gw-b"));
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        return metric(a, "kvgate_sync_rate_limit_replicas") == 2 &&
+               metric(b, "kvgate_sync_rate_limit_replicas") == 2 && routable(a, w) &&
+               routable(b, w);
+      },
+      10s));
+  ASSERT_TRUE(sync_cycles(a, 1) && sync_cycles(b, 1));  // both have set their shares
+  const auto started = std::chrono::steady_clock::now();
+  int admitted = 0, refused = 0;
+  for (int i = 0; i < 90; ++i) {
+    http::ClientRequest r{.method = http::Verb::post,
+                          .target = "/v1/completions",
+                          .body = completion("burst " + std::to_string(i))};
+    r.headers.emplace_back("authorization", "Bearer sk-shared");
+    auto res = client_of(i % 2 == 0 ? a : b).request(r);
+    ASSERT_TRUE(res.ok()) << res.status();
+    admitted += res->status == 200 ? 1 : 0;
+    refused += res->status == 429 ? 1 : 0;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::filesystem::remove(keys);
+  // One limit (60) and what it refilled meanwhile (one a second); alone, each replica would have
+  // admitted its 45.
+  EXPECT_LE(admitted, 60 + static_cast<int>(seconds) + 1) << "in " << seconds << " s";
+  EXPECT_GE(admitted, 40) << "in " << seconds << " s";
+  EXPECT_EQ(admitted + refused, 90);
 }
 
 }  // namespace

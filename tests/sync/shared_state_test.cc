@@ -37,11 +37,16 @@ TEST(SharedState, EveryKindRoundTrips) {
                              .progress_ms = 1'700'000'000'456}}};
   ReplicaHints h{
       .replica = "gw-a", .at_ms = 78, .workers = {{"http://10.0.0.3:8000", true, false}}};
+  ReplicaLimits rl{.replica = "gw-a",
+                   .at_ms = 79,
+                   .keys = {{.id = "0123456789abcdef", .requests = 2.5, .tokens = 1200},
+                            {.id = "fedcba9876543210", .requests = 0, .tokens = 0}}};
   SharedState s;
   EXPECT_FALSE(decode(entry_key("ns", EntryKind::kWorker, w.url), encode(w), s));
   EXPECT_FALSE(decode(entry_key("ns", EntryKind::kTombstone, t.url), encode(t), s));
   EXPECT_FALSE(decode(entry_key("ns", EntryKind::kLoad, l.replica), encode(l), s));
   EXPECT_FALSE(decode(entry_key("ns", EntryKind::kHints, h.replica), encode(h), s));
+  EXPECT_FALSE(decode(entry_key("ns", EntryKind::kLimits, rl.replica), encode(rl), s));
   ASSERT_EQ(s.workers.size(), 1u);
   EXPECT_EQ(s.workers[0], w);
   ASSERT_EQ(s.tombstones.size(), 1u);
@@ -51,6 +56,9 @@ TEST(SharedState, EveryKindRoundTrips) {
   EXPECT_EQ(s.loads[0].workers, l.workers);
   ASSERT_EQ(s.hints.size(), 1u);
   EXPECT_EQ(s.hints[0].workers, h.workers);
+  ASSERT_EQ(s.limits.size(), 1u);
+  EXPECT_EQ(s.limits[0].at_ms, 79);
+  EXPECT_EQ(s.limits[0].keys, rl.keys);
 }
 
 TEST(SharedState, ForeignOrBrokenValuesAreRefusedWithTheirReason) {
@@ -71,6 +79,15 @@ TEST(SharedState, ForeignOrBrokenValuesAreRefusedWithTheirReason) {
                    R"("queued_prompt_tokens":0,"progress_ms":0,"ranks":[]}]})",
                    s),
             BadValue::kWrongShape);
+  // A negative demand, or one that is not a number.
+  EXPECT_EQ(
+      decode(entry_key("ns", EntryKind::kLimits, "r"),
+             R"({"v":1,"replica":"r","at_ms":1,"keys":[{"id":"a","requests":-1,"tokens":0}]})", s),
+      BadValue::kWrongShape);
+  EXPECT_EQ(
+      decode(entry_key("ns", EntryKind::kLimits, "r"),
+             R"({"v":1,"replica":"r","at_ms":1,"keys":[{"id":"a","requests":"x","tokens":0}]})", s),
+      BadValue::kWrongShape);
   // A role no replica knows.
   EXPECT_EQ(decode(wkey,
                    R"({"v":1,"url":"http://h:1","added_by":"x","added_at_ms":1,"kv_endpoints":[],)"
@@ -87,6 +104,7 @@ TEST(SharedState, ForeignOrBrokenValuesAreRefusedWithTheirReason) {
   EXPECT_EQ(decode(wkey, encode(ok), s, 10), BadValue::kTooLarge);
   EXPECT_TRUE(s.workers.empty());
   EXPECT_TRUE(s.loads.empty());
+  EXPECT_TRUE(s.limits.empty());
 }
 
 TEST(SharedState, ATombstoneShadowsOnlyOlderAdds) {

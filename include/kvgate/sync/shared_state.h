@@ -10,6 +10,9 @@
 //                    that still has the worker cannot bring it back
 //   load:<replica>   one replica's requests in flight and queued prompt tokens per worker
 //   hints:<replica>  the workers that replica saw fail (unhealthy, breaker open)
+//   limits:<replica> how much each rate-limited client key asked of that replica lately (requests
+//                    and tokens per second), from which every replica sets its share of each
+//                    key's limit (app/limit_shares.h)
 //   pred:<replica>/<epoch>/<seq>
 //                    blocks that replica's approximate mode predicted cached on workers without
 //                    KV events since its previous journal; written once, read by peers until
@@ -82,6 +85,20 @@ struct ReplicaHints {
   std::vector<HealthHint> workers;
 };
 
+// One key's demand on a replica: per second, asked lately (admitted or refused).
+struct LimitDemand {
+  std::string id;  // the key's limit id (a hash, never the key)
+  double requests = 0;
+  double tokens = 0;
+  friend bool operator==(const LimitDemand&, const LimitDemand&) = default;
+};
+
+struct ReplicaLimits {
+  std::string replica;
+  int64_t at_ms = 0;
+  std::vector<LimitDemand> keys;
+};
+
 struct PredictionJournal {
   std::string replica;
   int64_t epoch_ms = 0;  // when the replica started: its journals count from 1 per epoch
@@ -97,6 +114,7 @@ struct SharedState {
   std::vector<ReplicaLoad> loads;
   std::vector<ReplicaHints> hints;
   std::vector<PredictionJournal> predictions;
+  std::vector<ReplicaLimits> limits;
 };
 
 // Whether tombstone `t` removes the worker as `r` added it: a removal at least as new as the add
@@ -107,7 +125,7 @@ inline bool removes(const Tombstone& t, const WorkerRecord& r) {
 // The workers of `state` that no tombstone removes.
 std::vector<const WorkerRecord*> live_workers(const SharedState& state);
 
-enum class EntryKind : uint8_t { kWorker, kTombstone, kLoad, kHints, kPredictions };
+enum class EntryKind : uint8_t { kWorker, kTombstone, kLoad, kHints, kPredictions, kLimits };
 
 // "kvgate:{NS}:" and "kvgate:{NS}:<kind>:<id>".
 std::string key_prefix(std::string_view ns);
@@ -118,6 +136,7 @@ std::string encode(const Tombstone& t);
 std::string encode(const ReplicaLoad& l);
 std::string encode(const ReplicaHints& h);
 std::string encode(const PredictionJournal& j);
+std::string encode(const ReplicaLimits& l);
 
 enum class BadValue : uint8_t { kTooLarge, kUnknownKey, kNotJson, kWrongShape, kCount };
 const char* bad_value_name(BadValue b);

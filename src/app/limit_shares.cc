@@ -1,6 +1,7 @@
 #include "app/limit_shares.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -58,9 +59,13 @@ void LimitShares::publish(sync::SharedState& out) {
     const double asked_requests = e->requests ? e->requests->take_demand() : 0;
     const double asked_tokens = e->tokens ? e->tokens->take_demand() : 0;
     Demand d = own_.contains(id) ? own_[id] : Demand{};
-    if (seconds > 0) {  // smoothed over about two periods
-      d.requests = 0.5 * d.requests + 0.5 * asked_requests / seconds;
-      d.tokens = 0.5 * d.tokens + 0.5 * asked_tokens / seconds;
+    if (seconds > 0) {
+      // Smoothed over kDemandSmoothing: a period holds few requests (a prompt's tokens arrive at
+      // once), and a noisy demand moves the shares, which no longer sum to one while the
+      // replicas' views of each other differ by a period.
+      const double keep = std::exp(-seconds / kDemandSmoothing.count());
+      d.requests = keep * d.requests + (1 - keep) * asked_requests / seconds;
+      d.tokens = keep * d.tokens + (1 - keep) * asked_tokens / seconds;
     }
     mine.keys.push_back({.id = id, .requests = d.requests, .tokens = d.tokens});
     kept.emplace(id, d);

@@ -3,11 +3,11 @@
 //
 // Each replica enforces a share of every limit in its own buckets (tenants.h). Every sync period
 // it publishes how much each limited key asked of it lately (requests and tokens per second,
-// admitted or refused), reads what the other replicas published, and sets its shares so that the
-// replicas' shares of a limit sum to one: max-min fair over the replicas' demands (a replica that
-// asks less than an even split gets what it asks; the rest split what is left), after a small
-// reserve spread evenly, so a replica whose clients arrive later is not at zero until the next
-// period. Capacity nobody asks for is spread evenly too.
+// admitted or refused, averaged over about five seconds), reads what the other replicas published,
+// and sets its shares so that the replicas' shares of a limit sum to one: max-min fair over the
+// replicas' demands (a replica that asks less than an even split gets what it asks; the rest split
+// what is left), after a small reserve spread evenly, so a replica whose clients arrive later is
+// not at zero until the next period. Capacity nobody asks for is spread evenly too.
 //
 // When Redis has been unreachable longer than the entries' TTL, each replica enforces limit / N,
 // N the replicas it last saw publishing; before a replica has ever heard from Redis it enforces
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -58,6 +59,8 @@ class LimitShares {
 
   // Of each limit, kept for every replica evenly before the demands are shared out.
   static constexpr double kReserve = 0.02;
+  // The time constant of each replica's measured demand (an exponential moving average).
+  static constexpr std::chrono::duration<double> kDemandSmoothing{5.0};
 
  private:
   struct Demand {

@@ -139,6 +139,16 @@ class="unit">&micro;s</span></span>
 <th title="Share of the recent routing decisions">Share</th></tr></thead>
 <tbody id="workers"><tr><td class="empty" colspan="12">no figures yet</td></tr></tbody>
 </table></div>
+<div id="tenants-panel" hidden>
+<h2>Tenants <span class="unit" id="queued">&ndash;</span></h2>
+<div class="tablewrap"><table>
+<thead><tr><th class="l">Tenant</th><th title="Requests ended, by class">Critical</th>
+<th>Standard</th><th>Sheddable</th><th title="Requests ended per second since the last poll">
+Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
+<th title="Requests refused by the key's rate limits">Rate-limited</th></tr></thead>
+<tbody id="tenants"></tbody>
+</table></div>
+</div>
 </main>
 <script>
 (() => {
@@ -294,6 +304,7 @@ class="unit">&micro;s</span></span>
     sparkline('spark-hit', t, se.hit_ratio, pct, {max: 1, label: 'scale 0 to 100%'});
     sparkline('spark-p99', t, se.decision_p99_us, figure);
     workers(Array.isArray(s.workers) ? s.workers : []);
+    tenants(Array.isArray(s.tenants) ? s.tenants : [], s.queued_by_class, s.generated_at_ms);
   }
 
   // One series as a line over time; a null point breaks the line, a point alone is a dot.
@@ -407,6 +418,49 @@ class="unit">&micro;s</span></span>
       body.appendChild(el('tr')).appendChild(el('td', 'empty', 'no workers')).colSpan = 12;
     }
     $('workers').replaceWith(body);
+  }
+
+  // Per tenant (--api-keys-file): requests by class, tokens and refusals as counted so far, and
+  // requests per second since the previous answer; the admission queue by class.
+  let prevTenants = {at: 0, totals: new Map()};
+  function tenants(list, queued, at) {
+    const panel = $('tenants-panel');
+    panel.hidden = !list.length && !queued;
+    const q = queued || {};
+    $('queued').textContent = queued ? 'queued: critical ' + count(q.critical) + ', standard ' +
+        count(q.standard) + ', sheddable ' + count(q.sheddable) : '';
+    const body = el('tbody');
+    body.id = 'tenants';
+    const totals = new Map();
+    for (const t of list) {
+      const r = t.requests || {};
+      const total = [r.critical, r.standard, r.sheddable]
+          .reduce((a, v) => a + (isNum(v) ? v : 0), 0);
+      const name = str(t.tenant);
+      totals.set(name, total);
+      const before = prevTenants.totals.get(name);
+      const secs = (at - prevTenants.at) / 1000;
+      const rate = before !== undefined && secs > 0 ? Math.max(0, total - before) / secs : null;
+      const tr = el('tr', 'tenant');
+      tr.dataset.tenant = name;
+      const cell = (field, text, cls) => {
+        tr.appendChild(el('td', cls, text)).dataset.field = field;
+      };
+      cell('tenant', name, 'l');
+      cell('requests_critical', count(r.critical));
+      cell('requests_standard', count(r.standard));
+      cell('requests_sheddable', count(r.sheddable));
+      cell('requests_per_second', figure(rate));
+      cell('prompt_tokens', count(t.prompt_tokens));
+      cell('output_tokens', count(t.output_tokens));
+      cell('rate_limited', count(t.rate_limited), t.rate_limited > 0 ? 'v-warn' : '');
+      body.appendChild(tr);
+    }
+    if (!list.length) {
+      body.appendChild(el('tr')).appendChild(el('td', 'empty', 'no tenant yet')).colSpan = 8;
+    }
+    prevTenants = {at, totals};
+    $('tenants').replaceWith(body);
   }
 
   window.addEventListener('resize', () => { if (last) render(last); });

@@ -13,8 +13,12 @@
 // health, liveness, circuit_breaker, in_flight, waiting, kv_usage, index_blocks,
 // cached_predicted, cached_reported, agreement, decision_share; the fleet figures are the elements
 // with ids requests-per-second, decision-p50, decision-p99, hit-ratio, apply-lag-p50,
-// apply-lag-p99, event-gaps, degraded-ranks, workers-routable, policy, state; after each render
-// body[data-updated] holds the answer's generated_at_ms.
+// apply-lag-p99, event-gaps, degraded-ranks, workers-routable, policy, state; with tenants (a
+// keys file) or an admission queue, #tenants-panel shows, each tenant a <tr class="tenant"
+// data-tenant=NAME> with cells data-field= requests_critical, requests_standard,
+// requests_sheddable, requests_per_second, prompt_tokens, output_tokens, rate_limited, and
+// #queued the queue by class; after each render body[data-updated] holds the answer's
+// generated_at_ms.
 #pragma once
 
 #include <string_view>

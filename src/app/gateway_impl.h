@@ -45,6 +45,10 @@
 #include "kvgate/sync/state_sync.h"
 #include "kvgate/workers/registry.h"
 
+namespace kvgate {
+class JsonWriter;
+}
+
 namespace kvgate::app {
 
 // admin_routes.cc: the workers routing may choose now.
@@ -94,6 +98,8 @@ class GatewayImpl {
   void add_observe_routes();
   http::Response debug_route(const http::Request& req);
   std::string dashboard_state();
+  // The dashboard's tenants: each tenant series' counts and the admission queue by class.
+  void write_tenants(JsonWriter& w) const;
   void start_pulse();
   void arm_pulse();
   void sample_pulse();

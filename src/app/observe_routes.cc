@@ -175,8 +175,35 @@ std::string GatewayImpl::dashboard_state() {
     w.member("decision_share", share);
     w.end_object();
   }
-  w.end_array().end_object();
+  w.end_array();
+  write_tenants(w);
+  w.end_object();
   return body;
+}
+
+void GatewayImpl::write_tenants(JsonWriter& w) const {
+  w.key("tenants").begin_array();
+  for (const TenantMetrics::Totals& t :
+       tenant_metrics_ ? tenant_metrics_->totals() : std::vector<TenantMetrics::Totals>{}) {
+    w.begin_object().member("tenant", t.tenant).key("requests").begin_object();
+    for (size_t c = 0; c < t.requests.size(); ++c)
+      w.member(priority_name(static_cast<Priority>(c)), t.requests[c]);
+    w.end_object().member("prompt_tokens", t.prompt_tokens);
+    w.member("output_tokens", t.output_tokens).member("rate_limited", t.rate_limited);
+    w.end_object();
+  }
+  w.end_array();
+  // The admission queue by class (null without --max-concurrent-requests).
+  w.key("queued_by_class");
+  if (!admission_) {
+    w.null();
+    return;
+  }
+  const AdmissionStats a = admission_->stats();
+  w.begin_object();
+  for (size_t c = 0; c < a.queued_by_class.size(); ++c)
+    w.member(priority_name(static_cast<Priority>(c)), a.queued_by_class[c]);
+  w.end_object();
 }
 
 void GatewayImpl::add_observe_routes() {

@@ -108,6 +108,7 @@ std::shared_ptr<const TenantSeries> TenantMetrics::series_of(const std::string& 
     return other->second;
   }
   auto s = std::make_shared<TenantSeries>();
+  s->tenant = label;
   for (size_t c = 0; c < s->requests.size(); ++c) {
     s->requests[c] =
         &requests_.Add({{"tenant", label}, {"class", priority_name(static_cast<Priority>(c))}});
@@ -118,6 +119,27 @@ std::shared_ptr<const TenantSeries> TenantMetrics::series_of(const std::string& 
   by_tenant_.emplace(label, s);
   if (label != tenant) by_tenant_.emplace(tenant, s);
   return s;
+}
+
+std::vector<TenantMetrics::Totals> TenantMetrics::totals() const {
+  std::vector<Totals> out;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [name, s] : by_tenant_) {
+      if (name != s->tenant) continue;  // a tenant counted in "other"
+      Totals t{.tenant = s->tenant,
+               .prompt_tokens = s->prompt_tokens->Value(),
+               .output_tokens = s->output_tokens->Value(),
+               .rate_limited = s->rate_limited->Value()};
+      for (size_t c = 0; c < t.requests.size(); ++c) t.requests[c] = s->requests[c]->Value();
+      out.push_back(std::move(t));
+    }
+  }
+  const auto total = [](const Totals& t) { return t.requests[0] + t.requests[1] + t.requests[2]; };
+  std::sort(out.begin(), out.end(), [&](const Totals& a, const Totals& b) {
+    return total(a) != total(b) ? total(a) > total(b) : a.tenant < b.tenant;
+  });
+  return out;
 }
 
 // ---- KeyTable ----------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ class TokenBucket {
 // Updated per request without sharding (a sharded counter per tenant and series would cost a
 // cache line per CPU each); only one tenant's requests share a series.
 struct TenantSeries {
+  std::string tenant;                           // the series' label: the tenant, or "other"
   std::array<metrics::Counter*, 3> requests{};  // by Priority
   metrics::Counter* prompt_tokens = nullptr;
   metrics::Counter* output_tokens = nullptr;
@@ -95,12 +96,20 @@ class TenantMetrics {
   // The tenant's series, made on first use (control path: a keys file's load).
   std::shared_ptr<const TenantSeries> series_of(const std::string& tenant);
 
+  // Every series' counts now (the dashboard), most requests first.
+  struct Totals {
+    std::string tenant;
+    std::array<double, 3> requests{};  // by Priority
+    double prompt_tokens = 0, output_tokens = 0, rate_limited = 0;
+  };
+  std::vector<Totals> totals() const;
+
  private:
   metrics::Family<metrics::Counter>& requests_;
   metrics::Family<metrics::Counter>& tokens_;
   metrics::Family<metrics::Counter>& refused_;
   const size_t max_tenants_;
-  Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const TenantSeries>> by_tenant_
       KVGATE_GUARDED_BY(mu_);
 };

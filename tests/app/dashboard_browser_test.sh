@@ -3,6 +3,9 @@
 # gateway routing to three kvgate-mock workers, one of them stopped, and the DOM it renders must
 # show live figures, a row per worker and the stopped one marked down. Then a screenshot at a
 # laptop's 1366x768, kept in BUILD_DIR/test-artifacts/dashboard.png for a person to look at.
+# Last, the tenants panel: a gateway with a keys file serves traffic of two tenants, and its own
+# page and dashboard state (fetched with a key, served as files: the browser holds no key) must
+# render a row per tenant with its requests by class and the admission queue by class.
 #   bash tests/app/dashboard_browser_test.sh BUILD_DIR
 set -uo pipefail
 build="${1:?usage: dashboard_browser_test.sh BUILD_DIR}"
@@ -197,4 +200,101 @@ browse --hide-scrollbars --window-size=1366,768 --screenshot="$shot" "$KVG_GATEW
 size="$(stat -c %s "$shot" 2>/dev/null || echo 0)"
 ((size > 10240)) || fail "the screenshot $shot is missing or too small ($size bytes)"
 echo "dashboard screenshot: $shot"
+
+# ---- the tenants panel ----
+cat >"$work/keys.yaml" <<'YAML'
+keys:
+  - {key: sk-team-a, tenant: team-a, priority: standard}
+  - {key: sk-batch, tenant: batch, priority: sheddable}
+YAML
+KVG_WORKER_URLS="${staying[*]}"
+KVG_GATEWAY_LOG=tenants kvg_start_gateway cache_aware --api-keys-file "$work/keys.yaml" \
+  --max-concurrent-requests 4 || exit 1
+as_key() {  # key curl-args...: curl with the key as a Bearer token
+  local key="$1"
+  shift
+  curl -sf --max-time 10 -H "authorization: Bearer $key" "$@"
+}
+for key in sk-team-a sk-team-a sk-team-a sk-batch sk-batch; do
+  as_key "$key" -H 'content-type: application/json' \
+    -d '{"model":"mock-8b","prompt":"a tenant'"'"'s prompt","max_tokens":4}' \
+    "$KVG_GATEWAY_URL/v1/completions" -o /dev/null || fail "a completion with $key failed"
+done
+mkdir -p "$work/site/dashboard"
+counted() {  # the state counts every request (each is counted when it ends)
+  as_key sk-team-a "$KVG_GATEWAY_URL/dashboard/state" -o "$work/site/dashboard/state" &&
+    "$KVG_PY" -c 'import json, sys
+t = {x["tenant"]: x["requests"] for x in json.load(open(sys.argv[1]))["tenants"]}
+sys.exit(not (t.get("team-a", {}).get("standard") == 3 and t.get("batch", {}).get("sheddable") == 2))' \
+      "$work/site/dashboard/state"
+}
+kvg_poll 10 counted || fail "dashboard/state never counted the tenants: $(cat "$work/site/dashboard/state")"
+as_key sk-team-a "$KVG_GATEWAY_URL/dashboard" -o "$work/site/index.html" || fail "GET /dashboard"
+site_port=$("$KVG_PY" -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') || exit 1
+(cd "$work/site" && exec "$KVG_PY" -m http.server --bind 127.0.0.1 "$site_port" \
+  >"$work/site.log" 2>&1) &
+KVG_PIDS+=("$!")
+kvg_poll 10 curl -sf -o /dev/null "http://127.0.0.1:$site_port/index.html" ||
+  fail "the static copy of the dashboard is not served"
+browse --dump-dom "http://127.0.0.1:$site_port/index.html" >"$work/tenants.html" ||
+  fail "chromium could not load the tenants panel: $(tail -5 "$work/chromium.err")"
+cat >"$work/check_tenants.py" <<'PY'
+import sys
+from html.parser import HTMLParser
+
+
+class Dom(HTMLParser):
+    """Each tenant row's cells, the panel's hidden flag and the queue line."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.row, self.field, self.hidden, self.queued = {}, None, None, None, None
+        self.in_queued = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id") == "tenants-panel":
+            self.hidden = "hidden" in a
+        if a.get("id") == "queued":
+            self.in_queued, self.queued = True, ""
+        if tag == "tr" and "tenant" in (a.get("class") or "").split():
+            self.row = self.rows.setdefault(a.get("data-tenant"), {})
+        if tag == "td" and self.row is not None:
+            self.field = a.get("data-field")
+            self.row[self.field] = ""
+
+    def handle_endtag(self, tag):
+        if tag == "span":
+            self.in_queued = False
+        if tag == "td":
+            self.field = None
+        if tag == "tr":
+            self.row = None
+
+    def handle_data(self, data):
+        if self.in_queued:
+            self.queued += data
+        if self.row is not None and self.field:
+            self.row[self.field] += data
+
+
+dom = Dom()
+dom.feed(open(sys.argv[1], encoding="utf-8").read())
+want = {"team-a": ("requests_standard", "3"), "batch": ("requests_sheddable", "2")}
+problems = []
+if dom.hidden is not False:
+    problems.append("#tenants-panel is hidden or missing")
+if not (dom.queued or "").startswith("queued: critical 0"):
+    problems.append(f"#queued reads {dom.queued!r}")
+for tenant, (field, value) in want.items():
+    got = dom.rows.get(tenant, {}).get(field)
+    if got != value:
+        problems.append(f"tenant {tenant}: {field} is {got!r}, not {value}")
+if problems:
+    print("\n".join(problems))
+    print("found:", dom.rows)
+    sys.exit(1)
+PY
+"$KVG_PY" "$work/check_tenants.py" "$work/tenants.html" || fail "the tenants panel: see above"
 echo "dashboard_browser_test: PASS"

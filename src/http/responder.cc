@@ -64,8 +64,9 @@ net::awaitable<Status> Responder::send(Response response) {
   detail::append_response_head(head, response.status, session_->options.server_name,
                                response.content_type, response.headers, added_headers_, keep_alive_,
                                response.body.size());
-  // Head and body in one gathered write.
-  const std::array<net::const_buffer, 2> buffers = {net::buffer(head), net::buffer(response.body)};
+  // Head and body in one gathered write (a HEAD's: the head alone).
+  const std::array<net::const_buffer, 2> buffers = {
+      net::buffer(head), net::buffer(response.body.data(), head_only_ ? 0 : response.body.size())};
   session_->stream.expires_after(session_->options.write_timeout);
   const boost::system::error_code ec =
       co_await detail::write_parts(session_->stream, buffers, write_scratch_);
@@ -114,6 +115,10 @@ net::awaitable<boost::system::error_code> Responder::write_chunk(std::string_vie
   session_->stream.expires_after(session_->options.write_timeout);
   // A held head, the chunk (its size in hex, the data, CRLF; none for empty data) and with `end`
   // the terminating chunk, in one gathered write.
+  if (head_only_) {  // a HEAD: the held head, if any, and nothing of the body
+    data = {};
+    end = false;
+  }
   char size_line[24];
   const int n =
       data.empty() ? 0 : std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
@@ -136,6 +141,8 @@ net::awaitable<Status> Responder::write(std::string_view data) {
   if (sink_ != nullptr) co_return failed_sink(co_await sink_->write(data));
   const boost::system::error_code ec = co_await write_chunk(data, /*end=*/false);
   if (ec) co_return fail("write chunk", ec);
+  // (A HEAD's stream: its held head went out; the handler is told to stop producing a body.)
+  if (head_only_) co_return absl::CancelledError("the answer to a HEAD request has no body");
   co_return Status();
 }
 

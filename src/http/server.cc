@@ -1,6 +1,8 @@
 #include "kvgate/http/server.h"
 
 #include <exception>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "boost/asio/co_spawn.hpp"
@@ -42,28 +44,60 @@ void Session::close_async() {
   });
 }
 
-const Handler* ServerState::find(Verb method, std::string_view path, unsigned* error_status) const {
-  const std::vector<Route>* routes = nullptr;
-  if (auto it = exact.find(absl::string_view(path.data(), path.size())); it != exact.end()) {
-    routes = &it->second;
-  } else {
-    for (const auto& [prefix, r] : prefixes) {
-      if (path.substr(0, prefix.size()) == prefix) {
-        routes = &r;
-        break;
-      }
-    }
+namespace {
+
+// The routes of `path` (exact, else the longest prefix), or null.
+const std::vector<Route>* routes_of(const ServerState& st, std::string_view path) {
+  if (auto it = st.exact.find(absl::string_view(path.data(), path.size())); it != st.exact.end())
+    return &it->second;
+  for (const auto& [prefix, r] : st.prefixes) {
+    if (path.substr(0, prefix.size()) == prefix) return &r;
   }
+  return nullptr;
+}
+
+const Handler* handler_for(const ServerState& st, const std::vector<Route>* routes, Verb method) {
   if (routes != nullptr) {
     for (const Route& r : *routes) {
       if (r.method == method) return &r.handler;
     }
   }
-  for (const Route& r : every_path) {
+  for (const Route& r : st.every_path) {
     if (r.method == method) return &r.handler;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const Handler* ServerState::find(Verb method, std::string_view path, unsigned* error_status,
+                                 bool* as_get) const {
+  const std::vector<Route>* routes = routes_of(*this, path);
+  if (const Handler* h = handler_for(*this, routes, method)) return h;
+  if (method == Verb::head) {  // RFC 9110 9.3.2: HEAD is GET without the body
+    if (const Handler* h = handler_for(*this, routes, Verb::get)) {
+      if (as_get != nullptr) *as_get = true;
+      return h;
+    }
   }
   *error_status = routes == nullptr ? 404 : 405;
   return nullptr;
+}
+
+std::string ServerState::allowed(std::string_view path) const {
+  std::set<std::string> methods;
+  const auto add = [&](const std::vector<Route>& routes) {
+    for (const Route& r : routes) {
+      const auto name = boost::beast::http::to_string(r.method);
+      methods.emplace(name.data(), name.size());
+      if (r.method == Verb::get) methods.emplace("HEAD");
+    }
+  };
+  if (const std::vector<Route>* routes = routes_of(*this, path)) add(*routes);
+  add(every_path);
+  std::string out;
+  for (const std::string& m : methods) out += (out.empty() ? "" : ", ") + m;
+  return out;
 }
 
 }  // namespace detail
@@ -331,7 +365,9 @@ net::awaitable<bool> read_request(ServerState& st, Session& s, Request& req,
 net::awaitable<bool> serve(ServerState& st, Session& s, const Request& req, bool keep_alive) {
   Responder responder = s.responder(keep_alive && !st.draining.load());
   unsigned error_status = 0;
-  const Handler* handler = st.find(req.method(), req.path(), &error_status);
+  bool head_as_get = false;
+  const Handler* handler = st.find(req.method(), req.path(), &error_status, &head_as_get);
+  if (head_as_get) responder.answer_head_only();
   std::string failure;
   try {
     if (handler != nullptr) {
@@ -340,6 +376,7 @@ net::awaitable<bool> serve(ServerState& st, Session& s, const Request& req, bool
       Response r = Response::error(error_status,
                                    error_status == 404 ? "no such route" : "method not allowed",
                                    error_type_for(error_status));
+      if (error_status == 405) r.headers.emplace_back("Allow", st.allowed(req.path()));
       (void)co_await responder.send(std::move(r));
     }
   } catch (const std::exception& e) {

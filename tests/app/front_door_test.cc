@@ -18,7 +18,7 @@ using FrontDoorTest = GatewayTest;
 // the response's status, 0 when none came.
 unsigned status_from(const std::string& source, uint16_t port, const std::string& method,
                      const std::string& target, const std::string& body,
-                     const std::string& authorization = {}) {
+                     const std::string& authorization = {}, std::string* whole = nullptr) {
   net::io_context ctx;
   net::ip::tcp::socket s(ctx);
   boost::system::error_code ec;
@@ -39,8 +39,27 @@ unsigned status_from(const std::string& source, uint16_t port, const std::string
     answer.append(buf, n);
     if (ec) break;
   }
+  if (whole != nullptr) *whole = answer;
   if (answer.rfind("HTTP/1.1 ", 0) != 0) return 0;
   return static_cast<unsigned>(std::stoi(answer.substr(9, 3)));
+}
+
+// Load balancers and uptime checks probe with HEAD: the probes answer it as GET, without a body;
+// a method a route does not take gets 405 with the methods it does in Allow.
+TEST_F(FrontDoorTest, ProbesAnswerHeadAndA405SaysWhatIsAllowed) {
+  ASSERT_TRUE(start(1));
+  for (const char* path : {"/health", "/readiness", "/liveness", "/metrics"}) {
+    std::string answer;
+    EXPECT_EQ(status_from("127.0.0.1", gateway_->port(), "HEAD", path, "", {}, &answer), 200u)
+        << path << ": " << answer;
+    const size_t head_end = answer.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << path;
+    EXPECT_EQ(answer.size(), head_end + 4) << path << ": a body came: " << answer;
+    EXPECT_NE(answer.find("Content-Length: "), std::string::npos) << path << ": " << answer;
+  }
+  std::string answer;
+  EXPECT_EQ(status_from("127.0.0.1", gateway_->port(), "DELETE", "/health", "", {}, &answer), 405u);
+  EXPECT_NE(answer.find("Allow: GET, HEAD\r\n"), std::string::npos) << answer;
 }
 
 TEST_F(FrontDoorTest, ClientsNeedTheApiKeyWhenOneIsSet) {

@@ -122,6 +122,37 @@ TEST_F(ServerTest, EveryPathRouteAndAddedHeaders) {
   EXPECT_EQ(wrong->status, 405u);
 }
 
+// RFC 9110: HEAD is answered as GET without the body (a HEAD health check works), and a 405 names
+// the methods the path takes in Allow.
+TEST_F(ServerTest, HeadIsGetWithoutTheBodyAndA405SaysWhatIsAllowed) {
+  start();
+  const std::string out = raw_exchange(
+      "HEAD /hello?name=kv HTTP/1.1\r\nHost: t\r\n\r\n"
+      "GET /hello?name=kv HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  const size_t head_end = out.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << out;
+  const std::string head = out.substr(0, head_end);
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+  EXPECT_NE(head.find("Content-Length: 8"), std::string::npos) << head;
+  // The next bytes are the GET's answer: the HEAD's carried no body.
+  EXPECT_EQ(out.compare(head_end + 4, 12, "HTTP/1.1 200"), 0) << out;
+  EXPECT_EQ(out.find("hello kv"), out.rfind("hello kv")) << "one body, the GET's: " << out;
+  EXPECT_NE(out.find("hello kv"), std::string::npos) << out;
+
+  SyncClient c("127.0.0.1", server_->port());
+  auto wrong = c.post("/hello", "{}");
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->status, 405u);
+  EXPECT_EQ(wrong->header("Allow"), "GET, HEAD");
+  auto prefixed = c.request({.method = Verb::delete_, .target = "/files/a"});
+  ASSERT_TRUE(prefixed.ok());
+  EXPECT_EQ(prefixed->status, 405u);
+  EXPECT_EQ(prefixed->header("Allow"), "GET, HEAD");
+  const std::string unknown =
+      raw_exchange("HEAD /nope HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(unknown.rfind("HTTP/1.1 404", 0), 0u) << unknown;
+}
+
 TEST_F(ServerTest, KeepAliveReusesOneConnection) {
   start();
   SyncClient c("127.0.0.1", server_->port());
@@ -297,6 +328,25 @@ TEST_F(StreamingTest, ChunksArriveAsWritten) {
   // The connection is reusable after a finished chunked stream.
   EXPECT_TRUE(c.get("/hello").ok());
   EXPECT_EQ(c.connects(), 1u);
+}
+
+// A HEAD on a streaming GET route: the stream's head alone, the handler stopped at its first
+// write (even one that would stream forever), the connection ready for the next request.
+TEST_F(StreamingTest, AHeadOnAStreamGetsTheHeadAndStopsTheHandler) {
+  start();
+  for (const char* path : {"/held", "/forever"}) {
+    forever_ended_ = false;
+    const std::string out = raw_exchange(std::string("HEAD ") + path +
+                                         " HTTP/1.1\r\nHost: t\r\n\r\n"
+                                         "GET /hello HTTP/1.1\r\nHost: t\r\nConnection: "
+                                         "close\r\n\r\n");
+    const size_t head_end = out.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << path << ": " << out;
+    EXPECT_EQ(out.rfind("HTTP/1.1 200", 0), 0u) << path << ": " << out;
+    EXPECT_EQ(out.compare(head_end + 4, 12, "HTTP/1.1 200"), 0) << path << ": " << out;
+    EXPECT_NE(out.find("hello ?"), std::string::npos) << path << ": " << out;
+  }
+  EXPECT_TRUE(wait_until([&] { return forever_ended_.load(); }));
 }
 
 TEST_F(StreamingTest, AHeldHeadLeavesWithTheFirstChunkOrTheLast) {

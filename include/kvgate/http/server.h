@@ -161,6 +161,10 @@ class Responder {
   // A header every response to this request carries, whichever way the handler answers (added
   // before it answers: CORS, request ids). Overrides a handler's header of the same name.
   void add_header(std::string name, std::string value);
+  // The request was a HEAD answered by its path's GET handler: whatever the handler sends goes
+  // out as its head only (Content-Length as the body's would be; a stream's first write() sends
+  // the head and fails Cancelled, so a streaming handler stops).
+  void answer_head_only() { head_only_ = true; }
   // The status sent (0 until a response or stream has started).
   unsigned status() const { return status_; }
 
@@ -189,6 +193,7 @@ class Responder {
   bool keep_alive_;
   State state_ = State::kIdle;
   bool failed_ = false;
+  bool head_only_ = false;
   unsigned status_ = 0;
   std::vector<Header> added_headers_;
   std::string sse_scratch_;

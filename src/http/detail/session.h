@@ -63,8 +63,12 @@ struct ServerState {
   boost::asio::io_context& connection_context() {
     return options.pin_context ? pool.context(*options.pin_context) : pool.next();
   }
-  // The handler for a request, or the error to answer with (404, 405).
-  const Handler* find(Verb method, std::string_view path, unsigned* error_status) const;
+  // The handler for a request, or the error to answer with (404, 405). A HEAD with no route of
+  // its own takes the path's GET route (`*as_get` set): its answer goes out without its body.
+  const Handler* find(Verb method, std::string_view path, unsigned* error_status,
+                      bool* as_get = nullptr) const;
+  // The methods `path` answers, for a 405's Allow ("GET, HEAD, POST"; HEAD wherever GET is).
+  std::string allowed(std::string_view path) const;
 
   IoPool& pool;
   const ServerOptions options;

@@ -10,10 +10,11 @@ import tempfile
 import time
 
 
-def get_json(port, path):
+def get_json(port, path, key=None):
+    """GETs `path` (with `key` as a Bearer token when given) and parses the answer."""
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
-        c.request("GET", path)
+        c.request("GET", path, headers={"Authorization": "Bearer " + key} if key else {})
         return json.loads(c.getresponse().read())
     finally:
         c.close()
@@ -56,15 +57,16 @@ def start_fleet(build, workers, extra_args=()):
     return proc, ports
 
 
-def start_gateway(build, worker_urls, extra_args=()):
-    """kvgate on a free loopback port, every worker routable: (process, port)."""
+def start_gateway(build, worker_urls, extra_args=(), key=None):
+    """kvgate on a free loopback port, every worker routable: (process, port). `key`: a client
+    key it takes (with --api-key or --api-keys-file)."""
     proc, line = _start([os.path.join(build, "bin", "kvgate"), "--host", "127.0.0.1", "--port",
                          "0", "--log-level", "warn"] + list(extra_args) +
                         ["--worker-urls"] + list(worker_urls), "kvgate listening on")
     port = int(re.search(r":(\d+)", line.split("listening on", 1)[1]).group(1))
     deadline = time.time() + 20
     while time.time() < deadline:
-        if all(w["routable"] for w in get_json(port, "/workers")["workers"]):
+        if all(w["routable"] for w in get_json(port, "/workers", key)["workers"]):
             break
         time.sleep(0.05)
     return proc, port

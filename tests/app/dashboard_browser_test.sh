@@ -215,6 +215,11 @@ as_key() {  # key curl-args...: curl with the key as a Bearer token
   shift
   curl -sf --max-time 10 -H "authorization: Bearer $key" "$@"
 }
+both_routable() {
+  as_key sk-team-a "$KVG_GATEWAY_URL/workers" | "$KVG_PY" -c 'import json, sys
+sys.exit(sum(w["routable"] for w in json.load(sys.stdin)["workers"]) != 2)'
+}
+kvg_poll 30 both_routable || fail "the tenants gateway's workers were not routable within 30 s"
 for key in sk-team-a sk-team-a sk-team-a sk-batch sk-batch; do
   as_key "$key" -H 'content-type: application/json' \
     -d '{"model":"mock-8b","prompt":"a tenant'"'"'s prompt","max_tokens":4}' \

@@ -274,6 +274,7 @@ void GatewayImpl::init_server() {
                                .read_timeout = c.client_read_timeout,
                                .write_timeout = c.client_write_timeout,
                                .server_name = "kvgate",
+                               .request_id_header = std::string(kRequestIdHeader),
                                .max_connections = c.max_connections,
                                .max_inflight_body_bytes = c.max_inflight_body_bytes,
                                .body_limit_name = "--max-payload-size",
@@ -381,7 +382,7 @@ http::Handler GatewayImpl::guarded(Access access, http::Handler handler,
     co_await h(req, res);
     access_log_->write({.method = boost::beast::http::to_string(req.method()),
                         .path = req.path(),
-                        .request_id = req.header("x-request-id"),
+                        .request_id = req.request_id,
                         .status = res.status(),
                         .duration_ms = to_seconds(clock_.now() - t0) * 1e3});
   };

@@ -1,6 +1,7 @@
 #include "kvgate/http/message.h"
 
 #include <algorithm>
+#include <random>
 
 #include "http/detail/token_chars.h"
 #include "kvgate/core/json_writer.h"
@@ -89,6 +90,22 @@ bool is_token(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return detail::kToken[static_cast<unsigned char>(c)];
   });
+}
+
+std::string request_id_or_new(std::string_view given) {
+  if (!given.empty() && given.size() <= 128 &&
+      std::all_of(given.begin(), given.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; })) {
+    return std::string(given);
+  }
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  // 32 hex digits written by hand: this runs on every request without an id.
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (size_t half = 0; half < 2; ++half) {
+    uint64_t bits = rng();
+    for (size_t i = 0; i < 16; ++i, bits >>= 4) id[half * 16 + 15 - i] = kDigits[bits & 0xf];
+  }
+  return id;
 }
 
 }  // namespace kvgate::http

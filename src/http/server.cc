@@ -364,6 +364,7 @@ net::awaitable<bool> read_request(ServerState& st, Session& s, Request& req,
 // False when the connection must close.
 net::awaitable<bool> serve(ServerState& st, Session& s, const Request& req, bool keep_alive) {
   Responder responder = s.responder(keep_alive && !st.draining.load());
+  if (!req.request_id.empty()) responder.add_header(st.options.request_id_header, req.request_id);
   unsigned error_status = 0;
   bool head_as_get = false;
   const Handler* handler = st.find(req.method(), req.path(), &error_status, &head_as_get);
@@ -415,6 +416,9 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       BodyReservation reservation(*st);  // released when the request's handler returns
       bool keep_alive = false;
       if (!co_await read_request(*st, *s, req, reservation, &keep_alive)) break;
+      if (!st->options.request_id_header.empty()) {
+        req.request_id = request_id_or_new(req.header(st->options.request_id_header));
+      }
       st->requests.fetch_add(1, std::memory_order_relaxed);
       ++served;
       if (!co_await serve(*st, *s, req, keep_alive)) break;

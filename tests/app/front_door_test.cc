@@ -5,6 +5,7 @@
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/read.hpp"
 #include "boost/asio/write.hpp"
+#include "boost/beast/core/string.hpp"
 #include "support/test_certs.h"
 
 namespace kvgate::app {
@@ -147,6 +148,42 @@ TEST_F(FrontDoorTest, RequestIdIsTheClientsOrMadeHereAndComesBackOnEveryAnswer) 
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->status, 400u);
   EXPECT_EQ(e->header("x-request-id"), "bad-one");
+
+  // Every other answer too: probes, models, the fleet, an unknown route, a wrong method; and one
+  // id only, the worker's own never beside it. An id with a space is replaced by a made one.
+  const std::vector<std::pair<http::Verb, std::string>> others = {
+      {http::Verb::get, "/health"},  {http::Verb::get, "/v1/models"},
+      {http::Verb::get, "/workers"}, {http::Verb::get, "/no/such/route"},
+      {http::Verb::put, "/health"},  {http::Verb::get, "/metrics"}};
+  for (const auto& [verb, target] : others) {
+    http::ClientRequest q{.method = verb, .target = target};
+    q.headers.emplace_back("x-request-id", "probe-7");
+    auto res = c.request(q);
+    ASSERT_TRUE(res.ok()) << target;
+    EXPECT_EQ(res->header("x-request-id"), "probe-7") << target << " " << res->status;
+    size_t ids = 0;
+    for (size_t i = 0; i < res->headers.size(); ++i)
+      ids += boost::beast::iequals(res->headers[i].name, "x-request-id") ? 1 : 0;
+    EXPECT_EQ(ids, 1u) << target;
+  }
+  http::ClientRequest spaced{.method = http::Verb::get, .target = "/health"};
+  spaced.headers.emplace_back("x-request-id", "has a space");
+  auto made = c.request(spaced);
+  ASSERT_TRUE(made.ok());
+  EXPECT_EQ(made->header("x-request-id").size(), 32u);
+}
+
+// A refusal for a missing key carries the request's id as well.
+TEST_F(FrontDoorTest, ARefusedRequestCarriesItsId) {
+  ASSERT_TRUE(start(1, [](GatewayConfig& c) { c.api_key = "sk-front"; }));
+  http::SyncClient c("127.0.0.1", gateway_->port());
+  http::ClientRequest q{
+      .method = http::Verb::post, .target = "/v1/completions", .body = completion("hi", 4)};
+  q.headers.emplace_back("x-request-id", "refused-1");
+  auto r = c.request(q);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 401u);
+  EXPECT_EQ(r->header("x-request-id"), "refused-1");
 }
 
 TEST_F(FrontDoorTest, OneModelAndTheVersionAnswerAsClientsExpect) {

@@ -29,6 +29,9 @@ struct Request {
   FieldList fields;                  // in arrival order
   std::string payload;  // the body, a chunked one decoded; kPayloadPadding of room past its end
   boost::asio::ip::tcp::endpoint remote;
+  // The request's id when its server answers with one (ServerOptions::request_id_header): the
+  // client's own (request_id_or_new), else one made for it; "" otherwise.
+  std::string request_id;
 
   Verb method() const { return verb; }
   std::string_view target() const { return request_target; }
@@ -44,6 +47,10 @@ struct Request {
   // Bytes past the body's end that may be read (at least kPayloadPadding from a server).
   size_t body_room() const { return payload.capacity() - payload.size(); }
 };
+
+// `given` when it is a usable request id (1-128 printable ASCII characters, no spaces), else a
+// fresh one of 32 hex digits.
+std::string request_id_or_new(std::string_view given);
 
 // A whole response.
 struct Response {

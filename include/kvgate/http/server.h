@@ -68,6 +68,9 @@ struct ServerOptions {
   std::optional<size_t> pin_context;  // run everything on this context of the pool
   int backlog = 1024;
   std::string server_name = "kvgate";
+  // Every answer carries this header with its request's id (Request::request_id: the client's own
+  // value of the header when usable, else a new one), 404s and 405s included; "" for none.
+  std::string request_id_header;
   // Connections at once (0: no limit). At the limit a new connection closes the longest-idle
   // kept-alive one to make room; with none idle, up to `reserved_connections` more are accepted
   // for the routes marked always_available() only (health, readiness, metrics stay reachable

@@ -1,7 +1,5 @@
 // The generation path's answers and its end: what the client is sent (with its request id, and
 // the decision when told), and each request's metrics and access-log line.
-#include <algorithm>
-#include <random>
 
 #include "app/generation/stages.h"
 #include "app/worker_exchange.h"
@@ -10,20 +8,9 @@ namespace kvgate::app {
 namespace net = boost::asio;
 
 std::string request_id_of(const http::Request& req) {
-  const std::string_view given = req.header(kRequestIdHeader);
-  if (!given.empty() && given.size() <= 128 &&
-      std::all_of(given.begin(), given.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; })) {
-    return std::string(given);
-  }
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  // 32 hex digits written by hand: this runs on every request without an id.
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string id(32, '0');
-  for (size_t half = 0; half < 2; ++half) {
-    uint64_t bits = rng();
-    for (size_t i = 0; i < 16; ++i, bits >>= 4) id[half * 16 + 15 - i] = kDigits[bits & 0xf];
-  }
-  return id;
+  // The server's id for it (client routes), else the client's or a new one (other front ends).
+  if (!req.request_id.empty()) return req.request_id;
+  return http::request_id_or_new(req.header(kRequestIdHeader));
 }
 
 net::awaitable<void> reply(Generation& g, http::Response r) {

@@ -4,7 +4,10 @@
 //   --access-log text   POST /v1/completions 200 model=m worker=http://w:8000 rank=- matched=12
 //                       decision_us=4.2 ttft_ms=35.1 duration_ms=812.4 attempts=1 id=3f2a...
 //                       branch=affinity decision="policy=cache_aware; branch=affinity; ..."
-//   --access-log json   the same fields as one JSON object per line
+//   --access-log json   the same fields as one JSON object per line, and "time" (when the line
+//                       was written, UTC, RFC 3339 with milliseconds), "client" (the peer's
+//                       address), and on generation routes prompt_tokens and completion_tokens;
+//                       times in ms and µs to three decimals
 //
 // Generation routes log everything the decision knew; other routes log method, path, status,
 // duration and request id. A field that does not apply is "-" (text) or absent (JSON).
@@ -19,6 +22,7 @@
 #include <string_view>
 
 #include "kvgate/core/result.h"
+#include "kvgate/http/message.h"
 
 namespace kvgate::app {
 
@@ -29,6 +33,7 @@ struct AccessRecord {
   std::string_view method;
   std::string_view path;
   std::string_view request_id;
+  std::string_view client;  // the peer's address ("" when not known)
   unsigned status = 0;
   double duration_ms = 0;
   // Generation routes only:
@@ -43,9 +48,14 @@ struct AccessRecord {
   std::string_view decision;  // the x-kvgate-decision text (app/decision_report.h), the last try's
   double ttft_ms = -1;        // streams: to the first byte from the worker
   uint32_t attempts = 0;
-  std::string_view tenant;    // its key's tenant (--api-keys-file), "" for none
-  std::string_view priority;  // its class (critical, standard, sheddable), "" before admission
+  std::string_view tenant;         // its key's tenant (--api-keys-file), "" for none
+  std::string_view priority;       // its class (critical, standard, sheddable), "" before admission
+  int64_t prompt_tokens = -1;      // as routed (-1: not parsed)
+  int64_t completion_tokens = -1;  // as the engine's usage said (-1: not said)
 };
+
+// The address `req` came from ("" when it did not come from a socket: the gRPC front).
+std::string peer_address(const http::Request& req);
 
 // A sink that appends lines to `path`, rotated at 100 MiB with five files kept (--log-dir).
 Result<std::function<void(std::string_view)>> rotating_access_log(const std::string& path);

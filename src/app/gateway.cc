@@ -380,9 +380,11 @@ http::Handler GatewayImpl::guarded(Access access, http::Handler handler,
                                   http::Responder& res) -> net::awaitable<void> {
     const MonoTime t0 = clock_.now();
     co_await h(req, res);
+    const std::string client = peer_address(req);
     access_log_->write({.method = boost::beast::http::to_string(req.method()),
                         .path = req.path(),
                         .request_id = req.request_id,
+                        .client = client,
                         .status = res.status(),
                         .duration_ms = to_seconds(clock_.now() - t0) * 1e3});
   };

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
+#include <regex>
+
 namespace kvgate::app {
 namespace {
 
@@ -10,6 +12,7 @@ AccessRecord generation() {
   return {.method = "POST",
           .path = "/v1/completions",
           .request_id = "abc",
+          .client = "10.1.2.3",
           .status = 200,
           .duration_ms = 812.44,
           .model = "m",
@@ -19,7 +22,9 @@ AccessRecord generation() {
           .matched_blocks = 12,
           .decision_us = 4.25,
           .ttft_ms = 35.06,
-          .attempts = 2};
+          .attempts = 2,
+          .prompt_tokens = 1200,
+          .completion_tokens = 40};
 }
 
 TEST(AccessLog, TextLineForAGeneration) {
@@ -48,6 +53,13 @@ TEST(AccessLog, JsonLineParsesWithEveryField) {
   EXPECT_EQ(doc["matched_blocks"].get_uint64().value(), 12u);
   EXPECT_DOUBLE_EQ(doc["ttft_ms"].get_double().value(), 35.06);
   EXPECT_EQ(doc["request_id"].get_string().value(), "abc");
+  EXPECT_EQ(doc["client"].get_string().value(), "10.1.2.3");
+  EXPECT_EQ(doc["prompt_tokens"].get_int64().value(), 1200);
+  EXPECT_EQ(doc["completion_tokens"].get_int64().value(), 40);
+  // When it was written: RFC 3339, UTC, milliseconds.
+  const std::string time(doc["time"].get_string().value());
+  EXPECT_TRUE(std::regex_match(time, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+      << time;
   // A stream-less answer has no TTFT; an unrouted one no decision.
   AccessRecord bare = generation();
   bare.ttft_ms = -1;
@@ -55,6 +67,18 @@ TEST(AccessLog, JsonLineParsesWithEveryField) {
   const std::string b = AccessLog::line(AccessLogFormat::kJson, bare);
   EXPECT_EQ(b.find("ttft_ms"), std::string::npos) << b;
   EXPECT_EQ(b.find("decision_us"), std::string::npos) << b;
+}
+
+// Times are written to three decimals, never a sum's binary noise.
+TEST(AccessLog, JsonTimesHaveThreeDecimals) {
+  AccessRecord r = generation();
+  r.duration_ms = 0.035432000000000005;
+  r.ttft_ms = 12.0000000001;
+  r.decision_us = 4.2500001;
+  const std::string line = AccessLog::line(AccessLogFormat::kJson, r);
+  EXPECT_NE(line.find("\"duration_ms\":0.035,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"ttft_ms\":12,"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"decision_us\":4.25,"), std::string::npos) << line;
 }
 
 TEST(AccessLog, OffWritesNothingAndFormatsParse) {

@@ -271,10 +271,16 @@ TEST_F(FrontDoorTest, EachRequestLeavesOneAccessLogLine) {
   EXPECT_GE(doc["decision_us"].get_double().value(), 0.0);
   EXPECT_GT(doc["ttft_ms"].get_double().value(), 0.0);
   EXPECT_GE(doc["duration_ms"].get_double().value(), doc["ttft_ms"].get_double().value());
+  EXPECT_EQ(doc["client"].get_string().value(), "127.0.0.1");
+  EXPECT_GT(doc["prompt_tokens"].get_int64().value(), 0);
+  EXPECT_EQ(doc["completion_tokens"].get_int64().value(), 4);
+  EXPECT_EQ(doc["time"].get_string().value().size(), 24u);
   ASSERT_EQ(p.parse(lines[1]).get(doc), simdjson::SUCCESS) << lines[1];
   EXPECT_EQ(doc["method"].get_string().value(), "GET");
   EXPECT_EQ(doc["path"].get_string().value(), "/v1/models");
   EXPECT_EQ(doc["status"].get_uint64().value(), 200u);
+  EXPECT_EQ(doc["client"].get_string().value(), "127.0.0.1");
+  EXPECT_EQ(doc["request_id"].get_string().value().size(), 32u) << "made here";
 }
 
 }  // namespace

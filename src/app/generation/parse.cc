@@ -45,6 +45,7 @@ net::awaitable<bool> parse(const GenerationParts& parts, Generation& g) {
     co_return false;
   }
   g.record.model = g.parsed.model;
+  g.record.prompt_tokens = static_cast<int64_t>(g.parsed.tokens.size());
   if (!g.parsed.model.empty() && !g.fleet->knows_model(g.parsed.model)) {
     parts.metrics.error(ErrorReason::kUnknownModel);
     http::Response r = http::Response::error(

@@ -96,6 +96,7 @@ struct Generation {
   const MonoTime start;
   // The client's request id, or one made here: sent to the worker, returned on every answer.
   std::string request_id;
+  std::string client;      // the peer's address ("" for a request not from a socket)
   bool explain = false;    // the decision is told (x-kvgate-decision, the access log)
   std::string decision;    // the last decision's text, when told
   unsigned status = 0;     // what the client was answered (0: nothing yet)

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "app/flag_helpers.h"
+#include "app/help_format.h"
 #include "kvgate/app/config.h"
 #include "kvgate/index/indexer.h"
 #include "kvgate/policy/policy.h"
@@ -829,8 +830,10 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
       "Example: kvgate --port 30000 --worker-urls http://10.0.0.1:8000 http://10.0.0.2:8000\n"
       "Workers are discovered through GET /server_info (KV event endpoints, block size) and "
       "/v1/models;\n"
-      "add or remove them at run time with POST/DELETE /workers.");
-  app.get_formatter()->column_width(44);
+      "add or remove them at run time with POST/DELETE /workers.\n\n"
+      "kvgate relay [FLAGS]: the KV-event relay role instead (kvgate relay --help).\n");
+  app.name("kvgate");
+  app.formatter(help_formatter());
   add_listener_flags(app, c);
   add_client_bound_flags(app, c);
   add_access_flags(app, c);

@@ -2,6 +2,7 @@
 // teaches, a flag kept for other gateways' launch lines starts with a warning.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,26 @@ TEST(Binary, HelpListsTheDrainAndKeyFlags) {
   for (const char* flag : {"--shutdown-grace-period-secs", "--api-key", "--admin-api-key"}) {
     EXPECT_NE(c.output().find(flag), std::string::npos) << flag;
   }
+}
+
+// --help fits a 100-column terminal, names the relay role, and leaves CLI11's "Excludes:" lists
+// out of its left column.
+TEST(Binary, HelpFitsAHundredColumnsAndNamesTheRelay) {
+  Child c({testing::binary_dir() + "/kvgate", "--help"});
+  const auto code = c.wait(10s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0);
+  const std::string& help = c.output();
+  size_t lines = 0;
+  for (size_t at = 0; at < help.size();) {
+    const size_t end = std::min(help.find('\n', at), help.size());
+    EXPECT_LE(end - at, 100u) << help.substr(at, end - at);
+    ++lines;
+    at = end + 1;
+  }
+  EXPECT_GT(lines, 100u);
+  EXPECT_NE(help.find("kvgate relay --help"), std::string::npos);
+  EXPECT_EQ(help.find("Excludes:"), std::string::npos);
 }
 
 TEST(Binary, ARadixTreeKnobStartsWithAWarningInsteadOfARefusal) {

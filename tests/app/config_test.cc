@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "app/help_format.h"
 #include "kvgate/events/ingest.h"
 
 namespace kvgate::app {
@@ -343,6 +344,16 @@ TEST(Config, KvEventBoundsHaveServingDefaultsAndReachTheEventSide) {
   EXPECT_EQ(io.lag_window, std::chrono::seconds(30));
   EXPECT_THROW(parse({"--kv-events-capacity-margin", "0.5"}), CLI::ValidationError);
   EXPECT_THROW(parse({"--kv-events-rcvhwm", "0"}), CLI::ValidationError);
+}
+
+TEST(HelpWrap, BreaksAtSpacesKeepsLineBreaksAndCutsOnlyTooWideWords) {
+  EXPECT_EQ(wrap_words("one two three four", 9), "one two\nthree\nfour");
+  EXPECT_EQ(wrap_words("a\n\nb c", 80), "a\n\nb c");
+  // A spec wider than a line is cut after a ',' or '[', with no space put into it.
+  EXPECT_EQ(wrap_words("see tcp://H:P[,replay=tcp://H:P][,topic=T] here", 20),
+            "see tcp://H:P[,\nreplay=tcp://H:P][,\ntopic=T] here");
+  // A word wider than a line with nowhere to cut stays whole.
+  EXPECT_EQ(wrap_words("x abcdefghijklmnop y", 5), "x\nabcdefghijklmnop\ny");
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
@@ -30,16 +29,6 @@ double fair_share(const std::vector<double>& demand, size_t self, double reserve
   return reserve / static_cast<double>(n) + mine + left / static_cast<double>(n);
 }
 
-std::string limit_id(const KeyEntry& key) {
-  static constexpr std::string_view kSalt = "kvgate rate limit";
-  std::string material(kSalt);
-  material.append(reinterpret_cast<const char*>(key.key_sha256.data()), key.key_sha256.size());
-  const std::array<uint8_t, 32> h = sha256_of(material);
-  char hex[17];
-  for (size_t i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", h[i]);
-  return std::string(hex, 16);
-}
-
 LimitShares::LimitShares(std::string replica_id, KeysNow keys, const Clock& clock)
     : replica_id_(std::move(replica_id)), keys_(std::move(keys)), clock_(clock) {}
 
@@ -55,7 +44,7 @@ void LimitShares::publish(sync::SharedState& out) {
   static const std::vector<std::unique_ptr<KeyEntry>> kNoKeys;
   for (const auto& e : keys ? keys->entries() : kNoKeys) {
     if (!e->requests && !e->tokens) continue;
-    const std::string id = limit_id(*e);
+    const std::string& id = e->limit_id;
     const double asked_requests = e->requests ? e->requests->take_demand() : 0;
     const double asked_tokens = e->tokens ? e->tokens->take_demand() : 0;
     Demand d = own_.contains(id) ? own_[id] : Demand{};
@@ -88,7 +77,7 @@ void LimitShares::apply(const sync::SharedState& fleet) {
   if (!keys) return;
   for (const auto& e : keys->entries()) {
     if (!e->requests && !e->tokens) continue;
-    const std::string id = limit_id(*e);
+    const std::string& id = e->limit_id;
     const auto own = own_.find(id);
     const Demand mine = own != own_.end() ? own->second : Demand{};
     // Demands as fractions of the limit (per second).

@@ -12,7 +12,7 @@
 // When Redis has been unreachable longer than the entries' TTL, each replica enforces limit / N,
 // N the replicas it last saw publishing; before a replica has ever heard from Redis it enforces
 // the whole limit (it cannot know of peers). A key's id in Redis is a hash of the key's SHA-256
-// (never the key).
+// (never the key; KeyEntry::limit_id, made at load).
 //
 // Threading: publish(), apply() and forget_peers() on the state-sync thread only (FleetSync's
 // calls); replicas() from any thread.
@@ -37,9 +37,6 @@ namespace kvgate::app {
 // `reserve` spread evenly first, the rest max-min fair over the demands, any remainder evenly.
 // The fractions of all replicas sum to one. With no replica asking, 1 / demand.size().
 double fair_share(const std::vector<double>& demand, size_t self, double reserve);
-
-// The id a key's limits go by in Redis: 16 hex digits of a hash of the key's SHA-256.
-std::string limit_id(const KeyEntry& key);
 
 class LimitShares {
  public:

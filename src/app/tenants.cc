@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -150,6 +151,16 @@ std::array<uint8_t, 32> sha256_of(std::string_view bytes) {
   return d;
 }
 
+std::string limit_id(const KeyEntry& key) {
+  static constexpr std::string_view kSalt = "kvgate rate limit";
+  std::string material(kSalt);
+  material.append(reinterpret_cast<const char*>(key.key_sha256.data()), key.key_sha256.size());
+  const std::array<uint8_t, 32> h = sha256_of(material);
+  char hex[17];
+  for (size_t i = 0; i < 8; ++i) std::snprintf(hex + 2 * i, 3, "%02x", h[i]);
+  return std::string(hex, 16);
+}
+
 bool KeyEntry::may_use(std::string_view model) const {
   return models.empty() || std::find(models.begin(), models.end(), model) != models.end();
 }
@@ -250,6 +261,7 @@ Result<std::shared_ptr<const KeyTable>> KeyTable::load(const std::string& path,
         if (was != previous->by_hash_.end()) keep_buckets(**e, *was->second);
       }
       if (metrics != nullptr) (*e)->series = metrics->series_of((*e)->tenant);
+      (*e)->limit_id = limit_id(**e);
       table->entries_.push_back(std::move(*e));
     }
   } catch (const YAML::Exception& ex) {

@@ -122,6 +122,8 @@ struct KeyEntry {
   std::shared_ptr<TokenBucket> requests;       // rpm; null: no limit
   std::shared_ptr<TokenBucket> tokens;         // tpm; null: no limit
   std::shared_ptr<const TenantSeries> series;  // null: not counted
+  // What its limits go by between replicas (limit_id(); limit_shares.h), set at load.
+  std::string limit_id;
   bool may_use(std::string_view model) const;
 };
 
@@ -144,5 +146,9 @@ class KeyTable {
 };
 
 std::array<uint8_t, 32> sha256_of(std::string_view bytes);
+
+// The id a key's limits go by in Redis: 16 hex digits of a hash of the key's SHA-256 (never the
+// key itself).
+std::string limit_id(const KeyEntry& key);
 
 }  // namespace kvgate::app

@@ -40,6 +40,8 @@ void account(const GenerationParts& parts, Generation& g) {
   g.record.duration_ms = seconds * 1e3;
   g.record.worker = g.worker_url;
   g.record.prefill_worker = g.prefill_url;
+  g.client = peer_address(g.req);  // (only when a line is written: it allocates)
+  g.record.client = g.client;
   if (g.completion_tokens > 0)
     g.record.completion_tokens = static_cast<int64_t>(g.completion_tokens);
   parts.access_log.write(g.record);

@@ -25,8 +25,7 @@ net::awaitable<void> GenerationPipeline::serve(ApiRoute route, const http::Reque
   g.request_id = request_id_of(req);
   // --decision-headers: the decision's text, on the answer and in the access log when asked.
   g.explain = wants_decision(parts_.decision_headers, req.header(kExplainRequestHeader));
-  g.client = peer_address(req);
-  g.record = {.method = "POST", .path = req.path(), .request_id = g.request_id, .client = g.client};
+  g.record = {.method = "POST", .path = req.path(), .request_id = g.request_id};
   const ActiveGeneration active(parts_.active);
   AdmissionGate::Ticket admitted;  // the slot, held to the end
   if (co_await admit(parts_, g, &admitted) && co_await parse(parts_, g) &&

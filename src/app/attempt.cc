@@ -1,16 +1,23 @@
 #include "app/attempt.h"
 
+#include <algorithm>
+
 #include "boost/asio/post.hpp"
 
 namespace kvgate::app {
 
 Dispatch::Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr,
-                   bool streamed, std::optional<DpRank> rank, uint64_t uncached_tokens)
-    : w_(w), p_(p), streamed_(streamed), rank_(rank), prompt_tokens_(rr.prompt_tokens) {
-  w_.begin_request(rank_, prompt_tokens_);
+                   bool streamed, std::optional<DpRank> rank, uint64_t queued_tokens,
+                   uint64_t unconfirmed_tokens)
+    : w_(w),
+      p_(p),
+      streamed_(streamed),
+      rank_(rank),
+      queued_tokens_(static_cast<uint32_t>(std::min<uint64_t>(queued_tokens, UINT32_MAX))) {
+  w_.begin_request(rank_, queued_tokens_);
   w_.count_dispatch();
-  if (streamed_) w_.liveness().note_stream_started(uncached_tokens);
-  p_.on_dispatch(w_, rr);
+  if (streamed_) w_.liveness().note_stream_started(unconfirmed_tokens);
+  ticket_ = p_.on_dispatch(w_, rr, rank_ ? static_cast<int32_t>(*rank_) : -1);
 }
 
 Dispatch::~Dispatch() {
@@ -18,13 +25,14 @@ Dispatch::~Dispatch() {
   w_.end_request(rank_);
   if (streamed_) w_.liveness().note_stream_ended();
   w_.breaker().record(outcome_);
-  p_.on_request_end(w_, outcome_);
+  p_.on_request_end(w_, outcome_, ticket_);
 }
 
 void Dispatch::prefilled() {
-  if (prompt_tokens_ == 0) return;
-  w_.prefilled(prompt_tokens_);
-  prompt_tokens_ = 0;
+  if (prefilled_) return;
+  prefilled_ = true;
+  w_.prefilled(queued_tokens_);
+  p_.on_prefilled(ticket_);
 }
 
 VetoWatch::VetoWatch(workers::Worker& w, boost::asio::any_io_executor executor)

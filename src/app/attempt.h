@@ -30,10 +30,13 @@ namespace kvgate::app {
 // policy exactly once (the default outcome, if nobody says otherwise, is a cancellation).
 class Dispatch {
  public:
-  // `uncached_tokens`: the prompt's tokens the worker is expected to prefill (the liveness rule
-  // waits for them before it takes silence for a wedge).
+  // `queued_tokens`: the prompt's tokens the worker is expected to prefill, what its queue
+  // counts until the first token (the chosen worker's cache, blocks in flight there included,
+  // taken off). `unconfirmed_tokens`: the same without the blocks in flight, which the liveness
+  // rule waits for before it takes silence for a wedge (a prefix another request is still
+  // computing there delays this one's first token).
   Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteRequest& rr, bool streamed,
-           std::optional<DpRank> rank, uint64_t uncached_tokens);
+           std::optional<DpRank> rank, uint64_t queued_tokens, uint64_t unconfirmed_tokens);
   ~Dispatch();
   Dispatch(const Dispatch&) = delete;
   Dispatch& operator=(const Dispatch&) = delete;
@@ -47,7 +50,9 @@ class Dispatch {
   policy::Policy& p_;
   const bool streamed_;
   const std::optional<DpRank> rank_;
-  uint32_t prompt_tokens_;
+  const uint32_t queued_tokens_;
+  bool prefilled_ = false;
+  uint64_t ticket_ = 0;  // the policy's, for the dispatch's end
   workers::Outcome outcome_ = workers::Outcome::kCancelled;
 };
 

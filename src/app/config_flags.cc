@@ -406,15 +406,34 @@ void add_cache_aware_flags(CLI::App& app, GatewayConfig& c) {
                  "(it starts again once the worker was not thin)")
       ->capture_default_str()
       ->group("Routing");
-  app.add_option_function<double>(
-         "--prediction-ttl-secs",
-         [&c](double s) {
-           positive_seconds(s, "--prediction-ttl-secs");
-           c.cache_aware.prediction_ttl = seconds(s);
-         },
-         "Approximate mode: how long a routed prompt is assumed cached on a worker without KV "
-         "events")
-      ->default_str("120")
+  add_seconds(app, "--prediction-ttl-secs", c.cache_aware.prediction_ttl,
+              "Approximate mode: how long a routed prompt is assumed cached on a worker without KV "
+              "events",
+              "Routing");
+}
+
+// Blocks in flight (cache_aware, workers with KV events): a dispatched prompt credited to its
+// worker until its events can have confirmed it.
+void add_pending_flags(CLI::App& app, GatewayConfig& c) {
+  add_seconds(app, "--pending-blocks-max-age-secs", c.cache_aware.pending_max_age,
+              "Blocks in flight: a routed prompt counts as cached on its worker (for the requests "
+              "that share its prefix) until its KV events can have confirmed it, at most this "
+              "long; 0: off, and a burst sharing a new prefix is spread before the first events "
+              "arrive",
+              "Routing");
+  add_seconds(app, "--pending-blocks-grace-secs", c.cache_aware.pending_grace,
+              "Blocks in flight: how long after its first token a request's prompt still counts "
+              "(the KV events' lag; kvgate_events_apply_lag_seconds shows it)",
+              "Routing");
+  app.add_option("--pending-blocks-max-requests", c.cache_aware.pending_max_requests,
+                 "Blocks in flight: requests credited at most (the oldest credit ends first)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group("Routing");
+  app.add_option("--pending-blocks-capacity", c.cache_aware.pending_capacity_blocks,
+                 "Blocks in flight: blocks credited at most, all requests together")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
       ->group("Routing");
 }
 
@@ -840,6 +859,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   add_prompt_flags(app, c);
   add_routing_flags(app, c);
   add_cache_aware_flags(app, c);
+  add_pending_flags(app, c);
   add_logging_flags(app, c);
   add_fleet_flags(app, c);
   add_pd_flags(app, c);

@@ -49,6 +49,7 @@ std::string decision_text(std::string_view policy, const policy::Explanation& e,
   out.append("; rank=").append(d.rank >= 0 ? std::to_string(d.rank) : "-");
   out.append("; matched=").append(std::to_string(d.matched_blocks));
   out.append("/").append(std::to_string(e.chain_blocks));
+  if (d.pending_blocks > 0) out.append("; pending=").append(std::to_string(d.pending_blocks));
   out.append("; candidates=").append(std::to_string(e.candidates));
   out.append("; overloaded=").append(std::to_string(e.overloaded));
   out.append("; unroutable=").append(std::to_string(e.unroutable));
@@ -65,6 +66,7 @@ std::string decision_text(std::string_view policy, const policy::Explanation& e,
     out.append(" load=").append(number(c.load));
     if (c.overloaded) out.append(" overloaded");
     if (c.predicted) out.append(" predicted");
+    if (c.pending_blocks > 0) out.append(" pending=").append(std::to_string(c.pending_blocks));
   }
   return out;
 }
@@ -83,7 +85,8 @@ void write_decision_json(JsonWriter& w, std::string_view policy, const policy::E
   } else {
     w.key("rank").null();
   }
-  w.member("matched_blocks", d.matched_blocks).member("chain_blocks", e.chain_blocks);
+  w.member("matched_blocks", d.matched_blocks).member("pending_blocks", d.pending_blocks);
+  w.member("chain_blocks", e.chain_blocks);
   w.member("candidates", static_cast<uint64_t>(e.candidates));
   w.key("gates").begin_object();
   w.member("overloaded", static_cast<uint64_t>(e.overloaded));
@@ -98,6 +101,7 @@ void write_decision_json(JsonWriter& w, std::string_view policy, const policy::E
     w.member("queued_tokens", c.queued_tokens);
     if (c.expected_wait_us >= 0) w.member("expected_wait_us", c.expected_wait_us);
     w.member("overloaded", c.overloaded).member("predicted", c.predicted);
+    w.member("pending_blocks", c.pending_blocks);
     w.member("chosen", c.chosen).end_object();
   }
   w.end_array().end_object();

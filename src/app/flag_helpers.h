@@ -44,9 +44,10 @@ inline void positive_seconds(double s, const char* flag) {
     throw CLI::ValidationError(flag, "must be a finite number of seconds >= 0");
 }
 
-// A flag taking seconds (>= 0) into `field`, its default shown from the field.
-inline void add_seconds(CLI::App& app, const char* name, std::chrono::milliseconds& field,
-                        const char* help, const char* group) {
+// A flag taking seconds (>= 0, to the millisecond) into `field`, its default shown from the field.
+template <class Rep, class Period>
+void add_seconds(CLI::App& app, const char* name, std::chrono::duration<Rep, Period>& field,
+                 const char* help, const char* group) {
   app.add_option_function<double>(
          name,
          [&field, name](double s) {

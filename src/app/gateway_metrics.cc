@@ -84,6 +84,7 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   // Each kind of family is exposed in the order it was registered: keep these in order.
   add_request_series(reg, policy_name);
   add_admission_series(reg);
+  add_pending_series(reg);
   add_upstream_series(reg);
   add_answer_series(reg);
   add_front_end_series(reg);
@@ -165,6 +166,31 @@ void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
       "took), promoted (admitted ahead of its class after --priority-starvation-secs).");
   admission_shed_ = &outcomes.Add({{"event", "shed"}});
   admission_promoted_ = &outcomes.Add({{"event", "promoted"}});
+}
+
+void GatewayMetrics::add_pending_series(metrics::Registry& reg) {
+  pending_decisions_ =
+      sharded(metrics::counter_family(
+                  reg, "kvgate_router_pending_decisions_total",
+                  "Decisions whose chosen worker's depth counted blocks in flight there (credited "
+                  "to requests its KV events have not confirmed yet).")
+                  .Add({}));
+  pending_requests_ =
+      &metrics::gauge_family(
+           reg, "kvgate_router_pending_requests",
+           "Requests whose prompts are credited to their worker as blocks in flight "
+           "(--pending-blocks-max-requests).")
+           .Add({});
+  pending_blocks_ = &metrics::gauge_family(reg, "kvgate_router_pending_blocks",
+                                           "Blocks credited as in flight, in all "
+                                           "(--pending-blocks-capacity).")
+                         .Add({});
+  auto& credits = metrics::counter_family(
+      reg, "kvgate_router_pending_credits_total",
+      "Blocks-in-flight credits: credited (a dispatch), withdrawn (its request failed or was "
+      "cancelled), evicted (ended early for room).");
+  pending_credits_ = {&credits.Add({{"event", "credited"}}), &credits.Add({{"event", "withdrawn"}}),
+                      &credits.Add({{"event", "evicted"}})};
 }
 
 void GatewayMetrics::add_upstream_series(metrics::Registry& reg) {
@@ -323,9 +349,10 @@ void GatewayMetrics::request_done(ApiRoute route, unsigned status, double second
   duration_[r]->observe(seconds);
 }
 
-void GatewayMetrics::decision(policy::Branch b, double seconds) {
+void GatewayMetrics::decision(policy::Branch b, double seconds, bool pending) {
   decisions_[static_cast<size_t>(b)]->add();
   decision_seconds_->observe(seconds);
+  if (pending) pending_decisions_->add();
 }
 
 void GatewayMetrics::publish() {
@@ -335,6 +362,7 @@ void GatewayMetrics::publish() {
   for (ShardedHistogramPtr& h : duration_) h->publish();
   for (ShardedCounterPtr& c : errors_) c->publish();
   for (ShardedCounterPtr& c : decisions_) c->publish();
+  pending_decisions_->publish();
   for (ShardedCounterPtr* c :
        {&prompt_tokens_, &matched_tokens_, &lookups_, &stream_relayed_, &stream_copied_}) {
     (*c)->publish();
@@ -421,6 +449,15 @@ void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {
       ->Add({{"to", workers::liveness_name(t.to)},
              {"reason", workers::liveness_reason_name(t.reason)}})
       .Increment();
+}
+
+void GatewayMetrics::sync_pending(const policy::Policy::PendingStats& s) {
+  pending_requests_->Set(static_cast<double>(s.live_requests));
+  pending_blocks_->Set(static_cast<double>(s.live_blocks));
+  MutexLock lock(&mu_);
+  metrics::advance(*pending_credits_[0], s.credited);
+  metrics::advance(*pending_credits_[1], s.withdrawn);
+  metrics::advance(*pending_credits_[2], s.evicted);
 }
 
 void GatewayMetrics::sync_admission(const AdmissionStats& s) {

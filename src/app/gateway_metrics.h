@@ -87,7 +87,8 @@ class GatewayMetrics {
   void ttft(double seconds) { ttft_->observe(seconds); }
   // A pair's prefill exchange, from its request to the end of its answer.
   void pd_prefill_seconds(double seconds) { pd_prefill_seconds_->observe(seconds); }
-  void decision(policy::Branch b, double seconds);
+  // A decision; `pending`: its worker's depth counted blocks in flight there.
+  void decision(policy::Branch b, double seconds, bool pending = false);
   // A prompt routed to a worker (its first decision), and the tokens of it the chosen worker was
   // predicted to hold: the fleet's prefix hit ratio is matched / prompt.
   void prompt_routed(uint64_t prompt_tokens, uint64_t matched_tokens) {
@@ -116,6 +117,8 @@ class GatewayMetrics {
   // At scrape time: the upstream pool's totals.
   void sync_upstream(const UpstreamPoolStats& s);
   void sync_admission(const AdmissionStats& s);
+  // At scrape time: the routing policy's blocks-in-flight credits.
+  void sync_pending(const policy::Policy::PendingStats& s);
   // At scrape time: the client-facing listener's connections and refusals.
   void sync_front_end(const http::ServerStats& s);
   // From AnswerMemory's totals (kvgate_tokenizer_answers_total, ..._answer_seconds_total).
@@ -136,6 +139,7 @@ class GatewayMetrics {
   // The constructor's steps, one group of families each.
   void add_request_series(metrics::Registry& reg, std::string_view policy_name);
   void add_admission_series(metrics::Registry& reg);
+  void add_pending_series(metrics::Registry& reg);
   void add_upstream_series(metrics::Registry& reg);
   void add_answer_series(metrics::Registry& reg);
   void add_front_end_series(metrics::Registry& reg);
@@ -162,6 +166,10 @@ class GatewayMetrics {
   std::array<metrics::Gauge*, 3> admission_by_class_{};  // by Priority
   metrics::Counter* admission_shed_ = nullptr;
   metrics::Counter* admission_promoted_ = nullptr;
+  ShardedCounterPtr pending_decisions_;
+  metrics::Gauge* pending_requests_ = nullptr;
+  metrics::Gauge* pending_blocks_ = nullptr;
+  std::array<metrics::Counter*, 3> pending_credits_{};  // credited, withdrawn, evicted
   metrics::Counter* retries_ = nullptr;
   metrics::Counter* stale_retries_ = nullptr;
   metrics::Counter* vetoed_attempts_ = nullptr;

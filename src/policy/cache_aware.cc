@@ -5,7 +5,8 @@
 //     candidate is over: 503 (kShed) if shedding is on, else the least-loaded one (kAllOverloaded).
 //  3. Depth: the index's matched depth on any tier, per candidate: a data-parallel rank's own
 //     holder, or a whole worker's deepest rank; a worker without KV events gets the approximate
-//     mode's prediction instead.
+//     mode's prediction instead. A holder's depth counts the blocks requests in flight there
+//     were credited with and its events have not confirmed yet (policy/detail/pending_blocks.h).
 //  4. Affinity: the deepest non-overloaded worker(s); among equals the least expected wait, ties
 //     within tie_window_us drawn uniformly. No holder at all: least expected wait (kFreshPrefix).
 //  5. Imbalance: if the winner's load exceeds the fleet mean by balance_abs_threshold and by the
@@ -35,6 +36,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "kvgate/core/versioned.h"
 #include "policy/detail/candidates.h"
+#include "policy/detail/pending_blocks.h"
 #include "policy/detail/predicted_cache.h"
 #include "policy/detail/simple_policies.h"
 #include "policy/detail/warmup.h"
@@ -55,7 +57,13 @@ class CacheAwarePolicy final : public Policy {
         index_(deps.index),
         clock_(deps.clock ? *deps.clock : Clock::real()),
         warmup_(initial_, clock_, next_instance_id()),
-        predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock_) {}
+        predicted_(config.prediction_ttl, config.prediction_capacity_blocks, clock_),
+        pending_on_(config.pending_max_age.count() > 0 && deps.index != nullptr),
+        pending_({.max_age = config.pending_max_age,
+                  .grace = config.pending_grace,
+                  .max_requests = config.pending_max_requests,
+                  .capacity_blocks = config.pending_capacity_blocks},
+                 clock_) {}
 
   void reconfigure(const CacheAwareConfig& config) override { tuning_.publish(Tuning(config)); }
 
@@ -70,12 +78,19 @@ class CacheAwarePolicy final : public Policy {
   Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                   Scratch& s) override {
     const Depths depths = look_up(req, fleet, s);
-    if (const std::optional<Decision> d = shortcut(req, fleet, depths, s)) {
+    Decision d;
+    if (const std::optional<Decision> quick = shortcut(req, fleet, depths, s)) {
       ++s.shortcut_decisions;
-      return *d;
+      d = *quick;
+    } else {
+      ++s.fleet_pass_decisions;
+      d = fleet_pass(req, fleet, s);
     }
-    ++s.fleet_pass_decisions;
-    return fleet_pass(req, fleet, s);
+    if (s.pending_counted && d.worker >= 0) {
+      d.pending_blocks =
+          d.matched_blocks - std::min(d.matched_blocks, confirmed_depth(d, fleet, s));
+    }
+    return d;
   }
 
   // Rules 1-7 over every candidate.
@@ -147,18 +162,39 @@ class CacheAwarePolicy final : public Policy {
                    req, fleet, s);
   }
 
-  void on_dispatch(const workers::Worker& worker, const RouteRequest& req) override {
-    if (req.chain.empty() || !worker.info()->holders.empty()) return;
+  uint64_t on_dispatch(const workers::Worker& worker, const RouteRequest& req,
+                       int32_t rank) override {
+    if (req.chain.empty()) return 0;
+    const auto info = worker.info();
+    if (!info->holders.empty()) return credit_pending(worker, *info, req, rank);
     predicted_.record(worker.id(), req.chain);
-    if (!initial_.journal_predictions) return;
+    if (!initial_.journal_predictions) return 0;
     MutexLock l(&journal_mu_);
-    if (journal_size_ + req.chain.size() > initial_.prediction_journal_blocks) return;
+    if (journal_size_ + req.chain.size() > initial_.prediction_journal_blocks) return 0;
     auto& blocks = journal_[worker.id()];
     for (SeqHash h : req.chain) journal_size_ += blocks.insert(h).second ? 1 : 0;
+    return 0;
+  }
+
+  void on_prefilled(uint64_t ticket) override { pending_.prefilled(ticket); }
+
+  void on_request_end(const workers::Worker& /*worker*/, workers::Outcome outcome,
+                      uint64_t ticket) override {
+    if (outcome != workers::Outcome::kSuccess) pending_.withdraw(ticket);
+  }
+
+  PendingStats pending_stats() const override {
+    const PendingBlocks::Stats p = pending_.stats();
+    return {.credited = p.credited,
+            .withdrawn = p.withdrawn,
+            .evicted = p.evicted,
+            .live_requests = p.live_requests,
+            .live_blocks = p.live_blocks};
   }
 
   void on_worker_removed(WorkerId worker) override {
     predicted_.forget(worker);
+    pending_.forget(worker);
     MutexLock l(&journal_mu_);
     if (auto it = journal_.find(worker); it != journal_.end()) {
       journal_size_ -= it->second.size();
@@ -182,6 +218,40 @@ class CacheAwarePolicy final : public Policy {
   }
 
  private:
+  // The holder a dispatch pinned to `rank` (or to a worker of one rank) computes the prompt on,
+  // credited with the chain; 0 when it cannot be told (several ranks, none pinned).
+  uint64_t credit_pending(const workers::Worker& worker, const workers::WorkerInfo& info,
+                          const RouteRequest& req, int32_t rank) {
+    if (!pending_on_) return 0;
+    HolderId holder;
+    if (rank < 0) {
+      if (info.holders.size() == 1) holder = info.holders[0];
+    } else {
+      for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
+        if (info.holder_ranks[h] == static_cast<uint32_t>(rank)) holder = info.holders[h];
+      }
+    }
+    return holder.valid() ? pending_.add(worker.id(), holder, req.chain) : 0;
+  }
+
+  // The depth of the decision's worker (or rank) the index confirms, without pending credits.
+  static uint32_t confirmed_depth(const Decision& d, const workers::FleetSnapshot& fleet,
+                                  const Scratch& s) {
+    const auto& info = *fleet.infos[d.worker];
+    if (info.holders.empty()) return d.matched_blocks;  // a prediction of its own kind
+    uint32_t depth = 0;
+    for (size_t h = 0; h < info.holders.size(); ++h) {
+      if (d.rank >= 0 && (h >= info.holder_ranks.size() ||
+                          info.holder_ranks[h] != static_cast<uint32_t>(d.rank))) {
+        continue;
+      }
+      for (const index::HolderMatch& m : s.confirmed_matches) {
+        if (m.holder == info.holders[h]) depth = std::max(depth, m.any_depth);
+      }
+    }
+    return depth;
+  }
+
   // Rule 7 after a pass over the fleet: the level summed again if due, then over every candidate.
   Decision warm_up(Decision d, const RouteRequest& req, const workers::FleetSnapshot& fleet,
                    Scratch& s) const {
@@ -302,8 +372,10 @@ class CacheAwarePolicy final : public Policy {
     Depths d;
     if (req.chain.empty()) return d;
     depth.resize(fleet.worker_of_holder.size(), 0);
+    s.pending_counted = false;
     if (index_ == nullptr) return d;
     index_->lookup(req.chain, s.matches);
+    if (pending_on_ && !pending_.empty()) count_pending(req, s);
     for (const auto& m : s.matches) {
       if (!m.holder.valid() || m.holder.value() >= depth.size()) continue;
       depth[m.holder.value()] = m.any_depth;
@@ -316,6 +388,25 @@ class CacheAwarePolicy final : public Policy {
       }
     }
     return d;
+  }
+
+  // Adds the pending credits to the index's matches (a holder's depth the deeper of both); the
+  // confirmed ones are kept in s.confirmed_matches.
+  void count_pending(const RouteRequest& req, Scratch& s) const {
+    s.pending_matches.clear();
+    pending_.lookup(req.chain, s.pending_matches);
+    if (s.pending_matches.empty()) return;
+    s.pending_counted = true;
+    s.confirmed_matches.assign(s.matches.begin(), s.matches.end());
+    for (const index::HolderMatch& p : s.pending_matches) {
+      auto it = std::find_if(s.matches.begin(), s.matches.end(),
+                             [&](const index::HolderMatch& m) { return m.holder == p.holder; });
+      if (it == s.matches.end()) {
+        s.matches.push_back(p);
+      } else {
+        it->any_depth = std::max(it->any_depth, p.any_depth);
+      }
+    }
   }
 
   // A candidate's matched depth: a rank's is its own holder's, a whole worker's the deepest of its
@@ -372,6 +463,8 @@ class CacheAwarePolicy final : public Policy {
   const Clock& clock_;
   const WarmupRule warmup_;
   PredictedCache predicted_;
+  const bool pending_on_;
+  PendingBlocks pending_;
   // Predictions since the last take_predictions(), deduplicated per worker.
   Mutex journal_mu_;
   absl::flat_hash_map<WorkerId, absl::flat_hash_set<SeqHash>> journal_

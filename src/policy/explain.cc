@@ -5,6 +5,23 @@
 #include "policy/detail/candidates.h"
 
 namespace kvgate::policy {
+namespace {
+
+// Of c's matched blocks, those only the blocks-in-flight credits of the decision's lookup give.
+uint32_t pending_part(const Candidate& c, const workers::FleetSnapshot& fleet, const Scratch& s) {
+  if (!s.pending_counted || !c.has_events) return 0;
+  const auto& holders = fleet.infos[static_cast<size_t>(c.index)]->holders;
+  uint32_t confirmed = 0;
+  for (const index::HolderMatch& m : s.confirmed_matches) {
+    const bool mine = c.rank >= 0
+                          ? m.holder == c.holder
+                          : std::find(holders.begin(), holders.end(), m.holder) != holders.end();
+    if (mine) confirmed = std::max(confirmed, m.any_depth);
+  }
+  return c.matched_blocks - std::min(c.matched_blocks, confirmed);
+}
+
+}  // namespace
 
 Explanation explain(const RouteRequest& req, const Decision& d, const workers::FleetSnapshot& fleet,
                     const Scratch& scratch, const CacheAwareConfig* cost, size_t top) {
@@ -23,6 +40,7 @@ Explanation explain(const RouteRequest& req, const Decision& d, const workers::F
                    .expected_wait_us = cost ? detail::expected_wait_us(c, req, *cost) : -1.0,
                    .overloaded = c.overloaded,
                    .predicted = !c.has_events,
+                   .pending_blocks = pending_part(c, fleet, scratch),
                    .chosen = c.index == d.worker && c.rank == d.rank});
   }
   e.candidates = all.size();

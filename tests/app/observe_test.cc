@@ -1,7 +1,9 @@
 // What an operator is shown: why a request went where it did (x-kvgate-decision, GET
 // /debug/route, the access log), the engine's usage asked for on a client's behalf and kept
 // from it, and the dashboard's JSON.
+#include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "app/decision_report.h"
 #include "gateway_fixture.h"
@@ -175,6 +177,68 @@ TEST_F(Observe, DebugRouteAnswersTheDecisionWithoutSendingIt) {
   auto unknown = c.post("/debug/route", R"({"model":"nope","prompt":"x"})");
   ASSERT_TRUE(unknown.ok());
   EXPECT_EQ(unknown->status, 404u);
+}
+
+// A prompt still being computed counts as cached on its worker (pending, before any KV event),
+// so a request sharing its prefix goes there; once the events confirm it, none of it is pending.
+TEST_F(Observe, APromptInFlightIsCreditedToItsWorkerUntilItsEventsConfirmIt) {
+  ASSERT_TRUE(start_two());
+  const std::string prompt = words("in flight", 300);
+  // Both engines frozen: the first request waits on its worker, with no event yet.
+  for (size_t i = 0; i < 2; ++i) {
+    http::SyncClient admin("127.0.0.1", worker_port(i));
+    ASSERT_TRUE(admin.post("/admin/fault/pause", R"({"paused":true,"duration_ms":20000})").ok());
+  }
+  std::atomic<unsigned> status{0};
+  std::thread first([&] {
+    http::SyncClient c("127.0.0.1", gateway_->port());
+    auto r = c.post("/v1/completions", completion(prompt));
+    status = r.ok() ? r->status : 1;
+  });
+  const auto fleet = gateway_->registry().snapshot();
+  ASSERT_TRUE(wait_until(
+      [&] { return fleet->workers[0]->in_flight() + fleet->workers[1]->in_flight() == 1; },
+      std::chrono::milliseconds(3000)));
+  const std::string holder = fleet->workers[0]->in_flight() == 1 ? url_of(0) : url_of(1);
+
+  const auto route = [&](simdjson::dom::parser& p, simdjson::dom::element& doc) {
+    auto c = client();
+    auto r = c.post("/debug/route", completion(prompt + "and a question of its own"));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u) << r->body;
+    ASSERT_EQ(p.parse(r->body).get(doc), simdjson::SUCCESS) << r->body;
+  };
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  route(p, doc);
+  EXPECT_EQ(doc["decision"]["worker"].get_string().value(), holder);
+  EXPECT_EQ(doc["decision"]["branch"].get_string().value(), "affinity");
+  const uint64_t matched = doc["decision"]["matched_blocks"].get_uint64().value();
+  EXPECT_GT(matched, 30u);
+  EXPECT_EQ(doc["decision"]["pending_blocks"].get_uint64().value(), matched);
+  EXPECT_NE(std::string(doc["header"].get_string().value()).find("; pending="), std::string::npos);
+  EXPECT_EQ(doc["decision"]["top"].at(0)["pending_blocks"].get_uint64().value(), matched);
+
+  for (size_t i = 0; i < 2; ++i) {
+    http::SyncClient admin("127.0.0.1", worker_port(i));
+    ASSERT_TRUE(admin.post("/admin/fault/pause", R"({"paused":false})").ok());
+  }
+  first.join();
+  ASSERT_EQ(status.load(), 200u);
+  ASSERT_TRUE(wait_indexed());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        simdjson::dom::parser q;
+        simdjson::dom::element d;
+        route(q, d);
+        return d["decision"]["pending_blocks"].get_uint64().value() == 0 &&
+               d["decision"]["matched_blocks"].get_uint64().value() == matched;
+      },
+      std::chrono::milliseconds(3000)))
+      << "the events confirm every block the credit gave";
+  const std::string m = gateway_->metrics_text();
+  EXPECT_NE(m.find(R"(kvgate_router_pending_credits_total{event="credited"} 1)"), std::string::npos)
+      << m.substr(m.find("kvgate_router_pending"), 600);
 }
 
 // The access log carries the decision's fields on every line, and its explanation (what

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "policy/fleet_fixture.h"
 
@@ -233,6 +234,75 @@ TEST_F(CacheAware, UnroutableAndOtherModelWorkersAreNotCandidates) {
   EXPECT_EQ(route(*p, {100, 1, 2}).branch, Branch::kNoWorker);
 }
 
+// A burst sharing a new prefix, every request routed before the first one's events: each goes
+// where the prefix is being computed, until the credit is withdrawn or expires.
+TEST_F(CacheAware, ABurstSharingANewPrefixFollowsItsBlocksInFlight) {
+  make_fleet(8);
+  // (Queued requests counted at their own prompt tokens, not an assumed length.)
+  auto p = make(PolicyKind::kCacheAware,
+                {.assumed_queued_prompt_tokens = 0, .pending_grace = std::chrono::seconds(1)});
+  std::vector<SeqHash> chain(32);
+  for (size_t i = 0; i < chain.size(); ++i) chain[i] = 500 + i;
+  const RouteRequest req{.chain = chain, .prompt_tokens = 512, .block_size = 16, .model = "m"};
+  const Decision first = route(*p, chain);
+  ASSERT_EQ(first.branch, Branch::kFreshPrefix);
+  EXPECT_EQ(first.pending_blocks, 0u);
+  workers::Worker& holder = *registry.snapshot()->workers[first.worker];
+  std::vector<uint64_t> tickets = {p->on_dispatch(holder, req, first.rank)};
+  holder.begin_request(std::nullopt, 512);
+  for (int i = 0; i < 20; ++i) {
+    const Decision d = route(*p, chain);
+    EXPECT_EQ(d.worker, first.worker);
+    EXPECT_EQ(d.branch, Branch::kAffinity);
+    EXPECT_EQ(d.matched_blocks, 32u);
+    EXPECT_EQ(d.pending_blocks, 32u);
+    tickets.push_back(p->on_dispatch(holder, req, d.rank));
+    holder.begin_request(std::nullopt, 16);
+  }
+  std::vector<SeqHash> sibling(chain.begin(), chain.begin() + 16);
+  sibling.push_back(9999);
+  EXPECT_EQ(route(*p, sibling).matched_blocks, 16u);
+  // The index confirming part of it: only the rest is pending.
+  index.set(500, HolderId(static_cast<uint32_t>(first.worker)), 20);
+  const Decision confirmed = route(*p, chain);
+  EXPECT_EQ(confirmed.matched_blocks, 32u);
+  EXPECT_EQ(confirmed.pending_blocks, 12u);
+  index.clear();
+  EXPECT_EQ(p->pending_stats().live_requests, 21u);
+  EXPECT_EQ(p->pending_stats().credited, 21u);
+
+  // Every request failed: the prefix is nobody's, and the burst's next request goes by wait.
+  for (uint64_t t : tickets) p->on_request_end(holder, workers::Outcome::kServerError, t);
+  EXPECT_EQ(p->pending_stats().withdrawn, 21u);
+  const Decision after = route(*p, chain);
+  EXPECT_EQ(after.branch, Branch::kFreshPrefix);
+  EXPECT_NE(after.worker, first.worker);  // its queue is the longest
+  // A credit whose request had its first token lasts the grace, then the events must say.
+  const uint64_t t = p->on_dispatch(holder, req, first.rank);
+  p->on_prefilled(t);
+  p->on_request_end(holder, workers::Outcome::kSuccess, t);
+  EXPECT_EQ(route(*p, chain).worker, first.worker);
+  clock.advance(std::chrono::seconds(1));
+  EXPECT_EQ(route(*p, chain).branch, Branch::kFreshPrefix);
+}
+
+TEST_F(CacheAware, WithoutBlocksInFlightABurstIsSpreadByItsQueue) {
+  make_fleet(8);
+  auto p = make(PolicyKind::kCacheAware, {.pending_max_age = Duration::zero()});
+  const std::vector<SeqHash> chain = {1, 2, 3, 4};
+  const RouteRequest req{.chain = chain, .prompt_tokens = 64, .block_size = 16, .model = "m"};
+  std::set<int32_t> used;
+  for (int i = 0; i < 8; ++i) {
+    const Decision d = route(*p, chain);
+    EXPECT_EQ(d.branch, Branch::kFreshPrefix);
+    EXPECT_EQ(p->on_dispatch(*registry.snapshot()->workers[d.worker], req, d.rank), 0u);
+    registry.snapshot()->workers[d.worker]->begin_request(std::nullopt, 64);
+    used.insert(d.worker);
+  }
+  EXPECT_EQ(used.size(), 8u);
+  EXPECT_EQ(p->pending_stats().credited, 0u);
+}
+
 TEST_F(CacheAware, ApproximateModeFollowsItsOwnDecisionsUntilTheTtl) {
   make_fleet(8, /*with_events=*/false);
   auto p = make(PolicyKind::kCacheAware, {.prediction_ttl = std::chrono::seconds(30)});
@@ -240,7 +310,7 @@ TEST_F(CacheAware, ApproximateModeFollowsItsOwnDecisionsUntilTheTtl) {
   const auto first = route(*p, chain);
   ASSERT_EQ(first.branch, Branch::kFreshPrefix);
   RouteRequest req{.chain = chain, .prompt_tokens = 64, .block_size = 16, .model = "m"};
-  p->on_dispatch(*registry.snapshot()->workers[first.worker], req);
+  p->on_dispatch(*registry.snapshot()->workers[first.worker], req, first.rank);
   for (int i = 0; i < 10; ++i) {
     const auto d = route(*p, chain);
     EXPECT_EQ(d.worker, first.worker);

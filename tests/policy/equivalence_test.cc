@@ -312,6 +312,11 @@ CacheAwareConfig random_config(std::mt19937_64& rng) {
   if (chance(rng, 0.3)) c.wait_spill_ratio = chance(rng, 0.5) ? 0.0 : 2000.0;  // rare or off
   if (chance(rng, 0.25)) c.prediction_ttl = std::chrono::seconds(between(rng, 1, 5));
   if (chance(rng, 0.2)) c.prediction_capacity_blocks = between(rng, 16, 256);
+  if (chance(rng, 0.2)) c.pending_max_age = Duration::zero();
+  if (chance(rng, 0.3)) c.pending_max_age = std::chrono::milliseconds(between(rng, 1, 4000));
+  if (chance(rng, 0.3)) c.pending_grace = std::chrono::milliseconds(between(rng, 0, 2000));
+  if (chance(rng, 0.2)) c.pending_max_requests = static_cast<uint32_t>(between(rng, 1, 8));
+  if (chance(rng, 0.2)) c.pending_capacity_blocks = between(rng, 0, 64);
   return c;
 }
 
@@ -361,6 +366,7 @@ struct Outstanding {
   int32_t worker = 0;
   std::optional<DpRank> rank;
   uint32_t prompt_tokens = 0;
+  uint64_t ticket = 0;  // the policies' blocks-in-flight credit
 };
 
 // Something the control path or the engines change between two requests, drawn from `seed` so
@@ -411,6 +417,7 @@ struct Coverage {
   std::array<int, static_cast<size_t>(Branch::kCount)> branches{};
   int pinned_rank = 0;      // a data-parallel rank chosen
   int predicted_depth = 0;  // a worker without KV holders chosen for its predicted prefix
+  int pending_depth = 0;    // a worker chosen with blocks in flight counted in its depth
   int vetoed_pick = 0;      // a vetoed worker chosen: every candidate was vetoed
   int shortcut = 0;         // decided among the deepest holders only
   int shortcut_warmup = 0;  // of which diverted to a thin worker
@@ -513,12 +520,23 @@ SeedResult run_seed(uint64_t seed, Scratch& scratch, Coverage& coverage, bool re
 
     // The request is sent: both fleets take it alike.
     if (got.worker >= 0) {
-      fast.on_dispatch(*fast_fleet.fleet->workers[got.worker], req);
-      reference.on_dispatch(*ref_fleet.fleet->workers[want.worker], req);
+      const uint64_t ticket =
+          fast.on_dispatch(*fast_fleet.fleet->workers[got.worker], req, got.rank);
+      const uint64_t ref_ticket =
+          reference.on_dispatch(*ref_fleet.fleet->workers[want.worker], req, want.rank);
+      if (ticket != ref_ticket) {
+        result.mismatch = true;
+        if (report)
+          ADD_FAILURE() << "seed " << seed << ", request " << n << ": credit ticket " << ticket
+                        << " vs the reference's " << ref_ticket;
+        return result;
+      }
+      coverage.pending_depth += got.pending_blocks > 0 ? 1 : 0;
       if (chance(rng, 0.5)) {
         const Outstanding o{.worker = got.worker,
                             .rank = got.rank >= 0 ? std::optional<DpRank>(got.rank) : std::nullopt,
-                            .prompt_tokens = req.prompt_tokens};
+                            .prompt_tokens = req.prompt_tokens,
+                            .ticket = ticket};
         for (RandomFleet* f : {&fast_fleet, &ref_fleet}) {
           f->fleet->workers[o.worker]->begin_request(o.rank, o.prompt_tokens);
         }
@@ -532,6 +550,15 @@ SeedResult run_seed(uint64_t seed, Scratch& scratch, Coverage& coverage, bool re
         f->fleet->workers[o.worker]->prefilled(o.prompt_tokens);
         f->fleet->workers[o.worker]->end_request(o.rank);
       }
+      // Its first token came (the credit ends after the grace), or it failed (withdrawn).
+      const workers::Outcome outcome =
+          chance(rng, 0.3) ? workers::Outcome::kServerError : workers::Outcome::kSuccess;
+      if (outcome == workers::Outcome::kSuccess) {
+        fast.on_prefilled(o.ticket);
+        reference.on_prefilled(o.ticket);
+      }
+      fast.on_request_end(*fast_fleet.fleet->workers[o.worker], outcome, o.ticket);
+      reference.on_request_end(outcome, o.ticket);
       outstanding.erase(outstanding.begin() + static_cast<std::ptrdiff_t>(k));
     }
     if (chance(rng, 0.08)) {
@@ -569,6 +596,7 @@ TEST(CacheAwareEquivalence, SameDecisionsAsTheReferenceOnRandomFleets) {
   }
   EXPECT_GT(coverage.pinned_rank, 0);
   EXPECT_GT(coverage.predicted_depth, 0);
+  EXPECT_GT(coverage.pending_depth, 0);
   EXPECT_GT(coverage.vetoed_pick, 0);
   // (These fleets are mostly hostile to the shortcut: tiny thresholds, exclusions, workers
   // without events, short chains. It still decides over a thousand requests.)
@@ -577,9 +605,11 @@ TEST(CacheAwareEquivalence, SameDecisionsAsTheReferenceOnRandomFleets) {
   EXPECT_GT(coverage.fleet_pass, decisions / 2);
   std::printf(
       "%d decisions compared over %d seeds; branches:%s; a rank pinned %d, a predicted prefix "
-      "%d, a vetoed worker %d; by the shortcut %d (warm-up %d), by a fleet pass %d\n",
+      "%d, blocks in flight %d, a vetoed worker %d; by the shortcut %d (warm-up %d), by a fleet "
+      "pass %d\n",
       decisions, kSeeds, seen.str().c_str(), coverage.pinned_rank, coverage.predicted_depth,
-      coverage.vetoed_pick, coverage.shortcut, coverage.shortcut_warmup, coverage.fleet_pass);
+      coverage.pending_depth, coverage.vetoed_pick, coverage.shortcut, coverage.shortcut_warmup,
+      coverage.fleet_pass);
 }
 
 }  // namespace

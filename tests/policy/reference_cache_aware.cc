@@ -135,6 +135,13 @@ void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::Fl
       depth_by_worker[w] = std::max(depth_by_worker[w], m.any_depth);
       depth_by_holder[m.holder.value()] = m.any_depth;
     }
+    for (size_t h = 0; h < depth_by_holder.size(); ++h) {
+      const int32_t w = fleet.worker_of_holder[h];
+      if (w < 0) continue;
+      const uint32_t pending = pending_depth(HolderId(static_cast<uint32_t>(h)), req.chain);
+      depth_by_holder[h] = std::max(depth_by_holder[h], pending);
+      depth_by_worker[w] = std::max(depth_by_worker[w], pending);
+    }
   }
   for (Option& o : options) {
     if (!has_kv_holders(fleet, o.worker_index)) {
@@ -344,9 +351,79 @@ Decision ReferenceCacheAware::warm_up(Decision d, const workers::FleetSnapshot& 
           .rank = options[j].rank};
 }
 
-void ReferenceCacheAware::on_dispatch(const workers::Worker& worker, const RouteRequest& req) {
-  if (req.chain.empty() || !worker.info()->holders.empty()) return;
-  predicted_.record(worker.id(), req.chain);
+uint64_t ReferenceCacheAware::on_dispatch(const workers::Worker& worker, const RouteRequest& req,
+                                          int32_t rank) {
+  if (req.chain.empty()) return 0;
+  const auto info = worker.info();
+  if (info->holders.empty()) {
+    predicted_.record(worker.id(), req.chain);
+    return 0;
+  }
+  if (config_.pending_max_age.count() <= 0 || index_ == nullptr ||
+      config_.pending_capacity_blocks == 0) {
+    return 0;
+  }
+  HolderId holder;
+  for (size_t h = 0; h < info->holders.size(); ++h) {
+    const bool pinned = rank >= 0 && h < info->holder_ranks.size() &&
+                        info->holder_ranks[h] == static_cast<uint32_t>(rank);
+    if (pinned || (rank < 0 && info->holders.size() == 1)) holder = info->holders[h];
+  }
+  if (!holder.valid()) return 0;
+  const size_t blocks = std::min(req.chain.size(), config_.pending_capacity_blocks);
+  const MonoTime now = clock_.now();
+  // The oldest credits end first: the expired ones, then any while the new one would not fit.
+  for (Credit& c : credits_) {
+    if (!c.live) continue;
+    if (c.expires <= now) {
+      end_credit(c);
+    } else if (live_blocks_ + blocks > config_.pending_capacity_blocks) {
+      end_credit(c);
+    } else {
+      break;
+    }
+  }
+  const uint64_t ticket = next_ticket_++;
+  const uint32_t most = std::max<uint32_t>(1, config_.pending_max_requests);
+  if (ticket > most) {
+    if (Credit* old = credit(ticket - most); old != nullptr && old->live) end_credit(*old);
+  }
+  credits_.push_back({.ticket = ticket,
+                      .holder = holder,
+                      .expires = now + config_.pending_max_age,
+                      .chain = {req.chain.begin(), req.chain.begin() + blocks}});
+  live_blocks_ += blocks;
+  return ticket;
+}
+
+ReferenceCacheAware::Credit* ReferenceCacheAware::credit(uint64_t ticket) {
+  for (Credit& c : credits_) {
+    if (c.ticket == ticket) return &c;
+  }
+  return nullptr;
+}
+
+void ReferenceCacheAware::on_prefilled(uint64_t ticket) {
+  Credit* c = credit(ticket);
+  if (c != nullptr && c->live)
+    c->expires = std::min(c->expires, clock_.now() + config_.pending_grace);
+}
+
+void ReferenceCacheAware::on_request_end(workers::Outcome outcome, uint64_t ticket) {
+  Credit* c = credit(ticket);
+  if (c != nullptr && c->live && outcome != workers::Outcome::kSuccess) end_credit(*c);
+}
+
+uint32_t ReferenceCacheAware::pending_depth(HolderId holder, std::span<const SeqHash> chain) const {
+  const MonoTime now = clock_.now();
+  uint32_t depth = 0;
+  for (const Credit& c : credits_) {
+    if (!c.live || c.holder != holder || c.expires <= now) continue;
+    uint32_t d = 0;
+    while (d < c.chain.size() && d < chain.size() && c.chain[d] == chain[d]) ++d;
+    depth = std::max(depth, d);
+  }
+  return depth;
 }
 
 }  // namespace kvgate::policy::testing

@@ -10,7 +10,10 @@
 //     the vetoed ones only when every candidate is vetoed. None: kNoWorker.
 //  2. Overload: every candidate over a threshold: kShed, or the least loaded (kAllOverloaded).
 //  3. Depth: the index's any-tier depth per holder, a whole worker's deepest rank, or the
-//     approximate mode's prediction for a worker without KV holders.
+//     approximate mode's prediction for a worker without KV holders. A holder's depth is the
+//     deeper of the index's and its live blocks-in-flight credits' (each the common prefix of
+//     its chain and the request's; a credit kept as a list entry, ended the way
+//     policy/detail/pending_blocks.h says).
 //  4. Affinity: the deepest non-overloaded candidates, least expected wait among them
 //     (kAffinity / kOverloadSteer); nobody deep: least expected wait (kFreshPrefix).
 //  5. Imbalance: a winner far above the fleet's mean load yields to the least expected wait.
@@ -46,10 +49,30 @@ class ReferenceCacheAware {
 
   Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                   std::mt19937_64& rng);
-  // The request went to `worker`: a worker without KV holders is predicted to cache its chain.
-  void on_dispatch(const workers::Worker& worker, const RouteRequest& req);
+  // The request went to `worker` (pinned to `rank`, or -1): a worker without KV holders is
+  // predicted to cache its chain; one with holders has the chain credited to the holder the
+  // dispatch computes it on. Returns the credit's ticket (0: none).
+  uint64_t on_dispatch(const workers::Worker& worker, const RouteRequest& req, int32_t rank);
+  // Policy::on_prefilled and on_request_end (a failure withdraws the credit).
+  void on_prefilled(uint64_t ticket);
+  void on_request_end(workers::Outcome outcome, uint64_t ticket);
 
  private:
+  struct Credit {
+    uint64_t ticket = 0;
+    HolderId holder;
+    MonoTime expires{};
+    std::vector<SeqHash> chain;
+    bool live = true;
+  };
+  Credit* credit(uint64_t ticket);
+  void end_credit(Credit& c) {
+    c.live = false;
+    live_blocks_ -= c.chain.size();
+  }
+  // The longest prefix of `chain` a live credit of `holder` covers.
+  uint32_t pending_depth(HolderId holder, std::span<const SeqHash> chain) const;
+
   // One routing candidate: a whole worker, or one data-parallel rank of it.
   struct Option {
     int32_t worker_index = 0;  // into FleetSnapshot::workers
@@ -75,6 +98,9 @@ class ReferenceCacheAware {
   const index::Indexer* index_;
   const Clock& clock_;
   detail::PredictedCache predicted_;
+  std::vector<Credit> credits_;  // in ticket order
+  uint64_t next_ticket_ = 1;
+  size_t live_blocks_ = 0;
   // The warm-up level as last summed, per model.
   struct Level {
     uint64_t fleet_version = 0;

@@ -28,7 +28,8 @@ struct CandidateReport {
   // cache_aware's expected wait before the first token, in µs; -1 for a policy that compares none.
   double expected_wait_us = -1;
   bool overloaded = false;
-  bool predicted = false;  // matched_blocks is the approximate mode's guess (no KV events)
+  bool predicted = false;       // matched_blocks is the approximate mode's guess (no KV events)
+  uint32_t pending_blocks = 0;  // of matched_blocks, those only blocks in flight predict
   bool chosen = false;
 };
 

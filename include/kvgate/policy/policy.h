@@ -70,6 +70,9 @@ struct Decision {
   Branch branch = Branch::kNoWorker;
   uint32_t matched_blocks = 0;  // blocks of the chain the chosen worker holds (cache_aware)
   int32_t rank = -1;            // the data-parallel rank to pin, or -1: the worker chooses
+  // Of matched_blocks, those only credits of requests in flight there predict (blocks its
+  // events have not confirmed yet: CacheAwareConfig::pending_max_age).
+  uint32_t pending_blocks = 0;
 };
 
 // A candidate as a policy sees it during one decision: a worker, or one data-parallel rank of a
@@ -101,6 +104,11 @@ struct Scratch {
   std::span<Candidate> candidates;
   std::vector<Candidate> candidate_slots;
   std::vector<uint32_t> depth_by_holder;
+  // cache_aware's blocks in flight: the credits a lookup found, whether it found any, and the
+  // index's own matches before they were counted (what the decision reports as confirmed).
+  std::vector<index::HolderMatch> pending_matches;
+  bool pending_counted = false;
+  std::vector<index::HolderMatch> confirmed_matches;
   std::mt19937_64 rng{std::random_device{}()};
 
   // cache_aware's shortcut (a decision among the deepest holders only): the workers it visits, as
@@ -141,10 +149,18 @@ class Policy {
   virtual std::string_view name() const = 0;
   virtual Decision select(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                           Scratch& scratch) = 0;
-  // The request went to `worker` (after select(), when it is actually sent).
-  virtual void on_dispatch(const workers::Worker& /*worker*/, const RouteRequest& /*req*/) {}
+  // The request went to `worker` (after select(), when it is actually sent), pinned to `rank`
+  // (-1: the worker chooses). Returns a ticket for on_prefilled() and on_request_end() (0: the
+  // policy keeps nothing of this dispatch).
+  virtual uint64_t on_dispatch(const workers::Worker& /*worker*/, const RouteRequest& /*req*/,
+                               int32_t /*rank*/) {
+    return 0;
+  }
+  // The dispatched request's first token (or whole answer) came back.
+  virtual void on_prefilled(uint64_t /*ticket*/) {}
   // The request ended on `worker` with `outcome` (every path, exactly once per dispatch).
-  virtual void on_request_end(const workers::Worker& /*worker*/, workers::Outcome /*outcome*/) {}
+  virtual void on_request_end(const workers::Worker& /*worker*/, workers::Outcome /*outcome*/,
+                              uint64_t /*ticket*/) {}
   // The worker left the fleet: forget anything kept about it.
   virtual void on_worker_removed(WorkerId /*worker*/) {}
   // State sync (CacheAwareConfig::journal_predictions): the blocks predicted since the last call,
@@ -155,6 +171,15 @@ class Policy {
   // overload, tie and cost-model figures of `config` for its next decisions; the warm-up rule and
   // the predictions keep the figures they started with. Any thread, concurrently with select().
   virtual void reconfigure(const CacheAwareConfig& /*config*/) {}
+  // The blocks-in-flight credits (cache_aware; zeros elsewhere). Any thread.
+  struct PendingStats {
+    uint64_t credited = 0;   // dispatches credited to their holder
+    uint64_t withdrawn = 0;  // ended by their request's failure or cancellation
+    uint64_t evicted = 0;    // ended early for room (pending_max_requests, _capacity_blocks)
+    uint64_t live_requests = 0;
+    uint64_t live_blocks = 0;
+  };
+  virtual PendingStats pending_stats() const { return {}; }
 };
 
 enum class PolicyKind {
@@ -209,6 +234,18 @@ struct CacheAwareConfig {
   // to this many blocks between two takes (beyond: dropped, and only peers miss them).
   bool journal_predictions = false;
   size_t prediction_journal_blocks = 1 << 18;
+  // Blocks in flight, for workers with KV events: a dispatched prompt's chain is credited to its
+  // holder (the pinned rank's, or a single-rank worker's) as pending until its events can have
+  // confirmed it, and lookups count the credit beside the index's depth. Without it, a burst of
+  // requests sharing a new prefix arrives before the first one's events and is spread, each
+  // worker computing the prefix. A credit ends pending_grace after its request's first token
+  // (the events' lag), at its request's failure or cancellation, or pending_max_age after its
+  // dispatch; at most pending_max_requests credits of pending_capacity_blocks blocks in all (the
+  // oldest go first). A max age of 0: off.
+  Duration pending_max_age = std::chrono::seconds(30);
+  Duration pending_grace = std::chrono::seconds(1);
+  uint32_t pending_max_requests = 4096;
+  size_t pending_capacity_blocks = size_t{1} << 20;
 };
 
 struct PolicyDeps {

@@ -50,8 +50,11 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
   g.upstream.headers[1].second = rank ? std::to_string(*rank) : std::string();
   const uint64_t tokens = g.parsed.tokens.size();
   const uint64_t predicted = predicted_cached_tokens(d.matched_blocks, tokens, g.block_size);
+  const uint64_t confirmed =
+      predicted_cached_tokens(d.matched_blocks - d.pending_blocks, tokens, g.block_size);
   policy::Policy& policy = parts.decode_policy != nullptr ? *parts.decode_policy : parts.policy;
-  Dispatch dispatch(worker, policy, g.route_request, g.parsed.stream, rank, tokens - predicted);
+  Dispatch dispatch(worker, policy, g.route_request, g.parsed.stream, rank, tokens - predicted,
+                    tokens - confirmed);
   const net::any_io_executor executor = co_await net::this_coro::executor;
   VetoWatch veto(worker, executor);
   // A breaker's trial goes out on a fresh connection: a pooled one the worker closed while idle
@@ -82,7 +85,7 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
     const http::DisconnectWatch watch = g.res.watch_disconnect([&lease] {
       if (lease->conn) lease->conn->close();
     });
-    Leg leg{worker, rank, predicted, dispatch, veto, *lease, watch, a};
+    Leg leg{worker, rank, confirmed, dispatch, veto, *lease, watch, a};
     // A whole answer (non-streamed), or the head of a stream. (Either branch sets it; a status
     // without a message allocates nothing.)
     Result<http::ClientResponse> head = absl::UnknownError("");

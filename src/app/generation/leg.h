@@ -16,7 +16,8 @@ namespace kvgate::app {
 struct Leg {
   workers::Worker& worker;
   std::optional<DpRank> rank;
-  uint64_t predicted_cached;  // the prompt tokens the index predicts the worker holds
+  uint64_t predicted_cached;  // the prompt tokens the index predicts the worker holds (its
+                              // confirmed blocks: not those in flight, which are a guess)
   Dispatch& dispatch;
   VetoWatch& veto;
   Lease& lease;

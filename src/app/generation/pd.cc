@@ -193,7 +193,7 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
   request.headers[0].second = authorization_for(g.req, *worker, parts.config);
   request.headers[1].second = rank ? std::to_string(*rank) : std::string();
   Dispatch dispatch(*worker, parts.policy, g.route_request, g.parsed.stream, rank,
-                    g.parsed.tokens.size());
+                    g.parsed.tokens.size(), g.parsed.tokens.size());
   const MonoTime started = parts.clock.now();
   Status failure = co_await exchange_prefill(parts, *worker, request, side, dispatch, answer);
   parts.metrics.pd_prefill_seconds(to_seconds(parts.clock.now() - started));

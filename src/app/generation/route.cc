@@ -46,7 +46,7 @@ policy::Decision decide(const GenerationParts& parts, Generation& g, policy::Pol
   const MonoTime started = parts.clock.now();
   const policy::Decision d = policy.select(g.route_request, *g.fleet, tl_scratch);
   const double seconds = to_seconds(parts.clock.now() - started);
-  parts.metrics.decision(d.branch, seconds);
+  parts.metrics.decision(d.branch, seconds, d.pending_blocks > 0);
   if (!record) return d;
   AccessRecord& rec = g.record;
   rec.routed = true;

@@ -5,6 +5,7 @@
 #include <istream>
 #include <memory>
 
+#include "app/flag_hint.h"
 #include "kvgate/app/config.h"
 #include "kvgate/app/gateway.h"
 #include "yaml-cpp/yaml.h"
@@ -59,7 +60,8 @@ class YamlFlagFile : public CLI::Config {
     if (name == "config") fail("a configuration file cannot name another (config)");
     if (name == "help" || name == "version") fail("'" + key + "' is not a setting");
     if (name.empty() || app_->get_option_no_throw("--" + name) == nullptr) {
-      fail("'" + key + "' is not a kvgate flag (kvgate --help lists them)");
+      fail("'" + key + "' is not a kvgate flag" + flag_advice("--" + name, *app_) +
+           " (kvgate --help lists them)");
     }
     return name;
   }
@@ -89,13 +91,13 @@ class YamlFlagFile : public CLI::Config {
 };
 
 // What CLI11 says of a bad command line, in kvgate's words.
-std::string parse_error(const CLI::ParseError& e) {
+std::string parse_error(const CLI::ParseError& e, const CLI::App& cli) {
   if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
-    // "The following arguments were not expected: --a --b": name the flags first.
+    // "The following arguments were not expected: --a --b": name the flag first.
     const std::string what = e.what();
     const size_t colon = what.find(": ");
-    return (colon == std::string::npos ? what : what.substr(colon + 2)) +
-           ": not a kvgate flag (kvgate --help lists them)";
+    return unexpected_arguments_message(colon == std::string::npos ? what : what.substr(colon + 2),
+                                        cli);
   }
   if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr) return e.what();  // names the file
   if (dynamic_cast<const CLI::FileError*>(&e) != nullptr)
@@ -122,7 +124,7 @@ Result<LoadedConfig> load_config(const std::vector<std::string>& args) {
     out.exit_code = cli.exit(e);
     return out;
   } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(parse_error(e));
+    return absl::InvalidArgumentError(parse_error(e, cli));
   }
   if (const CLI::Option* file = cli.get_config_ptr(); file != nullptr && file->count() > 0) {
     out.config.config_file = file->results().back();

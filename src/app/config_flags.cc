@@ -218,12 +218,12 @@ void add_access_flags(CLI::App& app, GatewayConfig& c) {
 
 // How prompts become the engines' token ids.
 void add_prompt_flags(CLI::App& app, GatewayConfig& c) {
-  app.add_option("--tokenizer", c.tokenizers,
+  app.add_option("--tokenizer,--tokenizer-path,--model-path", c.tokenizers,
                  "The model's tokenizer.json or model folder, so prompts route on the ids the "
                  "engines compute; chat messages are rendered with the chat template beside it "
                  "(chat_template.jinja or tokenizer_config.json). MODEL=PATH for one model of "
                  "several (repeatable). Default: the built-in test tokenizer, which only the mock "
-                 "engine shares")
+                 "engine shares. (--tokenizer-path and --model-path: SGLang's router's names)")
       ->group("Routing");
   app.add_option("--chat-template", c.chat_templates,
                  "A Jinja chat template file used instead of the one the --tokenizer's model "
@@ -328,10 +328,13 @@ void add_cache_aware_flags(CLI::App& app, GatewayConfig& c) {
          "cache_aware spills off the deepest holder when its load exceeds the fleet mean by this "
          "many requests ...")
       ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
       ->group("Routing");
   app.add_option("--balance-rel-threshold", c.cache_aware.balance_rel_threshold,
-                 "... and by this factor")
+                 "... and by this factor (of the fleet mean; SGLang's router compares the most "
+                 "loaded worker with the least)")
       ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
       ->group("Routing");
   app.add_option("--wait-spill-ratio", c.cache_aware.wait_spill_ratio,
                  "cache_aware sends a request elsewhere when the deepest holder's expected wait "

@@ -134,6 +134,47 @@ TEST(Config, HostilePeerBoundsHaveServingDefaultsAndFlags) {
 
 TEST(Config, AnUnknownFlagIsAnError) { EXPECT_THROW(parse({"--no-such-flag"}), CLI::ExtrasError); }
 
+// Other routers' launch lines and slips of the keyboard: the message names the flag first, then
+// what to use instead.
+TEST(Config, AForeignOrMistypedFlagIsNamedFirstWithWhatToUseInstead) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message_starts;
+  };
+  const std::vector<Case> cases = {
+      {{"--prefil", "http://a:1", "8998"},
+       "--prefil: not a kvgate flag; did you mean --prefill? (also unexpected: http://a:1 8998)"},
+      {{"--worker-url", "http://a:1"},
+       "--worker-url: not a kvgate flag; did you mean --worker-urls?"},
+      {{"--service-discovery", "static", "--static-backends", "http://a:1"},
+       "--static-backends: not a kvgate flag; give the workers as --worker-urls"},
+      {{"--static-models", "m"}, "--static-models: not a kvgate flag; none is needed"},
+      {{"--routing-logic", "prefixaware"},
+       "--routing-logic: not a kvgate flag; use --policy: roundrobin is round_robin, session is "
+       "consistent_hashing"},
+      {{"--session-key", "x-user-id"},
+       "--session-key: not a kvgate flag; use --policy consistent_hashing --routing-key-header"},
+      {{"--request-id-headers", "x-trace-id"},
+       "--request-id-headers: not a kvgate flag; kvgate takes a request's id from x-request-id"},
+      {{"--zzzzzzzzzzzz"}, "--zzzzzzzzzzzz: not a kvgate flag (kvgate --help lists them)"},
+      {{"stray"}, "'stray': a value no flag takes"},
+      {{"--balance-abs-threshold", "-1"}, "--balance-abs-threshold"},
+      {{"--balance-rel-threshold", "-0.5"}, "--balance-rel-threshold"},
+  };
+  for (const Case& c : cases) {
+    const Result<LoadedConfig> got = load_config(c.args);
+    ASSERT_FALSE(got.ok()) << c.args[0];
+    EXPECT_EQ(std::string(got.status().message()).rfind(c.message_starts, 0), 0u)
+        << got.status().message();
+  }
+}
+
+TEST(Config, SglangsTokenizerFlagNamesAreKvgatesTokenizer) {
+  EXPECT_EQ(parse({"--tokenizer-path", "/models/a"}).tokenizers,
+            std::vector<std::string>{"/models/a"});
+  EXPECT_EQ(parse({"--model-path", "/models/b"}).tokenizers, std::vector<std::string>{"/models/b"});
+}
+
 TEST(Config, AKvEventsRelayIsAGrpcAddress) {
   EXPECT_EQ(parse({}).kv_events_relay, "");
   EXPECT_EQ(parse({"--kv-events-relay", "grpc://relay-1:50051"}).kv_events_relay, "relay-1:50051");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kvgate/core/json_writer.h"
@@ -568,15 +569,6 @@ std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t i
     w.end_object();
     return out;
   }
-  if (req.kind == ApiKind::kResponses) {
-    std::string delta;
-    append_token_text(choice.tokens, &delta);
-    w.begin_object().member("type", "response.output_text.delta");
-    w.member("sequence_number", choice.output_tokens + 1).member("item_id", "msg_" + ids.id);
-    w.member("output_index", 0).member("content_index", 0).member("delta", delta);
-    w.end_object();
-    return out;
-  }
   const bool chat = req.kind == ApiKind::kChat;
   std::string text;
   append_token_text(choice.tokens, &text);
@@ -616,31 +608,150 @@ std::string render_usage_chunk(const ApiRequest& req, const ResponseIds& ids,
 
 namespace kvgate::mock::detail {
 
-std::string render_response_created(const ResponseIds& ids, uint64_t sequence) {
+namespace {
+
+// The message item of a Responses stream: in progress and empty, or completed with its text.
+void write_message_item(JsonWriter& w, const ResponseIds& ids, const std::string* text) {
+  w.begin_object().member("id", "msg_" + ids.id).member("type", "message");
+  w.member("status", text != nullptr ? "completed" : "in_progress").member("role", "assistant");
+  w.key("content").begin_array();
+  if (text != nullptr) {
+    w.begin_object().member("type", "output_text").member("text", *text);
+    w.key("annotations").begin_array().end_array().end_object();
+  }
+  w.end_array().end_object();
+}
+
+void write_text_part(JsonWriter& w, std::string_view text) {
+  w.begin_object().member("type", "output_text").member("text", text);
+  w.key("annotations").begin_array().end_array().end_object();
+}
+
+// An event's head: its type and the next sequence number.
+void begin_event(JsonWriter& w, std::string_view type, uint64_t* sequence) {
+  w.begin_object().member("type", type).member("sequence_number", (*sequence)++);
+}
+
+// The item-level fields of a content event.
+void write_content_place(JsonWriter& w, const ResponseIds& ids) {
+  w.member("item_id", "msg_" + ids.id).member("output_index", 0).member("content_index", 0);
+}
+
+}  // namespace
+
+std::vector<std::string> render_response_opening(const ResponseIds& ids, uint64_t* sequence) {
+  std::vector<std::string> events(4);
+  for (size_t i = 0; i < 2; ++i) {
+    JsonWriter w(&events[i]);
+    begin_event(w, i == 0 ? "response.created" : "response.in_progress", sequence);
+    w.key("response");
+    write_responses_object(w, ids, ChoiceResult{}, /*done=*/false);
+    w.end_object();
+  }
+  JsonWriter item(&events[2]);
+  begin_event(item, "response.output_item.added", sequence);
+  item.member("output_index", 0).key("item");
+  write_message_item(item, ids, nullptr);
+  item.end_object();
+  JsonWriter part(&events[3]);
+  begin_event(part, "response.content_part.added", sequence);
+  write_content_place(part, ids);
+  part.key("part");
+  write_text_part(part, "");
+  part.end_object();
+  return events;
+}
+
+std::string render_response_delta(const ResponseIds& ids, const ChoiceResult& choice,
+                                  uint64_t* sequence) {
+  std::string delta;
+  append_token_text(choice.tokens, &delta);
   std::string out;
   JsonWriter w(&out);
-  w.begin_object().member("type", "response.created").member("sequence_number", sequence);
-  w.key("response");
-  write_responses_object(w, ids, ChoiceResult{}, /*done=*/false);
-  w.end_object();
+  begin_event(w, "response.output_text.delta", sequence);
+  write_content_place(w, ids);
+  w.member("delta", delta).end_object();
   return out;
 }
 
-std::string render_response_completed(const ApiRequest&, const ResponseIds& ids,
-                                      const ChoiceResult& choice, uint64_t sequence) {
-  std::string out;
-  JsonWriter w(&out);
-  w.begin_object().member("type", "response.completed").member("sequence_number", sequence);
-  w.key("response");
-  write_responses_object(w, ids, choice, /*done=*/true);
-  w.end_object();
-  return out;
+std::vector<std::string> render_response_closing(const ResponseIds& ids, const ChoiceResult& choice,
+                                                 uint64_t* sequence) {
+  std::string text;
+  append_token_text(choice.tokens, &text);
+  std::vector<std::string> events(4);
+  JsonWriter done(&events[0]);
+  begin_event(done, "response.output_text.done", sequence);
+  write_content_place(done, ids);
+  done.member("text", text).end_object();
+  JsonWriter part(&events[1]);
+  begin_event(part, "response.content_part.done", sequence);
+  write_content_place(part, ids);
+  part.key("part");
+  write_text_part(part, text);
+  part.end_object();
+  JsonWriter item(&events[2]);
+  begin_event(item, "response.output_item.done", sequence);
+  item.member("output_index", 0).key("item");
+  write_message_item(item, ids, &text);
+  item.end_object();
+  JsonWriter completed(&events[3]);
+  begin_event(completed, "response.completed", sequence);
+  completed.key("response");
+  write_responses_object(completed, ids, choice, /*done=*/true);
+  completed.end_object();
+  return events;
 }
 
 }  // namespace kvgate::mock::detail
 
 namespace kvgate::mock::detail {
 namespace {
+
+// encoding_format: "float" (the default: a JSON array) or "base64" (the little-endian float32
+// values' bytes, base64: what the OpenAI SDKs ask for unless told otherwise).
+Result<bool> wants_base64(const object& o) {
+  element e;
+  if (o.at_key("encoding_format").get(e) != simdjson::SUCCESS || e.is_null()) return false;
+  std::string_view format;
+  if (e.get(format) != simdjson::SUCCESS || (format != "float" && format != "base64")) {
+    return absl::InvalidArgumentError("encoding_format must be \"float\" or \"base64\"");
+  }
+  return format == "base64";
+}
+
+std::string base64_of(std::span<const unsigned char> bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t n = (uint32_t{bytes[i]} << 16) |
+                       (i + 1 < bytes.size() ? uint32_t{bytes[i + 1]} << 8 : 0) |
+                       (i + 2 < bytes.size() ? uint32_t{bytes[i + 2]} : 0);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+void write_embedding(JsonWriter& w, const std::vector<double>& v, bool base64) {
+  if (!base64) {
+    w.key("embedding").begin_array();
+    for (double x : v) w.value(x);
+    w.end_array();
+    return;
+  }
+  std::vector<unsigned char> bytes;
+  for (double x : v) {
+    const float f = static_cast<float>(x);
+    uint32_t u = 0;
+    std::memcpy(&u, &f, sizeof u);
+    for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<unsigned char>(u >> (8 * k)));
+  }
+  w.member("embedding", base64_of(bytes));
+}
 
 // A deterministic unit vector for a prompt: the mock's "embedding".
 std::vector<double> embed(std::span<const TokenId> tokens) {
@@ -721,15 +832,16 @@ Result<std::string> render_pooling(PoolingKind kind, std::string_view body,
       ApiRequest r;
       if (o.at_key("input").get(e) != simdjson::SUCCESS) return bad("input is required");
       if (Status s = read_prompts(e, tokenizer, &r, "input"); !s.ok()) return s;
+      const Result<bool> base64 = wants_base64(o);
+      if (!base64.ok()) return base64.status();
       w.begin_object().member("id", ids.id).member("object", "list");
       w.member("created", ids.created).member("model", ids.model);
       w.key("data").begin_array();
       for (size_t i = 0; i < r.prompts.size(); ++i) {
         used += r.prompts[i].size();
         w.begin_object().member("index", i).member("object", "embedding");
-        w.key("embedding").begin_array();
-        for (double x : embed(r.prompts[i])) w.value(x);
-        w.end_array().end_object();
+        write_embedding(w, embed(r.prompts[i]), *base64);
+        w.end_object();
       }
       w.end_array();
       break;

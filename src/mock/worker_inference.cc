@@ -311,18 +311,22 @@ net::awaitable<Worker::StreamStep> Worker::write_ready_chunks(ApiKind kind, cons
       if (kind == ApiKind::kGenerate) append_token_text(c.tokens, &p.text_so_far);
       if (kind == ApiKind::kGenerate) c.tokens = p.all;  // SGLang streams cumulative ids
       if (kind == ApiKind::kResponses && !p.first_written) {
-        const std::string created = render_response_created(rids, 0);
-        if (!(co_await res.write_sse(created)).ok()) co_return StreamStep::kClientGone;
+        for (const std::string& event : render_response_opening(rids, &p.sequence)) {
+          if (!(co_await res.write_sse(event)).ok()) co_return StreamStep::kClientGone;
+        }
       }
-      std::string chunk = render_chunk(api, rids, i, c, !p.first_written, p.text_so_far);
+      std::string chunk = kind == ApiKind::kResponses
+                              ? render_response_delta(rids, c, &p.sequence)
+                              : render_chunk(api, rids, i, c, !p.first_written, p.text_so_far);
       p.first_written = true;
       if (c.finished || c.aborted) p.final_written = true;
       wrote = true;
       if (!(co_await res.write_sse(chunk)).ok()) co_return StreamStep::kClientGone;
       if (kind == ApiKind::kResponses && p.final_written) {
-        const std::string completed =
-            render_response_completed(api, rids, choice_result(p, p.all), p.all.size() + 2);
-        if (!(co_await res.write_sse(completed)).ok()) co_return StreamStep::kClientGone;
+        const ChoiceResult whole = choice_result(p, p.all);
+        for (const std::string& event : render_response_closing(rids, whole, &p.sequence)) {
+          if (!(co_await res.write_sse(event)).ok()) co_return StreamStep::kClientGone;
+        }
       }
     }
     if (!p.final_written) all_written = false;

@@ -33,7 +33,31 @@ TEST_F(OpenAiSdkTest, EveryCallAClientMakesWorksThroughTheGateway) {
   EXPECT_EQ(*code, 0) << said;
   for (const char* step : {"ok models.list", "ok models.retrieve", "ok completions.create",
                            "ok chat.completions.create\n", "ok chat.completions.create stream",
-                           "ok embeddings.create", "ok responses.create", "ok errors", "all ok"}) {
+                           "ok embeddings.create", "ok responses.create", "ok embeddings base64",
+                           "ok responses.stream", "ok errors", "all ok"}) {
+    EXPECT_NE(said.find(step), std::string::npos) << step << " missing from:\n" << said;
+  }
+}
+
+// The mock itself (what every test and the demo see) answers the SDK's calls in vLLM's shapes:
+// base64 embeddings decoded to the floats asked for plainly, a Responses stream the SDK's
+// helper accumulates.
+TEST_F(OpenAiSdkTest, TheMockAnswersTheSdkAsAnEngineDoes) {
+  const std::string modules = testing::npm_dir() + "/node_modules";
+  ASSERT_TRUE(std::filesystem::exists(modules + "/openai/package.json"))
+      << "the OpenAI SDK is not in " << modules << ": run tools/setup.sh (make setup)";
+  start_worker();
+  const char* source = std::getenv("KVGATE_SOURCE_DIR");
+  ASSERT_NE(source, nullptr);
+  testing::Child node({"/usr/bin/env", "NODE_PATH=" + modules, "node",
+                       std::string(source) + "/tests/app/clients/openai_sdk.cjs", url_of(0) + "/v1",
+                       "sk-unchecked", "mock-8b", "engine"});
+  ASSERT_TRUE(node.started());
+  const auto code = node.wait(std::chrono::seconds(60));
+  const std::string said = node.output() + node.errors();
+  ASSERT_TRUE(code.has_value()) << "node did not finish: " << said;
+  EXPECT_EQ(*code, 0) << said;
+  for (const char* step : {"ok embeddings base64", "ok responses.stream", "all ok"}) {
     EXPECT_NE(said.find(step), std::string::npos) << step << " missing from:\n" << said;
   }
 }

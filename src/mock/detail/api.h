@@ -103,11 +103,17 @@ std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t i
 // The final usage-only chunk (stream_options.include_usage).
 std::string render_usage_chunk(const ApiRequest& req, const ResponseIds& ids,
                                const std::vector<ChoiceResult>& choices);
-// A Responses stream's framing events: "response.created" before the first delta and
-// "response.completed" (carrying the whole response) after the last. `sequence` numbers events.
-std::string render_response_created(const ResponseIds& ids, uint64_t sequence);
-std::string render_response_completed(const ApiRequest& req, const ResponseIds& ids,
-                                      const ChoiceResult& choice, uint64_t sequence);
+// A Responses stream, event by event as OpenAI sends them, each numbered from `*sequence` on
+// (consecutive from 0 over the stream): before the first delta, response.created,
+// response.in_progress, response.output_item.added and response.content_part.added; each
+// response.output_text.delta; after the last, response.output_text.done,
+// response.content_part.done, response.output_item.done and response.completed (carrying the
+// whole response, `choice` being all of its tokens).
+std::vector<std::string> render_response_opening(const ResponseIds& ids, uint64_t* sequence);
+std::string render_response_delta(const ResponseIds& ids, const ChoiceResult& choice,
+                                  uint64_t* sequence);
+std::vector<std::string> render_response_closing(const ResponseIds& ids, const ChoiceResult& choice,
+                                                 uint64_t* sequence);
 
 // Pooling endpoints (vLLM serves them for embedding and cross-encoder models): answered at once,
 // from the prompt's tokens, with no generation and no KV events.

@@ -29,6 +29,7 @@ struct Worker::Part {
   bool aborted = false;
   bool final_written = false;
   bool first_written = false;
+  uint64_t sequence = 0;  // a Responses stream's next event number
   MonoTime arrival{};
   WallTime arrival_wall{};
   std::optional<MonoTime> first_token, last_token, finish;

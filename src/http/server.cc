@@ -396,6 +396,19 @@ net::awaitable<bool> serve(ServerState& st, Session& s, const Request& req, bool
   co_return !responder.failed() && responder.keep_alive();
 }
 
+// "/v1/chat/completions/" is "/v1/chat/completions" when only the latter is a route (clients
+// that join a base URL and a path with a slash too many; FastAPI redirects them): the target is
+// rewritten, so the handler and whatever it forwards see the route's own path.
+void drop_trailing_slash(const ServerState& st, Request& req) {
+  const std::string_view path = req.path();
+  if (path.size() < 2 || path.back() != '/') return;
+  const auto exact = [&](std::string_view p) {
+    return st.exact.find(absl::string_view(p.data(), p.size())) != st.exact.end();
+  };
+  if (exact(path) || !exact(path.substr(0, path.size() - 1))) return;
+  req.request_target.erase(path.size() - 1, 1);
+}
+
 net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_ptr<Session> s) {
   boost::system::error_code ec;
   const tcp::endpoint remote = s->stream.socket().remote_endpoint(ec);
@@ -416,6 +429,7 @@ net::awaitable<void> run_session(std::shared_ptr<ServerState> st, std::shared_pt
       BodyReservation reservation(*st);  // released when the request's handler returns
       bool keep_alive = false;
       if (!co_await read_request(*st, *s, req, reservation, &keep_alive)) break;
+      drop_trailing_slash(*st, req);
       if (!st->options.request_id_header.empty()) {
         req.request_id = request_id_or_new(req.header(st->options.request_id_header));
       }

@@ -153,6 +153,27 @@ TEST_F(ServerTest, HeadIsGetWithoutTheBodyAndA405SaysWhatIsAllowed) {
   EXPECT_EQ(unknown.rfind("HTTP/1.1 404", 0), 0u) << unknown;
 }
 
+// A slash too many after a route's path is that route, its query kept; a prefix route's id with
+// a slash stays the prefix route's; a path that is no route stays unknown.
+TEST_F(ServerTest, ATrailingSlashAfterARoutesPathIsThatRoute) {
+  start();
+  SyncClient c("127.0.0.1", server_->port());
+  auto hello = c.get("/hello/?name=kv");
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->status, 200u);
+  EXPECT_EQ(hello->body, "hello kv");
+  auto echo = c.post("/echo/", "{\"i\":1}");
+  ASSERT_TRUE(echo.ok());
+  EXPECT_EQ(echo->status, 200u);
+  EXPECT_EQ(echo->body, "{\"i\":1}");
+  auto file = c.get("/files/a/");
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->status, 200u);
+  auto unknown = c.get("/nope/");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->status, 404u);
+}
+
 TEST_F(ServerTest, KeepAliveReusesOneConnection) {
   start();
   SyncClient c("127.0.0.1", server_->port());

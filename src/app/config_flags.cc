@@ -1,6 +1,8 @@
 // kvgate's command line: every flag of the gateway, by the --help group it shows in.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "app/flag_helpers.h"
@@ -415,6 +417,52 @@ void add_cache_aware_flags(CLI::App& app, GatewayConfig& c) {
               "Routing");
 }
 
+// Headers kvgate never passes on as a client sent them: the message's framing and the hop's own
+// (a smuggled length), the credentials (--forward-client-authorization decides) and kvgate's.
+constexpr std::string_view kUnforwardable[] = {"authorization",
+                                               "connection",
+                                               "content-length",
+                                               "content-type",
+                                               "cookie",
+                                               "host",
+                                               "keep-alive",
+                                               "proxy-authorization",
+                                               "te",
+                                               "trailer",
+                                               "transfer-encoding",
+                                               "upgrade",
+                                               "x-request-id",
+                                               "x-data-parallel-rank"};
+
+void add_forward_headers_flag(CLI::App& app, GatewayConfig& c) {
+  app.add_option_function<std::vector<std::string>>(
+         "--forward-headers",
+         [&c](std::vector<std::string> names) {
+           c.forward_headers.clear();
+           for (std::string& n : names) {
+             std::transform(n.begin(), n.end(), n.begin(),
+                            [](unsigned char ch) { return std::tolower(ch); });
+             if (n.empty() || n == "none") continue;
+             const bool token = std::all_of(n.begin(), n.end(), [](char ch) {
+               return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_';
+             });
+             if (!token)
+               throw CLI::ValidationError("--forward-headers", "'" + n + "' is not a header name");
+             if (std::find(std::begin(kUnforwardable), std::end(kUnforwardable), n) !=
+                     std::end(kUnforwardable) ||
+                 n.rfind("x-kvgate-", 0) == 0 || n.rfind("proxy-", 0) == 0) {
+               throw CLI::ValidationError("--forward-headers", n + " is never passed on as sent");
+             }
+             c.forward_headers.push_back(n);
+           }
+         },
+         "Client headers passed on to workers as sent (besides x-request-id, which always is): "
+         "trace context and what engines read, e.g. x-trace-id openai-organization openai-beta; "
+         "'none' for none. Framing, hop, credential and kvgate's own headers are refused")
+      ->default_str("traceparent tracestate")
+      ->group("Upstream");
+}
+
 // Blocks in flight (cache_aware, workers with KV events): a dispatched prompt credited to its
 // worker until its events can have confirmed it.
 void add_pending_flags(CLI::App& app, GatewayConfig& c) {
@@ -578,6 +626,7 @@ void add_upstream_flags(CLI::App& app, GatewayConfig& c) {
                "header reaches no worker while kvgate checks keys (--api-key), so the gateway's "
                "key never leaves it; without --api-key the header is always passed on")
       ->group("Upstream");
+  add_forward_headers_flag(app, c);
   add_seconds(
       app, "--request-timeout-secs", c.request_timeout,
       "A whole answer, streamed or not, from the request's start (8k tokens at 15 tokens/s take "

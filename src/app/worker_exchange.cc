@@ -28,7 +28,8 @@ bool is_loop(std::string_view hops, std::string_view self) {
 }
 
 http::ClientRequest upstream_request(const http::Request& req, std::string_view self,
-                                     std::string_view request_id) {
+                                     std::string_view request_id,
+                                     std::span<const std::string> forward) {
   http::ClientRequest c;
   c.method = http::Verb::post;
   c.target = std::string(req.target());
@@ -36,13 +37,13 @@ http::ClientRequest upstream_request(const http::Request& req, std::string_view 
   // The body parsed as JSON, whatever the client called it: engines refuse anything else (curl -d
   // sends application/x-www-form-urlencoded).
   c.content_type = "application/json";
-  c.headers.reserve(6);                                    // at most the six below: one allocation
+  c.headers.reserve(4 + forward.size());                   // at most those below: one allocation
   c.headers.emplace_back("authorization", std::string());  // set per attempt
   c.headers.emplace_back(std::string(kRankHeader), std::string());  // set per attempt
   c.headers.emplace_back(std::string(kRequestIdHeader), std::string(request_id));
-  for (std::string_view h : {"traceparent", "tracestate"}) {
+  for (const std::string& h : forward) {
     const std::string_view v = req.header(h);
-    if (!v.empty()) c.headers.emplace_back(std::string(h), std::string(v));
+    if (!v.empty()) c.headers.emplace_back(h, std::string(v));
   }
   const std::string_view hops = req.header(kHopsHeader);
   c.headers.emplace_back(

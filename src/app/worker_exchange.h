@@ -40,9 +40,11 @@ bool is_loop(std::string_view hops, std::string_view self);
 
 // The request as the worker gets it. Its body is the client's own bytes (not copied: `req` must
 // outlive every attempt). Header 0 is the authorization slot (authorization_for), header 1 the
-// data-parallel rank's, both set per attempt (empty headers are not sent).
+// data-parallel rank's, both set per attempt (empty headers are not sent). The client's
+// headers named in `forward` (lower case) go along as they came.
 http::ClientRequest upstream_request(const http::Request& req, std::string_view self,
-                                     std::string_view request_id);
+                                     std::string_view request_id,
+                                     std::span<const std::string> forward);
 
 // What a request to worker `w` carries as its authorization: the worker's own credentials
 // (worker_control.h's engine_authorization), else the client's header when `config` forwards it,

@@ -169,6 +169,17 @@ TEST(Config, AForeignOrMistypedFlagIsNamedFirstWithWhatToUseInstead) {
   }
 }
 
+TEST(Config, ForwardedHeadersAreNamedInLowerCaseAndNeverFramingOrCredentials) {
+  EXPECT_EQ(parse({}).forward_headers, (std::vector<std::string>{"traceparent", "tracestate"}));
+  EXPECT_EQ(parse({"--forward-headers", "X-Trace-Id", "OpenAI-Beta"}).forward_headers,
+            (std::vector<std::string>{"x-trace-id", "openai-beta"}));
+  EXPECT_TRUE(parse({"--forward-headers", "none"}).forward_headers.empty());
+  for (const char* bad : {"Content-Length", "transfer-encoding", "authorization", "host",
+                          "x-kvgate-hops", "proxy-connection", "bad header", "x:y"}) {
+    EXPECT_THROW(parse({"--forward-headers", bad}), CLI::ValidationError) << bad;
+  }
+}
+
 TEST(Config, SglangsTokenizerFlagNamesAreKvgatesTokenizer) {
   EXPECT_EQ(parse({"--tokenizer-path", "/models/a"}).tokenizers,
             std::vector<std::string>{"/models/a"});

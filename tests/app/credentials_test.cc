@@ -125,5 +125,38 @@ TEST_F(CredentialsTest, WithoutAGatewayKeyTheClientsHeaderIsTheEnginesToCheck) {
   expect_client_header_forwarded(w);
 }
 
+// Trace context goes along by default; --forward-headers names what else does (and replaces the
+// default); anything else a client sends stays with the gateway.
+TEST_F(CredentialsTest, OnlyTheHeadersNamedToBeForwardedReachTheEngine) {
+  const std::vector<std::string> sent = {"traceparent", "x-trace-id", "openai-beta",
+                                         "x-internal-note"};
+  struct Case {
+    std::vector<std::string> forward;  // empty: the default
+    std::vector<std::string> reach;
+  };
+  for (const Case& c : {Case{{}, {"traceparent"}},
+                        Case{{"x-trace-id", "openai-beta"}, {"x-trace-id", "openai-beta"}}}) {
+    RecordingWorker w;
+    serve_two({w.url()}, [&](GatewayConfig& g) {
+      if (!c.forward.empty()) g.forward_headers = c.forward;
+    });
+    http::ClientRequest r = completion_with_key(kGatewayKey);
+    for (const std::string& h : sent) r.headers.emplace_back(h, "value of " + h);
+    auto http = client();
+    auto answer = http.request(r);
+    ASSERT_TRUE(answer.ok());
+    ASSERT_EQ(answer->status, 200u) << answer->body;
+    ASSERT_FALSE(w.requests().empty());
+    const RecordingWorker::Received got = w.requests().back();
+    for (const std::string& h : sent) {
+      const bool reaches = std::find(c.reach.begin(), c.reach.end(), h) != c.reach.end();
+      EXPECT_EQ(got.field(h), reaches ? "value of " + h : "") << h;
+    }
+    EXPECT_FALSE(got.field("x-request-id").empty());
+    gateway_->stop(std::chrono::milliseconds(2000));
+    gateway_.reset();
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::app

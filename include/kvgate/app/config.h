@@ -114,6 +114,9 @@ struct GatewayConfig {
   bool forwards_client_authorization() const {
     return forward_client_authorization || (api_key.empty() && api_keys_file.empty());
   }
+  // Client headers passed on to workers as they came (lower case), besides the request id, the
+  // authorization above and kvgate's own: trace context by default.
+  std::vector<std::string> forward_headers = {"traceparent", "tracestate"};
   // The models' tokenizers: "PATH" (every model) or "MODEL=PATH", PATH a tokenizer.json or a
   // model folder holding one. Empty: the built-in test tokenizer (the mock engine's).
   std::vector<std::string> tokenizers;

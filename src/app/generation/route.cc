@@ -20,7 +20,8 @@ void prepare_route(const GenerationParts& parts, Generation& g) {
   g.chain.assign(chain.begin(), chain.end());
   g.route_request = parts.routing.route_request(g.req, g.parsed, g.chain, fleet);
   g.route_request.explain = g.explain;
-  g.upstream = upstream_request(g.req, parts.instance_id, g.request_id);
+  g.upstream =
+      upstream_request(g.req, parts.instance_id, g.request_id, parts.config.forward_headers);
   // A stream whose client did not ask for usage: the engine is asked (its usage says what it
   // found cached) and the usage event is kept from the client.
   g.strip_usage = g.parsed.stream && !g.parsed.has_stream_options &&

@@ -734,12 +734,13 @@ void add_worker_flags(CLI::App& app, GatewayConfig& c) {
          "report) this long is vetoed as unreachable until it answers again (0: off)")
       ->default_str("2")
       ->group("Workers");
-  app.add_option("--cache-agreement-warn-below", c.cache_agreement_warn_below,
-                 "Name a worker in a warning when the prompt tokens its engine reports cached "
-                 "agree with what the index predicted there less than this (1 - |reported - "
-                 "predicted| / the larger, over windows of 8,192 tokens): a wrong block size, "
-                 "hash seed or tokenizer shows up here first (0: never; kvgate_cache_agreement "
-                 "per worker either way)")
+  app.add_option(
+         "--cache-agreement-warn-below", c.cache_agreement_warn_below,
+         "Name a worker in a warning when the prompt tokens its engine reports cached "
+         "agree with what the index predicted there less than this (1 - |reported - "
+         "predicted| / the larger, over windows of 8,192 tokens): a wrong block size, "
+         "hash seed or tokenizer shows up here first (0: never; kvgate_cache_agreement_ratio "
+         "per worker either way)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group("Workers");

@@ -133,6 +133,11 @@ void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view
                   "Prompt tokens the chosen worker was predicted to hold cached (the "
                   "fleet's prefix hit ratio is this over kvgate_router_prompt_tokens_total).")
                   .Add({}));
+  completion_tokens_ = sharded(
+      metrics::counter_family(reg, "kvgate_completion_tokens_total",
+                              "Output tokens of answered generations, as the engines' usage "
+                              "counted them (streams too: kvgate asks the engine for usage).")
+          .Add({}));
   ttft_ = sharded(metrics::histogram_family(
                       reg, "kvgate_ttft_seconds",
                       "Time from a streamed request's arrival to its first byte from the worker."),
@@ -362,9 +367,8 @@ void GatewayMetrics::publish() {
   for (ShardedHistogramPtr& h : duration_) h->publish();
   for (ShardedCounterPtr& c : errors_) c->publish();
   for (ShardedCounterPtr& c : decisions_) c->publish();
-  pending_decisions_->publish();
-  for (ShardedCounterPtr* c :
-       {&prompt_tokens_, &matched_tokens_, &lookups_, &stream_relayed_, &stream_copied_}) {
+  for (ShardedCounterPtr* c : {&prompt_tokens_, &matched_tokens_, &completion_tokens_, &lookups_,
+                                &stream_relayed_, &stream_copied_, &pending_decisions_}) {
     (*c)->publish();
   }
   for (ShardedHistogramPtr* h :

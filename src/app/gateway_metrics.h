@@ -95,6 +95,8 @@ class GatewayMetrics {
     prompt_tokens_->add(prompt_tokens);
     matched_tokens_->add(matched_tokens);
   }
+  // An answered generation's output tokens, as its engine's usage counted them.
+  void completion_tokens(uint64_t n) { completion_tokens_->add(n); }
   // A relayed stream's bytes: those written to the client, and those the gateway copied on the
   // way (held, rebuilt, kept: each byte at most once).
   void stream_bytes(uint64_t relayed, uint64_t copied) {
@@ -157,6 +159,7 @@ class GatewayMetrics {
   ShardedHistogramPtr decision_seconds_;
   ShardedCounterPtr prompt_tokens_;
   ShardedCounterPtr matched_tokens_;
+  ShardedCounterPtr completion_tokens_;
   ShardedCounterPtr stream_relayed_;
   ShardedCounterPtr stream_copied_;
   ShardedHistogramPtr ttft_;

@@ -237,6 +237,7 @@ TEST_F(Observe, APromptInFlightIsCreditedToItsWorkerUntilItsEventsConfirmIt) {
       std::chrono::milliseconds(3000)))
       << "the events confirm every block the credit gave";
   const std::string m = gateway_->metrics_text();
+  EXPECT_EQ(metric_value(m, "kvgate_completion_tokens_total"), 4) << "the answer's max_tokens";
   EXPECT_NE(m.find(R"(kvgate_router_pending_credits_total{event="credited"} 1)"), std::string::npos)
       << m.substr(m.find("kvgate_router_pending"), 600);
 }

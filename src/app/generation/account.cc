@@ -35,6 +35,7 @@ void account(const GenerationParts& parts, Generation& g) {
   const double seconds = to_seconds(parts.clock.now() - g.start);
   parts.metrics.request_done(g.route, status, seconds);
   charge_output(parts, g);
+  if (g.completion_tokens > 0) parts.metrics.completion_tokens(g.completion_tokens);
   if (!parts.access_log.enabled()) return;
   g.record.status = status;
   g.record.duration_ms = seconds * 1e3;

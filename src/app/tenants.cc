@@ -55,10 +55,21 @@ TokenBucket::Take TokenBucket::take(uint64_t n, std::chrono::steady_clock::time_
                      : std::chrono::milliseconds(
                            static_cast<int64_t>(std::ceil(std::max(0.0, missing) / rate)));
   };
-  if (level_ < want)
-    return {.ok = false, .remaining = std::max(0.0, level_), .wait = ms(want - level_)};
+  const auto of_limit = [&](double left) {
+    return share_ > 0 ? std::min(static_cast<double>(per_minute_), left / share_) : left;
+  };
+  if (level_ < want) {
+    const double left = std::max(0.0, level_);
+    return {.ok = false,
+            .remaining = left,
+            .wait = ms(want - level_),
+            .limit_remaining = of_limit(left)};
+  }
   level_ -= want;
-  return {.ok = true, .remaining = level_, .wait = ms(capacity() - level_)};
+  return {.ok = true,
+          .remaining = level_,
+          .wait = ms(capacity() - level_),
+          .limit_remaining = of_limit(level_)};
 }
 
 void TokenBucket::charge(int64_t n, std::chrono::steady_clock::time_point now) {

@@ -55,6 +55,9 @@ class TokenBucket {
     bool ok = false;
     double remaining = 0;               // after the take (or now, when refused)
     std::chrono::milliseconds wait{0};  // until `n` fit (refused), or until full again (taken)
+    // `remaining` over the share: what the whole limit has left if the other replicas' shares
+    // are as full as this one's (what x-ratelimit-remaining-* tells a client of the key).
+    double limit_remaining = 0;
   };
   Take take(uint64_t n, std::chrono::steady_clock::time_point now);
   // Takes `n` whatever the level (output tokens counted when a request ends; a negative `n`

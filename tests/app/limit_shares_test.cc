@@ -132,6 +132,24 @@ TEST_F(LimitSharesTest, AShareIsTheBucketsCapacityAndRefill) {
   EXPECT_FALSE(k.requests->take(1, t0 + std::chrono::seconds(1)).ok);
 }
 
+// A client hears what the whole limit has left, not this replica's share of it.
+TEST(TokenBucket, RemainingIsTheWholeLimitsEstimateUnderAShare) {
+  const auto t0 = std::chrono::steady_clock::now();
+  TokenBucket whole(600);
+  const TokenBucket::Take alone = whole.take(100, t0);
+  EXPECT_DOUBLE_EQ(alone.remaining, 500);
+  EXPECT_DOUBLE_EQ(alone.limit_remaining, 500);
+  TokenBucket quarter(600);
+  quarter.set_share(0.25, t0);  // 150 here
+  const TokenBucket::Take taken = quarter.take(50, t0);
+  EXPECT_DOUBLE_EQ(taken.remaining, 100);
+  EXPECT_DOUBLE_EQ(taken.limit_remaining, 400);
+  const TokenBucket::Take refused = quarter.take(101, t0);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_DOUBLE_EQ(refused.limit_remaining, 400);
+  EXPECT_LE(quarter.take(0, t0).limit_remaining, 600);
+}
+
 TEST(LimitId, IsAStableHashNeverTheKey) {
   KeyEntry k;
   k.key_sha256 = sha256_of("sk-secret");

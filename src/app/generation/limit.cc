@@ -24,7 +24,7 @@ void limit_headers(http::Response& r, std::string_view kind, const TokenBucket& 
   const std::string k(kind);
   r.headers.emplace_back("x-ratelimit-limit-" + k, std::to_string(bucket.per_minute()));
   r.headers.emplace_back("x-ratelimit-remaining-" + k,
-                         std::to_string(static_cast<uint64_t>(std::floor(t.remaining))));
+                         std::to_string(static_cast<uint64_t>(std::floor(t.limit_remaining))));
   r.headers.emplace_back("x-ratelimit-reset-" + k, reset_text(t.wait));
 }
 

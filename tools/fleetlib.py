@@ -61,7 +61,7 @@ def start_gateway(build, worker_urls, extra_args=(), key=None):
     """kvgate on a free loopback port, every worker routable: (process, port). `key`: a client
     key it takes (with --api-key or --api-keys-file)."""
     proc, line = _start([os.path.join(build, "bin", "kvgate"), "--host", "127.0.0.1", "--port",
-                         "0", "--log-level", "warn"] + list(extra_args) +
+                         "0", "--log-level", "warn", "--expose-worker-header"] + list(extra_args) +
                         ["--worker-urls"] + list(worker_urls), "kvgate listening on")
     port = int(re.search(r":(\d+)", line.split("listening on", 1)[1]).group(1))
     deadline = time.time() + 20

@@ -217,7 +217,8 @@ http::Handler GatewayImpl::worker_answer(std::string path) {
     }
     upstream_->release(pick->id(), std::move(lease->conn));
     http::Response r =
-        forwarded(answer->status, *answer, std::move(answer->body), pick->url(), std::nullopt);
+        forwarded(answer->status, *answer, std::move(answer->body),
+                  config_.expose_worker_header ? pick->url() : std::string(), std::nullopt);
     (void)co_await res.send(std::move(r));
   };
 }

@@ -507,6 +507,12 @@ void add_logging_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "request", "always"}))
       ->group("Logging");
+  app.add_flag("--expose-worker-header", c.expose_worker_header,
+               "Name the worker (its URL), rank and prefill worker on every answer "
+               "(x-kvgate-worker, x-kvgate-dp-rank, x-kvgate-prefill-worker). Without it only an "
+               "answer whose decision is told (x-kvgate-explain: 1, --decision-headers always) "
+               "names them: worker URLs are the fleet's internal addresses")
+      ->group("Logging");
 
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical, off")
       ->capture_default_str()

@@ -68,7 +68,7 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   if (!ct.empty()) r.content_type.assign(ct);
   r.body = std::move(body);
   r.headers.reserve(4);  // these two, and the request id and decision the reply adds
-  r.headers.emplace_back(std::string(kWorkerHeader), worker);
+  if (!worker.empty()) r.headers.emplace_back(std::string(kWorkerHeader), worker);
   if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
   return r;
 }

@@ -60,7 +60,7 @@ std::optional<std::string> with_members(std::string_view body, std::string_view 
                                         std::span<const std::string_view> drop = {});
 
 // A worker's answer as the client gets it: its status, content type (JSON when it named none)
-// and body, and the worker (and rank) that produced it.
+// and body, and the worker (and rank) that produced it (an empty `worker`: not named).
 http::Response forwarded(unsigned status, const http::ClientResponse& head, std::string body,
                          const std::string& worker, std::optional<DpRank> rank);
 

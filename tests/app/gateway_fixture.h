@@ -66,6 +66,7 @@ class GatewayTest : public ::testing::Test {
     c.host = "127.0.0.1";
     c.port = 0;
     c.threads = 2;
+    c.expose_worker_header = true;  // tests check where requests went
     c.health_check_interval = std::chrono::milliseconds(100);
     c.health_check_timeout = std::chrono::milliseconds(500);
     c.health.failure_threshold = 2;

@@ -179,6 +179,33 @@ TEST_F(Observe, DebugRouteAnswersTheDecisionWithoutSendingIt) {
   EXPECT_EQ(unknown->status, 404u);
 }
 
+// Worker URLs are the fleet's internal addresses: an answer names its worker only when its
+// decision is told (or with --expose-worker-header), streamed or whole.
+TEST_F(Observe, AnAnswerNamesItsWorkerOnlyWhenAskedOrExposed) {
+  for (const bool exposed : {false, true}) {
+    ASSERT_TRUE(start(1, [&](GatewayConfig& c) { c.expose_worker_header = exposed; }));
+    auto c = client();
+    for (const bool stream : {false, true}) {
+      auto plain = c.post("/v1/completions", completion("where did it go", 2, stream));
+      ASSERT_TRUE(plain.ok());
+      ASSERT_EQ(plain->status, 200u) << plain->body;
+      EXPECT_EQ(plain->header("x-kvgate-worker"), exposed ? url_of(0) : "") << stream;
+      http::ClientRequest asked{.method = http::Verb::post,
+                                .target = "/v1/completions",
+                                .body = completion("where did it go, say", 2, stream)};
+      asked.headers.emplace_back("x-kvgate-explain", "1");
+      auto told = c.request(asked);
+      ASSERT_TRUE(told.ok());
+      EXPECT_EQ(told->header("x-kvgate-worker"), url_of(0)) << stream;
+    }
+    auto info = c.get("/get_model_info");
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->header("x-kvgate-worker"), exposed ? url_of(0) : "");
+    gateway_->stop(std::chrono::milliseconds(2000));
+    gateway_.reset();  // (the next round starts a worker it does not use)
+  }
+}
+
 // A prompt still being computed counts as cached on its worker (pending, before any KV event),
 // so a request sharing its prefix goes there; once the events confirm it, none of it is pending.
 TEST_F(Observe, APromptInFlightIsCreditedToItsWorkerUntilItsEventsConfirmIt) {

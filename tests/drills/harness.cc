@@ -166,8 +166,10 @@ std::optional<size_t> MockFleet::resident_blocks(size_t i) const {
 
 GatewayProcess::GatewayProcess(const std::vector<std::string>& worker_urls,
                                std::vector<std::string> extra_args, uint16_t port) {
-  std::vector<std::string> args = {testing::binary_dir() + "/kvgate", "--host", "127.0.0.1",
-                                   "--port", std::to_string(port)};
+  // (Every answer names its worker: the drills check where requests went.)
+  std::vector<std::string> args = {
+      testing::binary_dir() + "/kvgate", "--host", "127.0.0.1", "--port", std::to_string(port),
+      "--expose-worker-header"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   if (!worker_urls.empty()) {  // (none: the workers are in extra_args, e.g. --prefill/--decode)
     args.push_back("--worker-urls");

@@ -129,7 +129,9 @@ kvg_start_gateway() {  # policy [flags...]; logs to $KVG_WORK/${KVG_GATEWAY_LOG:
   local urls=()
   # shellcheck disable=SC2206  # the URLs are one word each
   [[ -n "${KVG_WORKER_URLS:-}" ]] && urls=(--worker-urls $KVG_WORKER_URLS)
-  "$KVG_BIN/kvgate" --host 127.0.0.1 --port 0 --policy "$policy" --log-level warn "$@" \
+  # (Answers name their worker: kvgate-replay and the tests count requests per worker.)
+  "$KVG_BIN/kvgate" --host 127.0.0.1 --port 0 --policy "$policy" --log-level warn \
+    --expose-worker-header "$@" \
     "${urls[@]}" >"$log.out" 2>"$log.err" &
   KVG_GATEWAY_PID=$!
   KVG_PIDS+=("$KVG_GATEWAY_PID")

@@ -146,6 +146,10 @@ struct GatewayConfig {
   // Why each request went where it did, as the answer's x-kvgate-decision header (and in the
   // access log): "off", "request" (when the request carries x-kvgate-explain: 1) or "always".
   std::string decision_headers = "request";
+  // Name the worker (its URL), its rank and a pair's prefill worker on every answer
+  // (x-kvgate-worker, x-kvgate-dp-rank, x-kvgate-prefill-worker). Off, only an answer whose
+  // decision is told names them (worker URLs are the fleet's internal addresses), and gRPC's.
+  bool expose_worker_header = false;
   // A listener of its own for GET /metrics (0: none; the main port serves /metrics either way),
   // on prometheus_host (empty: the main listener's host).
   uint16_t prometheus_port = 0;

@@ -71,6 +71,15 @@ void note_usage(const GenerationParts& parts, Generation& g, Leg& leg, std::stri
   note_cached_tokens(leg.worker, leg.predicted_cached, answer, *proxy_log());
 }
 
+// The headers naming where a stream runs: its worker, rank and a pair's prefill worker.
+void name_worker(const Generation& g, const Leg& leg, std::vector<http::Header>& headers) {
+  headers.emplace_back(std::string(kWorkerHeader), leg.worker.url());
+  if (leg.rank) headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*leg.rank));
+  if (!g.prefill_url.empty()) {
+    headers.emplace_back(std::string(kPrefillWorkerHeader), g.prefill_url);
+  }
+}
+
 // An answer to forward whole: a non-streamed one, or a worker refusing a stream. A retryable one
 // (408, 429, 5xx) is kept for the retry loop instead.
 net::awaitable<void> relay_whole(const GenerationParts& parts, Generation& g, Leg& leg,
@@ -84,8 +93,10 @@ net::awaitable<void> relay_whole(const GenerationParts& parts, Generation& g, Le
   if (g.remember_answer && !g.parsed.stream && head.status == 200) {
     parts.answers->submit(std::string(g.req.body()), body, /*stream=*/false);
   }
-  http::Response answer = forwarded(head.status, head, std::move(body), leg.worker.url(), leg.rank);
-  if (!g.prefill_url.empty()) {
+  http::Response answer =
+      forwarded(head.status, head, std::move(body), g.name_worker ? leg.worker.url() : "",
+                g.name_worker ? leg.rank : std::nullopt);
+  if (g.name_worker && !g.prefill_url.empty()) {
     answer.headers.emplace_back(std::string(kPrefillWorkerHeader), g.prefill_url);
   }
   leg.veto.watch(nullptr);
@@ -242,17 +253,11 @@ net::awaitable<void> relay_stream(const GenerationParts& parts, Generation& g, L
   // (Built outside the co_await: g++ 12 miscompiles initializer lists inside one.) An SSE stream
   // must reach the client piece by piece: no-cache, and no buffering by an nginx in front
   // (X-Accel-Buffering).
-  std::vector<http::Header> stream_headers = {{std::string(kWorkerHeader), leg.worker.url()},
-                                              {"cache-control", "no-cache"},
+  std::vector<http::Header> stream_headers = {{"cache-control", "no-cache"},
                                               {"x-accel-buffering", "no"},
                                               {std::string(kRequestIdHeader), g.request_id}};
-  if (leg.rank) {
-    stream_headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*leg.rank));
-  }
+  if (g.name_worker) name_worker(g, leg, stream_headers);
   if (g.explain) stream_headers.emplace_back(std::string(kDecisionHeader), g.decision);
-  if (!g.prefill_url.empty()) {
-    stream_headers.emplace_back(std::string(kPrefillWorkerHeader), g.prefill_url);
-  }
   // The head is held and leaves with the first piece, in one write.
   const Status started = co_await g.res.start_stream(200, ct.empty() ? "text/event-stream" : ct,
                                                      stream_headers, /*hold=*/true);

@@ -96,12 +96,13 @@ struct Generation {
   const MonoTime start;
   // The client's request id, or one made here: sent to the worker, returned on every answer.
   std::string request_id;
-  std::string client;      // the peer's address ("" for a request not from a socket)
-  bool explain = false;    // the decision is told (x-kvgate-decision, the access log)
-  std::string decision;    // the last decision's text, when told
-  unsigned status = 0;     // what the client was answered (0: nothing yet)
-  AccessRecord record;     // its views point into this Generation and the request
-  std::string worker_url;  // the last worker tried (record.worker views it)
+  std::string client;        // the peer's address ("" for a request not from a socket)
+  bool explain = false;      // the decision is told (x-kvgate-decision, the access log)
+  bool name_worker = false;  // the answer names its worker (GatewayConfig::expose_worker_header)
+  std::string decision;      // the last decision's text, when told
+  unsigned status = 0;       // what the client was answered (0: nothing yet)
+  AccessRecord record;       // its views point into this Generation and the request
+  std::string worker_url;    // the last worker tried (record.worker views it)
   // The last attempt's prefill worker when it was a prefill/decode pair, else empty: named on the
   // answer (x-kvgate-prefill-worker) and in the access log.
   std::string prefill_url;

@@ -55,8 +55,9 @@ TokenBucket::Take TokenBucket::take(uint64_t n, std::chrono::steady_clock::time_
                      : std::chrono::milliseconds(
                            static_cast<int64_t>(std::ceil(std::max(0.0, missing) / rate)));
   };
+  const double share = share_;
   const auto of_limit = [&](double left) {
-    return share_ > 0 ? std::min(static_cast<double>(per_minute_), left / share_) : left;
+    return share > 0 ? std::min(static_cast<double>(per_minute_), left / share) : left;
   };
   if (level_ < want) {
     const double left = std::max(0.0, level_);

@@ -104,39 +104,41 @@ const PendingBlocks::Slot* PendingBlocks::live_slot(uint64_t ticket, int64_t now
   return s.ticket == ticket && s.live && s.expires_ns > now ? &s : nullptr;
 }
 
+bool PendingBlocks::covered(SeqHash block, int64_t now, absl::InlinedVector<HolderId, 8>& seen,
+                            size_t seen_before, bool collect) const {
+  auto it = blocks_.find(block);
+  if (it == blocks_.end()) return false;
+  const auto known = [&](HolderId h) {
+    const auto end = seen.begin() + static_cast<ptrdiff_t>(seen_before);
+    return std::find(seen.begin(), end, h) != end;
+  };
+  bool any = false;
+  for (uint64_t ticket : it->second) {
+    const Slot* s = live_slot(ticket, now);
+    if (s == nullptr || known(s->holder)) continue;
+    any = true;
+    if (!collect) break;
+    if (std::find(seen.begin(), seen.end(), s->holder) == seen.end()) seen.push_back(s->holder);
+  }
+  return any;
+}
+
 int64_t PendingBlocks::deepest_unseen(std::span<const SeqHash> chain, int64_t end, int64_t now,
                                       absl::InlinedVector<HolderId, 8>& seen) const {
   const size_t seen_before = seen.size();
-  const auto unseen = [&](HolderId h) {
-    return std::find(seen.begin(), seen.begin() + static_cast<ptrdiff_t>(seen_before), h) ==
-           seen.begin() + static_cast<ptrdiff_t>(seen_before);
-  };
-  // Whether a live credit of an unseen holder covers position i: true on a prefix of positions.
-  const auto covered = [&](int64_t i, bool collect) {
-    auto it = blocks_.find(chain[static_cast<size_t>(i)]);
-    if (it == blocks_.end()) return false;
-    bool any = false;
-    for (uint64_t ticket : it->second) {
-      const Slot* s = live_slot(ticket, now);
-      if (s == nullptr || !unseen(s->holder)) continue;
-      any = true;
-      if (!collect) break;
-      if (std::find(seen.begin(), seen.end(), s->holder) == seen.end()) seen.push_back(s->holder);
-    }
-    return any;
-  };
+  // Whether a live credit of an unseen holder covers a position is true on a prefix of them.
   int64_t lo = 0;
   int64_t hi = end;  // the first uncovered position is in [lo, hi]
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (covered(mid, false)) {
+    if (covered(chain[static_cast<size_t>(mid)], now, seen, seen_before, /*collect=*/false)) {
       lo = mid + 1;
     } else {
       hi = mid;
     }
   }
   if (lo == 0) return -1;
-  covered(lo - 1, true);
+  covered(chain[static_cast<size_t>(lo - 1)], now, seen, seen_before, /*collect=*/true);
   return lo - 1;
 }
 

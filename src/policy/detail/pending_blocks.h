@@ -97,6 +97,10 @@ class PendingBlocks {
   // Ends expired credits from the oldest on, then the oldest live ones while `blocks` more would
   // not fit.
   void make_room_locked(int64_t now, size_t blocks) KVGATE_REQUIRES(mu_);
+  // Whether a live credit of a holder not among seen's first `seen_before` covers `block`; with
+  // `collect`, every such holder is appended to `seen` (once).
+  bool covered(SeqHash block, int64_t now, absl::InlinedVector<HolderId, 8>& seen,
+               size_t seen_before, bool collect) const KVGATE_REQUIRES_SHARED(mu_);
   // The deepest position of `chain` below `end` that a live credit of a holder not in `seen`
   // covers (-1: none), and those holders appended to `seen`.
   int64_t deepest_unseen(std::span<const SeqHash> chain, int64_t end, int64_t now,

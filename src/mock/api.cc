@@ -316,12 +316,16 @@ constexpr std::string_view kWords[] = {
     "rank", "seq",   "step",  "pool",  "hit",  "miss", "warm", "cold", "kv",   "page", "fill",
     "copy", "hash",  "chain", "root",  "leaf", "run",  "lane", "ring", "queue"};
 
-void write_usage(JsonWriter& w, const std::vector<ChoiceResult>& choices) {
+// A prompt's tokens count once however many choices it has (n): vLLM computes it once.
+void write_usage(JsonWriter& w, const std::vector<ChoiceResult>& choices, uint32_t n) {
   uint64_t prompt = 0, completion = 0, cached = 0;
-  for (const auto& c : choices) {
-    prompt += c.prompt_tokens;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    if (i % std::max<uint32_t>(n, 1) == 0) {
+      prompt += c.prompt_tokens;
+      cached += c.cached_tokens;
+    }
     completion += c.output_tokens;
-    cached += c.cached_tokens;
   }
   w.key("usage").begin_object();
   w.member("prompt_tokens", prompt).member("completion_tokens", completion);
@@ -368,6 +372,22 @@ void write_meta_info(JsonWriter& w, const ResponseIds& ids, const ChoiceResult& 
   w.end_object();
 }
 
+// OpenAI's n: choices per prompt, each prompt then listed n times in a row (choice index
+// prompt * n + j, as vLLM numbers them).
+Status read_choices_per_prompt(const object& o, ApiRequest* r) {
+  constexpr uint32_t kMostChoices = 128;
+  auto n = read_count(o, "n", 1);
+  if (!n.ok()) return n.status();
+  if (*n == 0 || *n > kMostChoices) return bad("n must be between 1 and 128");
+  r->n = *n;
+  if (*n == 1) return Status();
+  std::vector<std::vector<TokenId>> each;
+  each.reserve(r->prompts.size() * *n);
+  for (const auto& p : r->prompts) each.insert(each.end(), *n, p);
+  r->prompts = std::move(each);
+  return Status();
+}
+
 }  // namespace
 
 Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
@@ -406,9 +426,6 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
     case ApiKind::kCompletion: {
       if (o.at_key("prompt").get(e) != simdjson::SUCCESS) return bad("prompt is required");
       if (Status s = read_prompts(e, tokenizer, &r, "prompt"); !s.ok()) return s;
-      auto n = read_count(o, "n", 1);
-      if (!n.ok()) return n.status();
-      if (*n != 1) return bad("n other than 1 is not supported");
       auto mt = read_count(o, "max_tokens", 16);
       if (!mt.ok()) return mt.status();
       r.max_tokens = *mt;
@@ -447,6 +464,9 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
       }
       break;
     }
+  }
+  if (kind == ApiKind::kCompletion || kind == ApiKind::kChat) {
+    if (Status s = read_choices_per_prompt(o, &r); !s.ok()) return s;
   }
   if (r.max_tokens == 0) return bad("max_tokens must be at least 1");
   return r;
@@ -548,7 +568,7 @@ std::string render_response(const ApiRequest& req, const ResponseIds& ids,
     w.end_object();
   }
   w.end_array();
-  write_usage(w, choices);
+  write_usage(w, choices, req.n);
   if (!kv_transfer_params.empty()) w.key("kv_transfer_params").raw(kv_transfer_params);
   w.end_object();
   return out;
@@ -599,7 +619,7 @@ std::string render_usage_chunk(const ApiRequest& req, const ResponseIds& ids,
   w.member("object", req.kind == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
   w.member("created", ids.created).member("model", ids.model);
   w.key("choices").begin_array().end_array();
-  write_usage(w, choices);
+  write_usage(w, choices, req.n);
   w.end_object();
   return out;
 }
@@ -901,6 +921,49 @@ Result<std::string> render_pooling(PoolingKind kind, std::string_view body,
   }
   write_pool_usage(w, used);
   w.end_object();
+  return out;
+}
+
+Result<std::string> render_tokenize(std::string_view body,
+                                    const tokenizer::PromptTokenizer& tokenizer,
+                                    simdjson::dom::parser& parser, uint32_t max_model_len) {
+  element doc;
+  if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
+    return bad("body is not valid JSON");
+  }
+  const bool chat = doc.is_object() && doc["messages"].error() == simdjson::SUCCESS;
+  auto r = parse_api_request(chat ? ApiKind::kChat : ApiKind::kCompletion, body, tokenizer, parser);
+  if (!r.ok()) return r.status();
+  if (r->prompts.size() != 1) return bad("tokenize takes one prompt");
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().member("count", r->prompts[0].size()).member("max_model_len", max_model_len);
+  w.key("tokens").begin_array();
+  for (TokenId t : r->prompts[0]) w.value(t);
+  w.end_array().key("token_strs").null().end_object();
+  return out;
+}
+
+Result<std::string> render_detokenize(std::string_view body, simdjson::dom::parser& parser) {
+  element doc;
+  if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) {
+    return bad("body is not valid JSON");
+  }
+  array list;
+  if (doc["tokens"].get(list) != simdjson::SUCCESS) return bad("tokens must be a list of ids");
+  std::vector<TokenId> ids;
+  for (element e : list) {
+    uint64_t id = 0;
+    if (e.get(id) != simdjson::SUCCESS || id > std::numeric_limits<TokenId>::max()) {
+      return bad("tokens must be a list of ids");
+    }
+    ids.push_back(static_cast<TokenId>(id));
+  }
+  std::string text;
+  append_token_text(ids, &text);
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().member("prompt", text).end_object();
   return out;
 }
 

@@ -151,6 +151,19 @@ Worker::Worker(http::IoPool& pool, PublisherHub& hub, WorkerOptions options)
   server_->route(Verb::post, "/rerank", pooling(PoolingKind::kRerank));
   server_->route(Verb::post, "/v1/score", pooling(PoolingKind::kScore));
   server_->route(Verb::post, "/score", pooling(PoolingKind::kScore));
+  auto tokenize = [this](bool detokenize) {
+    return
+        [this, detokenize](const http::Request& req, http::Responder& res) -> net::awaitable<void> {
+          auto body = detokenize ? render_detokenize(req.body(), json_)
+                                 : render_tokenize(req.body(), *tokenizer_, json_,
+                                                   options_.engine.max_model_len);
+          Response reply = body.ok() ? Response::json(200, std::move(*body))
+                                     : Response::error(400, std::string(body.status().message()));
+          (void)co_await res.send(std::move(reply));
+        };
+  };
+  server_->route(Verb::post, "/tokenize", tokenize(false));
+  server_->route(Verb::post, "/detokenize", tokenize(true));
   server_->route(Verb::get, "/get_model_info", sync(&Worker::model_info));
   // SGLang's generation probe: a healthy engine answers it after running one token.
   server_->route(Verb::get, "/health_generate", sync(&Worker::health));

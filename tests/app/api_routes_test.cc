@@ -223,10 +223,83 @@ TEST_F(ApiRoutesTest, TokenizeAndDetokenizeAnswerWithTheModelsTokenizer) {
   auto bad = c.post("/detokenize", R"({"model":"qwen","tokens":[999999999]})");
   ASSERT_TRUE(bad.ok());
   EXPECT_EQ(bad->status, 400u);
-  // A model with no tokenizer here: the worker answers (the mock has no /tokenize: its 404).
+  // A model with no tokenizer here: the worker answers, in the same shape.
   auto other = c.post("/tokenize", R"({"model":"mock-8b","prompt":"hi"})");
   ASSERT_TRUE(other.ok());
-  EXPECT_EQ(other->status, 404u) << other->body;
+  EXPECT_EQ(other->status, 200u) << other->body;
+  EXPECT_NE(other->body.find(R"("count":)"), std::string::npos) << other->body;
+}
+
+// OpenAI's n: several choices of one prompt, numbered as vLLM numbers them, the prompt counted
+// once in the usage; streamed, each chunk names its choice.
+TEST_F(ApiRoutesTest, SeveralChoicesOfOnePromptAreAnsweredWholeAndStreamed) {
+  ASSERT_TRUE(start(1));
+  auto c = client();
+  simdjson::dom::parser parser;
+  auto one = c.post("/v1/completions", R"({"model":"mock-8b","prompt":"pick one","max_tokens":3})");
+  ASSERT_TRUE(one.ok());
+  ASSERT_EQ(one->status, 200u) << one->body;
+  const uint64_t prompt_tokens =
+      parser.parse(one->body)["usage"]["prompt_tokens"].get_uint64().value();
+  auto three =
+      c.post("/v1/completions", R"({"model":"mock-8b","prompt":"pick one","max_tokens":3,"n":3})");
+  ASSERT_TRUE(three.ok());
+  ASSERT_EQ(three->status, 200u) << three->body;
+  simdjson::dom::element doc = parser.parse(three->body);
+  simdjson::dom::array choices = doc["choices"].get_array();
+  ASSERT_EQ(choices.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(choices.at(i)["index"].get_uint64().value(), i);
+  EXPECT_EQ(doc["usage"]["prompt_tokens"].get_uint64().value(), prompt_tokens);
+  EXPECT_EQ(doc["usage"]["completion_tokens"].get_uint64().value(), 9u);
+
+  auto streamed =
+      c.post("/v1/chat/completions", R"({"model":"mock-8b","max_tokens":2,"n":2,"stream":true,)"
+                                     R"("messages":[{"role":"user","content":"two ways"}]})");
+  ASSERT_TRUE(streamed.ok());
+  ASSERT_EQ(streamed->status, 200u) << streamed->body;
+  EXPECT_NE(streamed->body.find(R"("index":0)"), std::string::npos) << streamed->body;
+  EXPECT_NE(streamed->body.find(R"("index":1)"), std::string::npos) << streamed->body;
+  EXPECT_NE(streamed->body.find("data: [DONE]"), std::string::npos);
+  auto refused = c.post("/v1/completions", R"({"model":"mock-8b","prompt":"x","n":0})");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->status, 400u) << refused->body;
+}
+
+// Chat messages are the engine's to render: the worker's /tokenize counts what the chat route
+// would compute (the mock answers as vLLM does), and /detokenize gives the text back.
+TEST_F(ApiRoutesTest, TokenizeOfChatMessagesIsTheWorkersAndCountsWhatChatComputes) {
+  ASSERT_TRUE(start(1));
+  auto c = client();
+  const std::string messages = R"([{"role":"system","content":"be brief"},)"
+                               R"({"role":"user","content":"how many tokens is this"}])";
+  auto counted = c.post("/tokenize", R"({"model":"mock-8b","messages":)" + messages + "}");
+  ASSERT_TRUE(counted.ok());
+  ASSERT_EQ(counted->status, 200u) << counted->body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(counted->body);
+  const uint64_t count = doc["count"].get_uint64().value();
+  EXPECT_EQ(doc["tokens"].get_array().size(), count);
+  EXPECT_GT(doc["max_model_len"].get_uint64().value(), 0u);
+  auto chat = c.post("/v1/chat/completions",
+                     R"({"model":"mock-8b","max_tokens":1,"messages":)" + messages + "}");
+  ASSERT_TRUE(chat.ok());
+  ASSERT_EQ(chat->status, 200u) << chat->body;
+  EXPECT_EQ(parser.parse(chat->body)["usage"]["prompt_tokens"].get_uint64().value(), count);
+
+  auto text = c.post("/tokenize", R"({"model":"mock-8b","prompt":"abcdefgh"})");
+  ASSERT_TRUE(text.ok());
+  ASSERT_EQ(text->status, 200u) << text->body;
+  std::string ids;
+  for (simdjson::dom::element e : parser.parse(text->body)["tokens"].get_array()) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(e.get_uint64().value());
+  }
+  auto back = c.post("/detokenize", R"({"model":"mock-8b","tokens":[)" + ids + "]}");
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->status, 200u) << back->body;
+  EXPECT_FALSE(std::string(parser.parse(back->body)["prompt"].get_string().value()).empty());
+  auto bad = c.post("/tokenize", R"({"model":"mock-8b"})");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 400u) << bad->body;
 }
 
 // The tokenizer matters: engines that tokenize with a real model's tokenizer publish blocks of

@@ -54,6 +54,7 @@ struct KvTransferParams {
 struct ApiRequest {
   ApiKind kind = ApiKind::kCompletion;
   std::vector<std::vector<TokenId>> prompts;  // one per choice
+  uint32_t n = 1;                             // choices per prompt (each listed n times)
   uint32_t max_tokens = 16;
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
@@ -114,6 +115,14 @@ std::string render_response_delta(const ResponseIds& ids, const ChoiceResult& ch
                                   uint64_t* sequence);
 std::vector<std::string> render_response_closing(const ResponseIds& ids, const ChoiceResult& choice,
                                                  uint64_t* sequence);
+
+// vLLM's POST /tokenize: {"prompt": text or ids} or {"messages": [...]} (rendered as the chat
+// route renders it) -> {"count", "max_model_len", "tokens", "token_strs": null}; and
+// /detokenize: {"tokens": [...]} -> {"prompt"}. A client error (400) says what is wrong.
+Result<std::string> render_tokenize(std::string_view body,
+                                    const tokenizer::PromptTokenizer& tokenizer,
+                                    simdjson::dom::parser& parser, uint32_t max_model_len);
+Result<std::string> render_detokenize(std::string_view body, simdjson::dom::parser& parser);
 
 // Pooling endpoints (vLLM serves them for embedding and cross-encoder models): answered at once,
 // from the prompt's tokens, with no generation and no KV events.

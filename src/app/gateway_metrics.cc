@@ -368,7 +368,7 @@ void GatewayMetrics::publish() {
   for (ShardedCounterPtr& c : errors_) c->publish();
   for (ShardedCounterPtr& c : decisions_) c->publish();
   for (ShardedCounterPtr* c : {&prompt_tokens_, &matched_tokens_, &completion_tokens_, &lookups_,
-                                &stream_relayed_, &stream_copied_, &pending_decisions_}) {
+                               &stream_relayed_, &stream_copied_, &pending_decisions_}) {
     (*c)->publish();
   }
   for (ShardedHistogramPtr* h :

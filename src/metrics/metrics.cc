@@ -27,9 +27,9 @@ const prometheus::Histogram::BucketBoundaries& request_buckets_seconds() {
 }
 
 const prometheus::Histogram::BucketBoundaries& fast_op_buckets_seconds() {
-  static const prometheus::Histogram::BucketBoundaries b = {
-      1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6, 1e-5, 2e-5,
-      5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2};
+  static const prometheus::Histogram::BucketBoundaries b = {1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6,
+                                                            1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4,
+                                                            1e-3, 2e-3, 5e-3, 1e-2};
   return b;
 }
 

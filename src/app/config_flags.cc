@@ -481,6 +481,12 @@ void add_pending_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
       ->group("Routing");
+  app.add_option("--pending-blocks-depth-levels", c.cache_aware.pending_depth_levels,
+                 "Blocks in flight: a decision counts the credits of the holders at this many of "
+                 "the deepest depths credits reach (each level a binary search of the prompt)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group("Routing");
   app.add_option("--pending-blocks-capacity", c.cache_aware.pending_capacity_blocks,
                  "Blocks in flight: blocks credited at most, all requests together")
       ->capture_default_str()

@@ -62,7 +62,8 @@ class CacheAwarePolicy final : public Policy {
         pending_({.max_age = config.pending_max_age,
                   .grace = config.pending_grace,
                   .max_requests = config.pending_max_requests,
-                  .capacity_blocks = config.pending_capacity_blocks},
+                  .capacity_blocks = config.pending_capacity_blocks,
+                  .depth_levels = config.pending_depth_levels},
                  clock_) {}
 
   void reconfigure(const CacheAwareConfig& config) override { tuning_.publish(Tuning(config)); }

@@ -149,7 +149,9 @@ void PendingBlocks::lookup(std::span<const SeqHash> chain,
   ReaderMutexLock lock(&mu_);
   absl::InlinedVector<HolderId, 8> seen;
   // Each round finds the holders whose credits reach deepest among those not found yet.
-  for (int64_t end = static_cast<int64_t>(chain.size()); end > 0;) {
+  uint32_t levels = 0;
+  for (int64_t end = static_cast<int64_t>(chain.size()); end > 0 && levels < options_.depth_levels;
+       ++levels) {
     const size_t before = seen.size();
     const int64_t deepest = deepest_unseen(chain, end, now, seen);
     if (deepest < 0) break;

@@ -317,6 +317,7 @@ CacheAwareConfig random_config(std::mt19937_64& rng) {
   if (chance(rng, 0.3)) c.pending_grace = std::chrono::milliseconds(between(rng, 0, 2000));
   if (chance(rng, 0.2)) c.pending_max_requests = static_cast<uint32_t>(between(rng, 1, 8));
   if (chance(rng, 0.2)) c.pending_capacity_blocks = between(rng, 0, 64);
+  if (chance(rng, 0.3)) c.pending_depth_levels = static_cast<uint32_t>(between(rng, 1, 2));
   return c;
 }
 

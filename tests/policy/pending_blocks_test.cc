@@ -128,7 +128,7 @@ TEST(PendingBlocks, BoundsEndTheOldestCreditsFirst) {
 
 TEST(PendingBlocks, LongChainsAreFoundByBinarySearchExactly) {
   ManualClock clock;
-  PendingBlocks p({}, clock);
+  PendingBlocks p({.depth_levels = 64}, clock);
   const std::vector<SeqHash> chain = chain_of(1000, 5000);
   // Holders 1..40, holder h credited with the chain's first 100*h+h blocks.
   for (uint32_t h = 1; h <= 40; ++h) {
@@ -138,6 +138,21 @@ TEST(PendingBlocks, LongChainsAreFoundByBinarySearchExactly) {
   p.lookup(chain, out);
   ASSERT_EQ(out.size(), 40u);
   for (const auto& m : out) EXPECT_EQ(m.any_depth, 100 * m.holder.value() + m.holder.value());
+}
+
+// Only the holders at the deepest few depths are counted: each level costs a search.
+TEST(PendingBlocks, ALookupCountsTheDeepestLevelsOnly) {
+  ManualClock clock;
+  PendingBlocks p({.depth_levels = 2}, clock);
+  const std::vector<SeqHash> chain = chain_of(1, 10);
+  p.add(WorkerId(1), HolderId(1), chain_of(1, 10));
+  p.add(WorkerId(2), HolderId(2), chain_of(1, 10));  // the same level as holder 1
+  p.add(WorkerId(3), HolderId(3), chain_of(1, 6));
+  p.add(WorkerId(4), HolderId(4), chain_of(1, 3));  // a third level: not counted
+  EXPECT_EQ(depth(p, HolderId(1), chain), 10u);
+  EXPECT_EQ(depth(p, HolderId(2), chain), 10u);
+  EXPECT_EQ(depth(p, HolderId(3), chain), 6u);
+  EXPECT_EQ(depth(p, HolderId(4), chain), 0u);
 }
 
 // Dispatches, first tokens, failures and lookups from several threads at once: under

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "kvgate/workers/load.h"
 
@@ -135,12 +137,21 @@ void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::Fl
       depth_by_worker[w] = std::max(depth_by_worker[w], m.any_depth);
       depth_by_holder[m.holder.value()] = m.any_depth;
     }
-    for (size_t h = 0; h < depth_by_holder.size(); ++h) {
-      const int32_t w = fleet.worker_of_holder[h];
+    // Credits count for the holders at the pending_depth_levels deepest depths credits reach
+    // (holders of removed workers included: they take a level, and count for nobody).
+    std::map<HolderId, uint32_t> pending;
+    for (const Credit& c : credits_) pending[c.holder] = pending_depth(c.holder, req.chain);
+    std::set<uint32_t> levels;
+    for (const auto& [holder, depth] : pending) {
+      if (depth > 0) levels.insert(depth);
+    }
+    while (levels.size() > config_.pending_depth_levels) levels.erase(levels.begin());
+    for (const auto& [holder, depth] : pending) {
+      if (!levels.contains(depth) || holder.value() >= depth_by_holder.size()) continue;
+      const int32_t w = fleet.worker_of_holder[holder.value()];
       if (w < 0) continue;
-      const uint32_t pending = pending_depth(HolderId(static_cast<uint32_t>(h)), req.chain);
-      depth_by_holder[h] = std::max(depth_by_holder[h], pending);
-      depth_by_worker[w] = std::max(depth_by_worker[w], pending);
+      depth_by_holder[holder.value()] = std::max(depth_by_holder[holder.value()], depth);
+      depth_by_worker[w] = std::max(depth_by_worker[w], depth);
     }
   }
   for (Option& o : options) {

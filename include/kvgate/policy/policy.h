@@ -241,11 +241,13 @@ struct CacheAwareConfig {
   // worker computing the prefix. A credit ends pending_grace after its request's first token
   // (the events' lag), at its request's failure or cancellation, or pending_max_age after its
   // dispatch; at most pending_max_requests credits of pending_capacity_blocks blocks in all (the
-  // oldest go first). A max age of 0: off.
+  // oldest go first). A max age of 0: off. A lookup counts the credits of the holders at the
+  // pending_depth_levels deepest depths credits reach (a level: every holder at one depth).
   Duration pending_max_age = std::chrono::seconds(30);
   Duration pending_grace = std::chrono::seconds(1);
   uint32_t pending_max_requests = 4096;
   size_t pending_capacity_blocks = size_t{1} << 20;
+  uint32_t pending_depth_levels = 4;
 };
 
 struct PolicyDeps {

@@ -16,10 +16,13 @@
 //    blocks): the oldest goes first.
 //
 // A lookup answers, per holder with pending credits, the longest prefix of the chain some live
-// credit of that holder covers. Sequence hashes name whole prefixes, so a credit covers position
-// i of a chain exactly when it shares the chain's first i+1 blocks: the positions a holder's
-// credits cover are a prefix of the chain, and a binary search finds its end in log2(blocks)
-// probes of the block map.
+// credit of that holder covers, for the holders at the `depth_levels` deepest such prefixes (a
+// level is every holder at one depth): the deepest credits are those that steer a request to
+// where its prefix is being computed, and shallower ones mostly repeat what the index already
+// confirms (a shared system prompt), while each level costs a binary search. Sequence hashes name
+// whole prefixes, so a credit covers position i of a chain exactly when it shares the chain's first
+// i+1 blocks: the positions a holder's credits cover are a prefix of the chain, and a binary search
+// finds its end in log2(blocks) probes of the block map.
 //
 // Threading: safe from any thread. Lookups share a reader lock; add, prefilled, withdraw and
 // forget take it exclusively. A lookup with no live credit takes no lock.
@@ -47,6 +50,7 @@ class PendingBlocks {
     Duration grace = std::chrono::seconds(1);
     uint32_t max_requests = 4096;
     size_t capacity_blocks = size_t{1} << 20;
+    uint32_t depth_levels = 4;
   };
   // What the credits did since the start, for the metrics.
   struct Stats {

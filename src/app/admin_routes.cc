@@ -234,14 +234,7 @@ std::string GatewayImpl::metrics_text() {
   metrics_->sync_upstream(upstream_->stats());
   metrics_->sync_admission(admission_->stats());
   policy::Policy::PendingStats pending = policy_->pending_stats();
-  if (decode_policy_) {
-    const policy::Policy::PendingStats d = decode_policy_->pending_stats();
-    pending.credited += d.credited;
-    pending.withdrawn += d.withdrawn;
-    pending.evicted += d.evicted;
-    pending.live_requests += d.live_requests;
-    pending.live_blocks += d.live_blocks;
-  }
+  if (decode_policy_) pending += decode_policy_->pending_stats();
   metrics_->sync_pending(pending);
   metrics_->sync_front_end(server_->stats());
   if (answers_) metrics_->sync_answers(answers_->stats());

@@ -184,14 +184,7 @@ class CacheAwarePolicy final : public Policy {
     if (outcome != workers::Outcome::kSuccess) pending_.withdraw(ticket);
   }
 
-  PendingStats pending_stats() const override {
-    const PendingBlocks::Stats p = pending_.stats();
-    return {.credited = p.credited,
-            .withdrawn = p.withdrawn,
-            .evicted = p.evicted,
-            .live_requests = p.live_requests,
-            .live_blocks = p.live_blocks};
-  }
+  PendingStats pending_stats() const override { return pending_.stats(); }
 
   void on_worker_removed(WorkerId worker) override {
     predicted_.forget(worker);
@@ -225,12 +218,10 @@ class CacheAwarePolicy final : public Policy {
                           const RouteRequest& req, int32_t rank) {
     if (!pending_on_) return 0;
     HolderId holder;
-    if (rank < 0) {
-      if (info.holders.size() == 1) holder = info.holders[0];
-    } else {
-      for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
-        if (info.holder_ranks[h] == static_cast<uint32_t>(rank)) holder = info.holders[h];
-      }
+    if (rank >= 0) {
+      holder = holder_of_rank(info, static_cast<uint32_t>(rank));
+    } else if (info.holders.size() == 1) {
+      holder = info.holders[0];
     }
     return holder.valid() ? pending_.add(worker.id(), holder, req.chain) : 0;
   }
@@ -240,17 +231,7 @@ class CacheAwarePolicy final : public Policy {
                                   const Scratch& s) {
     const auto& info = *fleet.infos[d.worker];
     if (info.holders.empty()) return d.matched_blocks;  // a prediction of its own kind
-    uint32_t depth = 0;
-    for (size_t h = 0; h < info.holders.size(); ++h) {
-      if (d.rank >= 0 && (h >= info.holder_ranks.size() ||
-                          info.holder_ranks[h] != static_cast<uint32_t>(d.rank))) {
-        continue;
-      }
-      for (const index::HolderMatch& m : s.confirmed_matches) {
-        if (m.holder == info.holders[h]) depth = std::max(depth, m.any_depth);
-      }
-    }
-    return depth;
+    return depth_in(s.confirmed_matches, info, d.rank);
   }
 
   // Rule 7 after a pass over the fleet: the level summed again if due, then over every candidate.

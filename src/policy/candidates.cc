@@ -73,12 +73,9 @@ template <bool kWithCost>
     for (uint32_t r = 0; r < route.dp_size; ++r) any_whole |= !w.rank_degraded(r);
     for (uint32_t r = 0; r < route.dp_size; ++r) {
       if (any_whole && w.rank_degraded(r)) continue;
-      HolderId holder;
-      for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
-        if (info.holder_ranks[h] == r) holder = info.holders[h];
-      }
-      fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int32_t>(r), holder,
-                      route.has_events, route.kv_tokens, w.routing_figures(r), cost);
+      fill<kWithCost>(out[k++], static_cast<int32_t>(i), static_cast<int32_t>(r),
+                      holder_of_rank(info, r), route.has_events, route.kv_tokens,
+                      w.routing_figures(r), cost);
     }
     return k;
   }
@@ -109,6 +106,27 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
 }
 
 }  // namespace
+
+HolderId holder_of_rank(const workers::WorkerInfo& info, uint32_t rank) {
+  HolderId holder;
+  for (size_t h = 0; h < info.holders.size() && h < info.holder_ranks.size(); ++h) {
+    if (info.holder_ranks[h] == rank) holder = info.holders[h];
+  }
+  return holder;
+}
+
+uint32_t depth_in(std::span<const index::HolderMatch> matches, const workers::WorkerInfo& info,
+                  int32_t rank) {
+  const HolderId only = rank >= 0 ? holder_of_rank(info, static_cast<uint32_t>(rank)) : HolderId();
+  uint32_t depth = 0;
+  for (const index::HolderMatch& m : matches) {
+    const bool mine = rank >= 0 ? m.holder == only
+                                : std::find(info.holders.begin(), info.holders.end(), m.holder) !=
+                                      info.holders.end();
+    if (mine) depth = std::max(depth, m.any_depth);
+  }
+  return depth;
+}
 
 size_t collect_candidates(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                           Scratch& scratch, const CostRules* cost) {

@@ -10,14 +10,8 @@ namespace {
 // Of c's matched blocks, those only the blocks-in-flight credits of the decision's lookup give.
 uint32_t pending_part(const Candidate& c, const workers::FleetSnapshot& fleet, const Scratch& s) {
   if (!s.pending_counted || !c.has_events) return 0;
-  const auto& holders = fleet.infos[static_cast<size_t>(c.index)]->holders;
-  uint32_t confirmed = 0;
-  for (const index::HolderMatch& m : s.confirmed_matches) {
-    const bool mine = c.rank >= 0
-                          ? m.holder == c.holder
-                          : std::find(holders.begin(), holders.end(), m.holder) != holders.end();
-    if (mine) confirmed = std::max(confirmed, m.any_depth);
-  }
+  const uint32_t confirmed =
+      detail::depth_in(s.confirmed_matches, *fleet.infos[static_cast<size_t>(c.index)], c.rank);
   return c.matched_blocks - std::min(c.matched_blocks, confirmed);
 }
 

@@ -178,6 +178,14 @@ class Policy {
     uint64_t evicted = 0;    // ended early for room (pending_max_requests, _capacity_blocks)
     uint64_t live_requests = 0;
     uint64_t live_blocks = 0;
+    PendingStats& operator+=(const PendingStats& o) {
+      credited += o.credited;
+      withdrawn += o.withdrawn;
+      evicted += o.evicted;
+      live_requests += o.live_requests;
+      live_blocks += o.live_blocks;
+      return *this;
+    }
   };
   virtual PendingStats pending_stats() const { return {}; }
 };

@@ -37,6 +37,14 @@ size_t collect_candidates_of(std::span<const uint64_t> worker_bits, const RouteR
                              const workers::FleetSnapshot& fleet, const CostRules& cost,
                              std::vector<Candidate>& out, size_t k);
 
+// The KV holder of a worker's data-parallel rank (invalid: the rank publishes no events).
+HolderId holder_of_rank(const workers::WorkerInfo& info, uint32_t rank);
+
+// The depth `matches` give a worker's rank (`rank` >= 0), or the whole worker (its deepest
+// holder's).
+uint32_t depth_in(std::span<const index::HolderMatch> matches, const workers::WorkerInfo& info,
+                  int32_t rank);
+
 // The prompt tokens queued ahead of a request on `c`: the reported ones, or the engine's queue at
 // an assumed prompt length if more.
 inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) {

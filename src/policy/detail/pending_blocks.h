@@ -40,6 +40,7 @@
 #include "kvgate/core/ids.h"
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/index/indexer.h"
+#include "kvgate/policy/policy.h"
 
 namespace kvgate::policy::detail {
 
@@ -52,14 +53,8 @@ class PendingBlocks {
     size_t capacity_blocks = size_t{1} << 20;
     uint32_t depth_levels = 4;
   };
-  // What the credits did since the start, for the metrics.
-  struct Stats {
-    uint64_t credited = 0;   // dispatches credited
-    uint64_t withdrawn = 0;  // ended by their request's failure or cancellation
-    uint64_t evicted = 0;    // ended early for room
-    uint64_t live_requests = 0;
-    uint64_t live_blocks = 0;
-  };
+  // What the credits did since the start, for the metrics (the policy's figures as they are).
+  using Stats = Policy::PendingStats;
 
   PendingBlocks(const Options& options, const Clock& clock);
 

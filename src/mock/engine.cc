@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "mock/detail/block_pool.h"
+#include "mock/detail/host_tier.h"
 
 namespace kvgate::mock {
 namespace detail {
@@ -35,10 +36,11 @@ struct SimRequest {
 using detail::SimRequest;
 
 Duration TimingModel::step(uint64_t prefill_tokens, uint64_t decode_seqs,
-                           uint64_t decode_context_tokens) const {
+                           uint64_t decode_context_tokens, uint64_t loaded_tokens) const {
   double ns = std::chrono::duration<double, std::nano>(step_overhead).count();
-  if (prefill_tokens > 0 && prefill_tokens_per_s > 0) {
-    ns += 1e9 * double(prefill_tokens) / prefill_tokens_per_s;
+  if (prefill_tokens_per_s > 0) {
+    ns += 1e9 * (double(prefill_tokens) + double(loaded_tokens) * host_load_cost) /
+          prefill_tokens_per_s;
   }
   ns += double(decode_seqs) * std::chrono::duration<double, std::nano>(decode_per_seq).count();
   ns += double(decode_context_tokens) *
@@ -60,6 +62,7 @@ std::string_view hash_scheme_name(HashScheme s) {
 Engine::Engine(EngineConfig config)
     : config_(std::move(config)),
       pool_(std::make_unique<detail::BlockPool>(config_.num_blocks)),
+      host_(std::make_unique<detail::HostTier>(config_.host_blocks)),
       vllm_hash_(config_.vllm_hash_seed),
       router_hasher_(config_.router_hash_seed) {}
 
@@ -154,45 +157,55 @@ bool Engine::allocate(SimRequest& r, uint32_t total_tokens) {
   while (r.blocks.size() < need) {
     std::optional<events::EngineHash> evicted;
     r.blocks.push_back(pool_->allocate(&evicted));
-    if (evicted) {
-      // One event per evicted block, as vLLM announces them.
-      ++counters_.evicted_blocks;
-      events::BlockRemoved e;
-      e.block_hashes.push_back(*evicted);
-      if (config_.hash_scheme == HashScheme::kVllmSha256Cbor) e.medium = "GPU";
-      events_.push_back(std::move(e));
-    }
+    if (evicted) announce_evicted(*evicted);
   }
   return true;
 }
 
-bool Engine::try_admit(SimRequest& r, uint32_t budget, uint32_t* scheduled_tokens) {
+void Engine::announce_evicted(events::EngineHash hash) {
+  // One event per evicted block, as vLLM announces them.
+  ++counters_.evicted_blocks;
+  events::BlockRemoved e;
+  e.block_hashes.push_back(hash);
+  e.medium = device_medium();
+  events_.push_back(std::move(e));
+}
+
+std::optional<std::string> Engine::device_medium() const {
+  if (config_.hash_scheme == HashScheme::kVllmSha256Cbor) return "GPU";
+  return std::nullopt;
+}
+
+bool Engine::try_admit(SimRequest& r, uint32_t budget, uint32_t* scheduled_tokens,
+                       uint32_t* loaded_tokens) {
   const uint32_t bs = config_.block_size;
   const uint32_t n = static_cast<uint32_t>(r.tokens.size());
-  uint32_t hits = 0;
-  uint32_t free_hits = 0;  // hit blocks sitting in the free queue (they need no allocation)
+  uint32_t hits = 0;         // leading blocks cached on the device or the host tier
+  uint32_t device_hits = 0;  // of those, on the device
+  uint32_t free_hits = 0;    // device hits sitting in the free queue (they need no allocation)
   if (config_.enable_prefix_caching) {
     hash_blocks(r);
     const uint32_t max_hits = (n - 1) / bs;  // at least one token is always computed
     while (hits < max_hits) {
-      int32_t b = pool_->lookup(r.hashes[hits]);
-      if (b == detail::BlockPool::kNone) break;
-      if (pool_->is_free(static_cast<uint32_t>(b))) ++free_hits;
+      const int32_t b = pool_->lookup(r.hashes[hits]);
+      if (b != detail::BlockPool::kNone) {
+        ++device_hits;
+        if (pool_->is_free(static_cast<uint32_t>(b))) ++free_hits;
+      } else if (!host_->holds(r.hashes[hits])) {
+        break;
+      }
       ++hits;
     }
   }
-  const uint32_t need_blocks = (n + bs - 1) / bs - hits;
+  const uint32_t need_blocks = (n + bs - 1) / bs - device_hits;
   if (need_blocks > pool_->num_free() - free_hits) return false;
 
-  for (uint32_t i = 0; i < hits; ++i) {
-    uint32_t b = static_cast<uint32_t>(pool_->lookup(r.hashes[i]));
-    pool_->touch(b);
-    r.blocks.push_back(b);
-  }
-  r.num_cached_blocks = hits;
+  hold_prefix(r, hits);
+  const uint32_t loaded = (hits - device_hits) * bs;
   r.num_computed = hits * bs;
   counters_.prefix_cache_queries += n;
-  counters_.prefix_cache_hits += uint64_t{hits} * bs;
+  counters_.prefix_cache_hits += uint64_t{device_hits} * bs;
+  counters_.host_hit_tokens += loaded;
   if (r.cached_tokens < 0) {
     r.cached_tokens = int64_t{hits} * bs;
     counters_.prompt_tokens += r.prompt_len;
@@ -202,7 +215,48 @@ bool Engine::try_admit(SimRequest& r, uint32_t budget, uint32_t* scheduled_token
   assert(ok);
   (void)ok;
   *scheduled_tokens = tokens;
+  *loaded_tokens = loaded;
   return true;
+}
+
+detail::BlockMeta Engine::meta_of(const SimRequest& r, uint32_t i) const {
+  detail::BlockMeta meta;
+  meta.hash = r.hashes[i];
+  if (i > 0) meta.parent = r.hashes[i - 1];
+  meta.local = r.local[i];
+  meta.seq = r.seq[i];
+  return meta;
+}
+
+void Engine::hold_prefix(SimRequest& r, uint32_t hits) {
+  // The device's copies are held first, so that the blocks the host tier's copies load into
+  // cannot evict them.
+  r.blocks.resize(hits);
+  std::vector<uint32_t> from_host;
+  for (uint32_t i = 0; i < hits; ++i) {
+    const int32_t b = pool_->lookup(r.hashes[i]);
+    if (b == detail::BlockPool::kNone) {
+      from_host.push_back(i);
+      continue;
+    }
+    pool_->touch(static_cast<uint32_t>(b));
+    r.blocks[i] = static_cast<uint32_t>(b);
+  }
+  for (uint32_t i : from_host) {
+    std::optional<events::EngineHash> evicted;
+    r.blocks[i] = pool_->allocate(&evicted);
+    if (evicted) announce_evicted(*evicted);
+    pool_->cache(r.blocks[i], meta_of(r, i));
+    host_->touch(r.hashes[i]);
+  }
+  // The loaded blocks are cached on the device again: one BlockStored per run of them.
+  for (size_t k = 0; k < from_host.size();) {
+    size_t end = k + 1;
+    while (end < from_host.size() && from_host[end] == from_host[end - 1] + 1) ++end;
+    announce_stored(r, from_host[k], from_host[end - 1] + 1, device_medium());
+    k = end;
+  }
+  r.num_cached_blocks = hits;
 }
 
 void Engine::free_blocks(SimRequest& r) {
@@ -227,7 +281,7 @@ std::optional<Duration> Engine::begin_step(MonoTime now) {
   out_.tokens.clear();
   out_.prefill_tokens = out_.decode_seqs = out_.scheduled = out_.preempted = 0;
   uint32_t budget = config_.max_num_batched_tokens;
-  uint64_t prefill = 0, decodes = 0, decode_ctx = 0;
+  uint64_t prefill = 0, decodes = 0, decode_ctx = 0, loaded = 0;
   auto account = [&](SimRequest& r, uint32_t tokens) {
     scheduled_.push_back({&r, tokens});
     budget -= tokens;
@@ -263,7 +317,9 @@ std::optional<Duration> Engine::begin_step(MonoTime now) {
     while (!waiting_.empty() && budget > 0 && running_.size() < config_.max_num_seqs) {
       SimRequest& r = *waiting_.front();
       uint32_t tokens = 0;
-      if (!try_admit(r, budget, &tokens)) break;
+      uint32_t loaded_tokens = 0;
+      if (!try_admit(r, budget, &tokens, &loaded_tokens)) break;
+      loaded += loaded_tokens;
       waiting_.pop_front();
       r.running = true;
       running_.push_back(&r);
@@ -277,33 +333,57 @@ std::optional<Duration> Engine::begin_step(MonoTime now) {
   out_.prefill_tokens = static_cast<uint32_t>(prefill);
   out_.decode_seqs = static_cast<uint32_t>(decodes);
   out_.scheduled = static_cast<uint32_t>(scheduled_.size());
-  return config_.timing.step(prefill, decodes, decode_ctx);
+  return config_.timing.step(prefill, decodes, decode_ctx, loaded);
 }
 
 void Engine::cache_full_blocks(SimRequest& r) {
   if (!config_.enable_prefix_caching) return;
-  const uint32_t bs = config_.block_size;
-  const uint32_t full = r.num_computed / bs;
+  const uint32_t full = r.num_computed / config_.block_size;
   if (full <= r.num_cached_blocks) return;
   hash_blocks(r);
   const uint32_t first = r.num_cached_blocks;
+  for (uint32_t i = first; i < full; ++i) pool_->cache(r.blocks[i], meta_of(r, i));
+  announce_stored(r, first, full, device_medium());
+  r.num_cached_blocks = full;
+  copy_to_host(r, first, full);
+}
+
+void Engine::announce_stored(const SimRequest& r, uint32_t first, uint32_t end,
+                             std::optional<std::string> medium) {
+  const uint32_t bs = config_.block_size;
   events::BlockStored e;
   e.block_size = bs;
   if (first > 0) e.parent = r.hashes[first - 1];
-  if (config_.hash_scheme == HashScheme::kVllmSha256Cbor) e.medium = "GPU";
-  e.token_ids.assign(r.tokens.begin() + size_t{first} * bs, r.tokens.begin() + size_t{full} * bs);
-  for (uint32_t i = first; i < full; ++i) {
-    detail::BlockMeta meta;
-    meta.hash = r.hashes[i];
-    if (i > 0) meta.parent = r.hashes[i - 1];
-    meta.local = r.local[i];
-    meta.seq = r.seq[i];
-    pool_->cache(r.blocks[i], meta);
-    e.block_hashes.push_back(meta.hash);
-  }
-  counters_.stored_blocks += full - first;
-  r.num_cached_blocks = full;
+  e.medium = std::move(medium);
+  e.token_ids.assign(r.tokens.begin() + size_t{first} * bs, r.tokens.begin() + size_t{end} * bs);
+  e.block_hashes.assign(r.hashes.begin() + first, r.hashes.begin() + end);
+  counters_.stored_blocks += end - first;
   events_.push_back(std::move(e));
+}
+
+void Engine::copy_to_host(const SimRequest& r, uint32_t first, uint32_t end) {
+  if (!host_->enabled()) return;
+  // Write-through: one BlockStored (medium CPU) per run of blocks new to the host tier, then
+  // what it evicted for room.
+  for (uint32_t i = first; i < end;) {
+    if (!host_->copy_in(meta_of(r, i))) {
+      ++i;
+      continue;
+    }
+    uint32_t run_end = i + 1;
+    while (run_end < end && host_->copy_in(meta_of(r, run_end))) ++run_end;
+    const uint64_t stored_before = counters_.stored_blocks;
+    announce_stored(r, i, run_end, "CPU");
+    counters_.stored_blocks = stored_before;  // stored_blocks counts the device's
+    counters_.offloaded_blocks += run_end - i;
+    i = run_end;
+  }
+  events::BlockRemoved removed;
+  host_->trim(&removed.block_hashes);
+  if (removed.block_hashes.empty()) return;
+  counters_.host_evicted_blocks += removed.block_hashes.size();
+  removed.medium = "CPU";
+  events_.push_back(std::move(removed));
 }
 
 TokenId Engine::next_token(const SimRequest& r) const {
@@ -371,6 +451,7 @@ Status Engine::clear_cache(bool announce) {
     preempt(*r);
   }
   pool_->uncache_all();
+  host_->clear();
   for (auto& [id, r] : requests_) r->num_cached_blocks = 0;
   if (announce) events_.push_back(events::AllBlocksCleared{});
   return Status();
@@ -465,7 +546,16 @@ std::vector<ResidentBlock> Engine::truth() const {
     b.seq_hash = m.seq;
     b.copies = copies;
     b.refs = refs;
+    b.on_host = host_->holds(m.hash);
     out.push_back(b);
+  });
+  host_->for_each([&](const detail::BlockMeta& m) {
+    if (pool_->lookup(m.hash) != detail::BlockPool::kNone) return;
+    out.push_back({.engine_hash = m.hash,
+                   .parent = m.parent,
+                   .local_hash = m.local,
+                   .seq_hash = m.seq,
+                   .on_host = true});
   });
   std::sort(out.begin(), out.end(), [](const ResidentBlock& a, const ResidentBlock& b) {
     return a.engine_hash < b.engine_hash;

@@ -118,6 +118,10 @@ void add_scheduler_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
   app.add_option("--num-blocks", e.num_blocks,
                  "KV blocks per rank (default: ~416k tokens, an 8B model on an 80 GB accelerator)")
       ->group(sched);
+  app.add_option("--host-blocks", e.host_blocks,
+                 "KV blocks of each rank's host (CPU) offload tier: every cached block is copied "
+                 "there and a prefix the device evicted loads back from it (default 0: none)")
+      ->group(sched);
   app.add_option("--max-num-seqs", e.max_num_seqs, "Running requests per rank at most")
       ->group(sched);
   app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
@@ -150,6 +154,10 @@ void add_timing_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
       ->group(timing);
   app.add_option("--decode-per-context-token-ns", raw.decode_per_ctx_ns,
                  "Cost per context token of each decoding sequence (attention KV reads)")
+      ->group(timing);
+  app.add_option("--host-load-cost", t.host_load_cost,
+                 "Loading a token from the host tier, as a share of computing it")
+      ->check(CLI::Range(0.0, 1.0))
       ->group(timing);
   app.add_option("--speedup", t.speedup, "Run this many times faster than real time (> 0)")
       ->group(timing);

@@ -57,13 +57,25 @@ Response Worker::truth() const {
     w.member("next_seq", r->next_seq).member("step_in_flight", r->stepping);
     w.member("batches_sent", s.sent).member("batches_dropped", s.dropped);
     w.member("publisher_restarts", r->restarts);
+    const std::vector<ResidentBlock> blocks = r->engine.truth();
     w.key("tiers").begin_object().key("GPU").begin_array();
-    for (const ResidentBlock& b : r->engine.truth()) {
+    for (const ResidentBlock& b : blocks) {
+      if (b.copies == 0) continue;  // on the host tier only
       w.begin_object().member("engine_hash", b.engine_hash).member("parent_hash", b.parent);
       w.member("local_hash", b.local_hash).member("seq_hash", b.seq_hash);
       w.member("copies", b.copies).member("refs", b.refs).end_object();
     }
-    w.end_array().end_object().end_object();
+    w.end_array();
+    if (options_.engine.host_blocks > 0) {
+      w.key("CPU").begin_array();
+      for (const ResidentBlock& b : blocks) {
+        if (!b.on_host) continue;
+        w.begin_object().member("engine_hash", b.engine_hash).member("parent_hash", b.parent);
+        w.member("local_hash", b.local_hash).member("seq_hash", b.seq_hash).end_object();
+      }
+      w.end_array();
+    }
+    w.end_object().end_object();
   }
   w.end_array().end_object();
   return Response::json(200, std::move(out));

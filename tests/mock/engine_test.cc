@@ -91,6 +91,8 @@ TEST(TimingModel, Formula) {
   EXPECT_EQ(t.step(20000, 0, 0), 6000us + 1s);
   t.speedup = 10;
   EXPECT_EQ(t.step(20000, 0, 0), (6000us + 1s) / 10);
+  t.speedup = 1;
+  EXPECT_EQ(t.step(0, 0, 0, 20000), 6000us + 100ms);  // a tenth of computing them
 }
 
 TEST(Engine, TtftGrowsWithUncachedPromptTokens) {
@@ -385,6 +387,16 @@ TEST(Engine, RejectsRequestsThatCanNeverRun) {
 
 // Random prefix-sharing traffic through a small pool (evictions, copies, preemptions): the
 // events, replayed into a per-hash copy count, always equal the engine's truth.
+// One request of a churning workload: a random head with a random tail, mostly short answers.
+void add_churn_request(Driver& d, std::mt19937& rng,
+                       const std::vector<std::vector<TokenId>>& heads) {
+  auto p = heads[rng() % heads.size()];
+  p.resize(p.size() + rng() % 200);
+  for (size_t i = p.size() - p.size() % 7; i < p.size(); ++i) p[i] = 300 + rng() % 5000;
+  d.add(std::move(p), rng() % 5 == 0 ? 150 + rng() % 150 : 1 + rng() % 40);
+  for (int s = rng() % 4; s > 0; --s) d.step();
+}
+
 TEST(Engine, EventsReproduceTruthUnderChurn) {
   for (auto scheme : {HashScheme::kVllmSha256Cbor, HashScheme::kSglangSha256}) {
     EngineConfig c = small_config();
@@ -398,11 +410,7 @@ TEST(Engine, EventsReproduceTruthUnderChurn) {
     for (int i = 0; i < 6; ++i) heads.push_back(tokens(64 + 64 * i, 50 + i));
     std::map<uint64_t, int> held;
     for (int round = 0; round < 300; ++round) {
-      auto p = heads[rng() % heads.size()];
-      p.resize(p.size() + rng() % 200);
-      for (size_t i = p.size() - p.size() % 7; i < p.size(); ++i) p[i] = 300 + rng() % 5000;
-      d.add(std::move(p), rng() % 5 == 0 ? 150 + rng() % 150 : 1 + rng() % 40);
-      for (int s = rng() % 4; s > 0; --s) d.step();
+      add_churn_request(d, rng, heads);
       for (auto& b : d.batches) apply_events(b, &held);
       d.batches.clear();
       auto truth = d.engine.truth();
@@ -415,6 +423,117 @@ TEST(Engine, EventsReproduceTruthUnderChurn) {
     EXPECT_GT(d.engine.counters().prefix_cache_hits, 0u);
     EXPECT_GT(d.engine.counters().preemptions, 0u);
   }
+}
+
+// Copies per (engine hash, on the host tier), as a tiered index counts them.
+using TieredCopies = std::map<std::pair<uint64_t, bool>, int>;
+
+bool on_host(const std::optional<std::string>& medium) { return medium && *medium == "CPU"; }
+
+void apply_tiered(const std::vector<events::WireEvent>& batch, TieredCopies* held) {
+  for (const auto& ev : batch) {
+    if (auto* s = std::get_if<events::BlockStored>(&ev)) {
+      for (auto h : s->block_hashes) ++(*held)[{h, on_host(s->medium)}];
+    } else if (auto* r = std::get_if<events::BlockRemoved>(&ev)) {
+      for (auto h : r->block_hashes) {
+        if (--(*held)[{h, on_host(r->medium)}] == 0) held->erase({h, on_host(r->medium)});
+      }
+    } else {
+      held->clear();
+    }
+  }
+}
+
+TieredCopies tiered_truth(const Engine& engine) {
+  TieredCopies want;
+  for (const auto& b : engine.truth()) {
+    if (b.copies > 0) want[{b.engine_hash, false}] = static_cast<int>(b.copies);
+    if (b.on_host) want[{b.engine_hash, true}] = 1;
+  }
+  return want;
+}
+
+TEST(HostTier, APrefixTheDeviceEvictedLoadsBackFromTheHostTier) {
+  EngineConfig c = small_config();
+  c.block_size = 4;
+  c.num_blocks = 8;
+  c.host_blocks = 16;
+  Driver d(c);
+  const auto a_prompt = tokens(16, 1);
+  d.add(a_prompt, 1);
+  d.run_until_idle();
+  // 7 blocks: the 3 never used, a's partial last block, then a's tail, tail first. Only a's
+  // first block is left on the device; every one of a's blocks is still on the host.
+  d.add(tokens(28, 2), 1);
+  d.run_until_idle();
+  EXPECT_EQ(d.engine.counters().evicted_blocks, 3u);
+  EXPECT_EQ(d.engine.counters().offloaded_blocks, 4u + 7u);
+  d.batches.clear();
+  const auto again = d.add(a_prompt, 1);
+  d.run_until_idle();
+  // Three blocks hit (the last token is always computed): the first on the device, two loaded
+  // back from the host at a tenth of computing them.
+  EXPECT_EQ(d.records[again].cached, 12u);
+  EXPECT_EQ(d.ttft(again), c.timing.step(4, 0, 0, 8));
+  EXPECT_LT(d.ttft(again), c.timing.step(12, 0, 0));
+  EXPECT_EQ(d.engine.counters().host_hit_tokens, 8u);
+  EXPECT_EQ(d.engine.counters().prefix_cache_hits, 4u);
+  // The loaded blocks are announced on the device again, chained to the first block.
+  ASSERT_FALSE(d.batches.empty());
+  const events::BlockStored* loaded = nullptr;
+  for (const auto& ev : d.batches[0]) {
+    if (auto* s = std::get_if<events::BlockStored>(&ev); s && s->block_hashes.size() == 2) {
+      loaded = s;
+    }
+  }
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(loaded->medium, std::optional<std::string>("GPU"));
+  EXPECT_TRUE(loaded->parent.has_value());
+  EXPECT_EQ(loaded->token_ids.size(), 8u);
+}
+
+TEST(HostTier, EvictsItsLeastRecentlyUsedBlocksForRoom) {
+  EngineConfig c = small_config();
+  c.block_size = 4;
+  c.host_blocks = 4;
+  Driver d(c);
+  d.add(tokens(16, 1), 1);
+  d.add(tokens(16, 2), 1);
+  d.run_until_idle();
+  EXPECT_EQ(d.engine.counters().offloaded_blocks, 8u);
+  EXPECT_EQ(d.engine.counters().host_evicted_blocks, 4u);
+  size_t host_copies = 0;
+  for (const auto& b : d.engine.truth()) host_copies += b.on_host ? 1 : 0;
+  EXPECT_EQ(host_copies, 4u);
+  TieredCopies held;
+  for (auto& b : d.batches) apply_tiered(b, &held);
+  EXPECT_EQ(held, tiered_truth(d.engine));
+}
+
+TEST(HostTier, EventsReproduceBothTiersUnderChurn) {
+  EngineConfig c = small_config();
+  c.num_blocks = 300;
+  c.host_blocks = 500;
+  c.max_num_batched_tokens = 512;
+  Driver d(c);
+  std::mt19937 rng(11);
+  std::vector<std::vector<TokenId>> heads;
+  for (int i = 0; i < 8; ++i) heads.push_back(tokens(64 + 96 * i, 70 + i));
+  TieredCopies held;
+  for (int round = 0; round < 300; ++round) {
+    add_churn_request(d, rng, heads);
+    if (round == 150) {  // AllBlocksCleared empties both tiers
+      ASSERT_TRUE(d.engine.clear_cache(/*announce=*/true).ok());
+      d.engine.take_events(&d.batches.emplace_back());
+    }
+    for (auto& b : d.batches) apply_tiered(b, &held);
+    d.batches.clear();
+    ASSERT_EQ(held, tiered_truth(d.engine)) << "round " << round;
+  }
+  d.run_until_idle();
+  EXPECT_GT(d.engine.counters().evicted_blocks, 0u);
+  EXPECT_GT(d.engine.counters().host_hit_tokens, 0u);
+  EXPECT_GT(d.engine.counters().host_evicted_blocks, 0u);
 }
 
 }  // namespace

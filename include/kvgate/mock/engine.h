@@ -23,6 +23,11 @@
 // A block is cached (BlockStored) when its last token's KV is computed, prompt or output. Two
 // requests computing the same block at once both keep a copy, and both copies are announced.
 //
+// The host tier (EngineConfig::host_blocks): every block the device caches is copied to host
+// memory too (BlockStored, medium CPU), which evicts its own least recently used blocks
+// (BlockRemoved, medium CPU). A prefix hit may continue on host blocks: they are loaded into fresh
+// device blocks (BlockStored, medium GPU) at TimingModel::host_load_cost of computing them.
+//
 // Threading: none. One thread drives one engine.
 #pragma once
 
@@ -56,12 +61,16 @@ struct TimingModel {
   Duration decode_per_seq = std::chrono::microseconds(40);  // per decoding sequence
   // Attention's KV read per context token of each decoding sequence (128 KiB per token).
   Duration decode_per_context_token = std::chrono::nanoseconds(40);
+  // Loading a token's KV back from the host tier, as a share of computing it: 128 KiB per token
+  // over a ~25 GB/s host link is ~5 us, a tenth of the 50 us prefill computes it in.
+  double host_load_cost = 0.1;
   double speedup = 1.0;
 
   // The duration of a step that computes `prefill_tokens` prompt tokens and one token for each of
-  // `decode_seqs` sequences whose contexts total `decode_context_tokens`.
-  Duration step(uint64_t prefill_tokens, uint64_t decode_seqs,
-                uint64_t decode_context_tokens) const;
+  // `decode_seqs` sequences whose contexts total `decode_context_tokens`, after loading
+  // `loaded_tokens` from the host tier.
+  Duration step(uint64_t prefill_tokens, uint64_t decode_seqs, uint64_t decode_context_tokens,
+                uint64_t loaded_tokens = 0) const;
 };
 
 enum class HashScheme { kVllmSha256Cbor, kSglangSha256 };
@@ -77,6 +86,9 @@ struct EngineConfig {
   uint32_t max_num_batched_tokens = 8192;  // tokens per step (chunked prefill)
   uint32_t max_model_len = 131'072;        // prompt + output tokens per request
   bool enable_prefix_caching = true;
+  // Blocks of the host (CPU) offload tier; 0: none. Every block the device caches is copied there
+  // (BlockStored, medium CPU) and a prefix evicted from the device loads back from it.
+  uint32_t host_blocks = 0;
   TimingModel timing;
   HashScheme hash_scheme = HashScheme::kVllmSha256Cbor;
   std::string vllm_hash_seed = std::string(events::VllmSha256Cbor::kDefaultSeed);
@@ -139,6 +151,9 @@ struct EngineCounters {
   uint64_t aborted_requests = 0;
   uint64_t stored_blocks = 0;
   uint64_t evicted_blocks = 0;
+  uint64_t host_hit_tokens = 0;      // prompt tokens loaded from the host tier at admission
+  uint64_t offloaded_blocks = 0;     // blocks newly copied to the host tier
+  uint64_t host_evicted_blocks = 0;  // blocks the host tier evicted for room
 };
 
 // One cached block as the engine holds it: the engine truth the KV events must reproduce.
@@ -147,12 +162,15 @@ struct ResidentBlock {
   std::optional<events::EngineHash> parent;  // nullopt: first block of a sequence
   LocalHash local_hash = 0;                  // router's hash of the block's tokens
   SeqHash seq_hash = 0;                      // router's hash of the block and its prefix
-  uint32_t copies = 0;                       // physical blocks holding it
+  uint32_t copies = 0;                       // physical blocks holding it (0: on host only)
   uint32_t refs = 0;                         // requests holding those copies
+  bool on_host = false;                      // the host tier holds a copy
 };
 
 namespace detail {
 class BlockPool;
+struct BlockMeta;
+class HostTier;
 struct SimRequest;
 }  // namespace detail
 
@@ -210,7 +228,17 @@ class Engine {
  private:
   detail::SimRequest* find(RequestId id);
   void hash_blocks(detail::SimRequest& r);
-  bool try_admit(detail::SimRequest& r, uint32_t budget, uint32_t* scheduled_tokens);
+  bool try_admit(detail::SimRequest& r, uint32_t budget, uint32_t* scheduled_tokens,
+                 uint32_t* loaded_tokens);
+  // Takes the request's first `hits` blocks: the device's copies, and fresh blocks the host tier
+  // loads the others into (cached on the device again).
+  void hold_prefix(detail::SimRequest& r, uint32_t hits);
+  detail::BlockMeta meta_of(const detail::SimRequest& r, uint32_t i) const;
+  void announce_evicted(events::EngineHash hash);
+  std::optional<std::string> device_medium() const;
+  void announce_stored(const detail::SimRequest& r, uint32_t first, uint32_t end,
+                       std::optional<std::string> medium);
+  void copy_to_host(const detail::SimRequest& r, uint32_t first, uint32_t end);
   bool allocate(detail::SimRequest& r, uint32_t total_tokens);
   void preempt(detail::SimRequest& r);
   void free_blocks(detail::SimRequest& r);
@@ -220,6 +248,7 @@ class Engine {
 
   EngineConfig config_;
   std::unique_ptr<detail::BlockPool> pool_;
+  std::unique_ptr<detail::HostTier> host_;
   events::VllmSha256Cbor vllm_hash_;
   BlockHasher router_hasher_;
   RequestId next_id_ = 1;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <sstream>
 
 #include "app/flag_helpers.h"
 #include "app/help_format.h"
@@ -461,6 +462,50 @@ void add_forward_headers_flag(CLI::App& app, GatewayConfig& c) {
          "'none' for none. Framing, hop, credential and kvgate's own headers are refused")
       ->default_str("traceparent tracestate")
       ->group("Upstream");
+}
+
+// "host=0.8,disk=0.5": the named tiers' weights over `weights` (the others keep theirs);
+// "off": every tier weighs as the device. Throws CLI::ValidationError naming the bad part.
+void parse_tier_weights(const std::string& text, std::array<double, index::kTierCount>& weights) {
+  const auto fail = [](const std::string& why) {
+    throw CLI::ValidationError("--tier-weights", why);
+  };
+  if (text == "off") {
+    weights.fill(1.0);
+    return;
+  }
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    const size_t eq = part.find('=');
+    if (eq == std::string::npos) fail("'" + part + "' is not TIER=WEIGHT");
+    const std::string name = part.substr(0, eq);
+    size_t t = 0;
+    while (t < index::kTierCount && index::tier_name(static_cast<index::Tier>(t)) != name) ++t;
+    if (t == index::kTierCount) fail("'" + name + "' is not a tier (device, host, disk, external)");
+    double w = -1;
+    try {
+      size_t used = 0;
+      w = std::stod(part.substr(eq + 1), &used);
+      if (used != part.size() - eq - 1) w = -1;
+    } catch (...) {
+      w = -1;
+    }
+    if (!(w >= 0 && w <= 1)) fail(name + "'s weight must be a number in [0, 1]");
+    if (t == 0 && w != 1) fail("the device's weight is 1: the others are shares of it");
+    weights[t] = w;
+  }
+}
+
+void add_tier_weights_flag(CLI::App& app, GatewayConfig& c) {
+  app.add_option_function<std::string>(
+         "--tier-weights",
+         [&c](const std::string& s) { parse_tier_weights(s, c.cache_aware.tier_weights); },
+         "cache_aware: what a matched block held off the device saves, as a share of computing "
+         "it (it must be loaded first): TIER=WEIGHT,... over device, host, disk and external; "
+         "'off' weighs every tier as the device. A worker's blocks past its device depth count at "
+         "the weight of the dearest tier its KV events store on")
+      ->default_str("device=1,host=0.8,disk=0.5,external=0.3")
+      ->group("Routing");
 }
 
 // Blocks in flight (cache_aware, workers with KV events): a dispatched prompt credited to its
@@ -924,6 +969,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   add_prompt_flags(app, c);
   add_routing_flags(app, c);
   add_cache_aware_flags(app, c);
+  add_tier_weights_flag(app, c);
   add_pending_flags(app, c);
   add_logging_flags(app, c);
   add_fleet_flags(app, c);

@@ -21,7 +21,7 @@ const std::set<std::string, std::less<>> kLiveFlags = {
     // the command line's workers
     "worker-urls", "prefill", "decode",
     // cache_aware's figures (the warm-up rule's and the predictions' wait for a restart)
-    "balance-abs-threshold", "balance-rel-threshold", "wait-spill-ratio",
+    "balance-abs-threshold", "balance-rel-threshold", "wait-spill-ratio", "tier-weights",
     "worker-overload-token-usage", "worker-overload-waiting-requests", "worker-overload-in-flight",
     "worker-overload-shed", "prefill-overload-waiting-requests",
     // keys and logging
@@ -162,7 +162,7 @@ ReloadOutcome GatewayImpl::reload_locked() {
   }
   access_.set_keys(changed({"api-key"}) ? next->config.api_key : live_config_.api_key,
                    next->config.admin_api_key, std::move(table));
-  if (changed({"balance-abs-threshold", "balance-rel-threshold", "wait-spill-ratio",
+  if (changed({"balance-abs-threshold", "balance-rel-threshold", "wait-spill-ratio", "tier-weights",
                "worker-overload-token-usage", "worker-overload-waiting-requests",
                "worker-overload-in-flight", "worker-overload-shed",
                "prefill-overload-waiting-requests"})) {

@@ -67,6 +67,9 @@ std::string decision_text(std::string_view policy, const policy::Explanation& e,
     if (c.overloaded) out.append(" overloaded");
     if (c.predicted) out.append(" predicted");
     if (c.pending_blocks > 0) out.append(" pending=").append(std::to_string(c.pending_blocks));
+    if (c.offloaded_blocks > 0) {
+      out.append(" offloaded=").append(std::to_string(c.offloaded_blocks));
+    }
   }
   return out;
 }
@@ -101,7 +104,7 @@ void write_decision_json(JsonWriter& w, std::string_view policy, const policy::E
     w.member("queued_tokens", c.queued_tokens);
     if (c.expected_wait_us >= 0) w.member("expected_wait_us", c.expected_wait_us);
     w.member("overloaded", c.overloaded).member("predicted", c.predicted);
-    w.member("pending_blocks", c.pending_blocks);
+    w.member("pending_blocks", c.pending_blocks).member("offloaded_blocks", c.offloaded_blocks);
     w.member("chosen", c.chosen).end_object();
   }
   w.end_array().end_object();

@@ -514,12 +514,14 @@ void WorkerControl::refresh_from_events(Entry& e) {
     return;
   }
   bool block_size_known = false;
+  uint8_t offload_tiers = 0;
   for (const HolderKey& k : keys) {
     auto st = deps_.ingest->state(k);
     if (!st) continue;
     // A rank whose stream lost events holds a partial index: routing prefers its siblings.
     e.worker->set_rank_degraded(k.rank, st->degraded);
     e.worker->set_index_blocks(k.rank, st->blocks);
+    offload_tiers |= st->tiers & ~index::tier_bit(index::Tier::kDevice);
     if (block_size_known || st->block_size == 0) continue;
     block_size_known = true;
     if (st->block_size != e.worker->info()->block_size) {
@@ -528,6 +530,7 @@ void WorkerControl::refresh_from_events(Entry& e) {
                                   [bs](workers::WorkerInfo& i) { i.block_size = bs; });
     }
   }
+  e.worker->set_offload_tiers(offload_tiers);
 }
 
 net::awaitable<void> WorkerControl::probe(Entry& e) {

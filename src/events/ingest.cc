@@ -226,6 +226,7 @@ struct HolderSeries {
   // Written by the lanes.
   std::atomic<uint64_t> applied{0};
   std::atomic<int64_t> blocks{0};  // block copies the holder holds (from apply results)
+  std::atomic<uint8_t> tiers{0};   // index::tier_bit of every tier stored on since the last clear
   std::atomic<uint64_t> n_evicted{0};
   std::atomic<uint64_t> n_limit_clears{0};
 };
@@ -582,6 +583,7 @@ class EventIngest::Impl {
   void apply(const NormalizedBatch& batch, HolderSeries& series) {
     if (batch.clear_first) clear(batch.holder, series);
     if (!batch.events.empty()) {
+      note_tiers(batch.events, series);
       // Room first, so the index never holds more than the limit, not even between two applies.
       keep_within_limit(batch.holder, series, batch.stored_blocks);
       const index::ApplyResult r = index_.apply(batch.holder, batch.events);
@@ -600,10 +602,32 @@ class EventIngest::Impl {
     if (batch.ts > 0) observe_lag(batch.ts, *series.worker);
   }
 
+  // The tiers the batch stores blocks on (from its last clear on, if it has one). A holder that
+  // stores off the device holds more than its engine's KV pool: its limit becomes the one for an
+  // unknown pool if that is more (engines do not report their offload tiers' size).
+  void note_tiers(std::span<const index::Event> events, HolderSeries& series) {
+    uint8_t tiers = series.tiers.load(std::memory_order_relaxed);
+    for (const index::Event& e : events) {
+      if (e.kind == index::EventKind::kCleared) tiers = 0;
+      if (e.kind == index::EventKind::kStored) tiers |= index::tier_bit(e.tier);
+    }
+    series.tiers.store(tiers, std::memory_order_relaxed);
+    const bool offloads = (tiers & ~index::tier_bit(index::Tier::kDevice)) != 0;
+    if (!offloads || series.limit.bound.limit() >= options_.default_holder_blocks) return;
+    series.limit.bound.raise_limit(options_.default_holder_blocks);
+    series.block_limit->Set(static_cast<double>(series.limit.bound.limit()));
+    static const auto logger = log::get("events");
+    logger->info(
+        "{} rank {}: its engine stores blocks off the device (an offload tier): its index's "
+        "block limit is now {} (--kv-events-max-holder-blocks)",
+        series.worker_name, series.rank, series.limit.bound.limit());
+  }
+
   void clear(HolderId holder, HolderSeries& series) {
     static const index::Event kClear{};
     index_.apply(holder, std::span<const index::Event>(&kClear, 1));
     series.blocks.store(0, std::memory_order_relaxed);
+    series.tiers.store(0, std::memory_order_relaxed);
     series.limit.bound.forget_all();
     series.limit.over = false;
   }
@@ -709,6 +733,7 @@ class EventIngest::Impl {
     const HolderSeries& series = *it->second.series;
     st.applied_batches = series.applied.load();
     st.blocks = static_cast<uint64_t>(series.blocks.load());
+    st.tiers = series.tiers.load();
     st.block_limit = series.limit.bound.limit();
     st.evicted_blocks = series.n_evicted.load();
     st.limit_clears = series.n_limit_clears.load();

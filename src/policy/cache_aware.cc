@@ -143,14 +143,15 @@ class CacheAwarePolicy final : public Policy {
     if (branch != Branch::kImbalanceSpill && config().wait_spill_ratio > 0) {
       const double winner_wait_us = by_wait(cands[i]);
       const double kept = surviving_share(cands[i], req);
-      if (winner_wait_us > (config().wait_spill_ratio + 1) *
-                               saved_prefill_us(deepest_ok, totals.second_ok, kept, req)) {
+      if (winner_wait_us >
+          (config().wait_spill_ratio + 1) *
+              saved_prefill_us(weighted_blocks(cands[i]), totals.second_ok, kept, req)) {
         const int32_t j = pick_min(cands, not_overloaded, by_wait, config().tie_window_us, s.rng);
         const double gain_us = winner_wait_us - by_wait(cands[j]);
         if (gain_us > config().tie_window_us &&
-            gain_us >
-                config().wait_spill_ratio *
-                    saved_prefill_us(cands[i].matched_blocks, cands[j].matched_blocks, kept, req)) {
+            gain_us > config().wait_spill_ratio * saved_prefill_us(weighted_blocks(cands[i]),
+                                                                   weighted_blocks(cands[j]), kept,
+                                                                   req)) {
           i = j;
           branch = Branch::kWaitSpill;
         }
@@ -288,7 +289,7 @@ class CacheAwarePolicy final : public Policy {
     const size_t k = collect_candidates_of(bits, req, fleet, rules(), slots, 0);
     size_t fit = 0;
     for (size_t x = 0; x < k; ++x) {
-      slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
+      set_depth(slots[x], req, fleet, s);
       fit += !slots[x].overloaded && slots[x].matched_blocks == deepest ? 1 : 0;
     }
     if (fit == 0) return std::nullopt;
@@ -303,8 +304,9 @@ class CacheAwarePolicy final : public Policy {
     // the wait could pay for the next depth down.
     if (win.load > config().balance_abs_threshold ||
         (config().wait_spill_ratio > 0 &&
-         by_wait(win) > (config().wait_spill_ratio + 1) *
-                            saved_prefill_us(deepest, second, surviving_share(win, req), req))) {
+         by_wait(win) >
+             (config().wait_spill_ratio + 1) *
+                 saved_prefill_us(weighted_blocks(win), second, surviving_share(win, req), req))) {
       if (fit > 1) s.rng = s.rng_before_shortcut;
       return std::nullopt;
     }
@@ -315,16 +317,17 @@ class CacheAwarePolicy final : public Policy {
     if (level == nullptr || !warmup_.roll(*level, d, s.rng)) return d;
     // Rule 7 over the thin workers' candidates only: the others are never thin.
     const size_t end = collect_candidates_of(level->thin, req, fleet, rules(), slots, k);
-    for (size_t x = k; x < end; ++x) slots[x].matched_blocks = depth_of(slots[x], req, fleet, s);
+    for (size_t x = k; x < end; ++x) set_depth(slots[x], req, fleet, s);
     return divert_to_thin(d, std::span<const Candidate>(slots.data() + k, end - k), *level, req,
                           fleet, s);
   }
 
-  // The prefill time a match of `deeper` blocks saves over one of `shallower`, by the cost model,
-  // when only the share `kept` of the deeper one lasts until the request is admitted.
-  double saved_prefill_us(uint32_t deeper, uint32_t shallower, double kept,
+  // The prefill time a match worth `deeper` blocks (weighted_blocks()) saves over one worth
+  // `shallower`, by the cost model, when only the share `kept` of the deeper one lasts until the
+  // request is admitted.
+  double saved_prefill_us(double deeper, double shallower, double kept,
                           const RouteRequest& req) const {
-    const double blocks = std::max(0.0, kept * deeper - static_cast<double>(shallower));
+    const double blocks = std::max(0.0, kept * deeper - shallower);
     return blocks * req.block_size / config().prefill_tokens_per_second * 1e6;
   }
 
@@ -349,11 +352,14 @@ class CacheAwarePolicy final : public Policy {
   // snapshot does not map to a worker, those of removed workers, are no candidate's.)
   Depths look_up(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     auto& depth = s.depth_by_holder;
+    auto& device = s.device_depth_by_holder;
     depth.clear();
+    device.clear();
     s.matches.clear();
     Depths d;
     if (req.chain.empty()) return d;
     depth.resize(fleet.worker_of_holder.size(), 0);
+    device.resize(fleet.worker_of_holder.size(), 0);
     s.pending_counted = false;
     if (index_ == nullptr) return d;
     index_->lookup(req.chain, s.matches);
@@ -361,6 +367,7 @@ class CacheAwarePolicy final : public Policy {
     for (const auto& m : s.matches) {
       if (!m.holder.valid() || m.holder.value() >= depth.size()) continue;
       depth[m.holder.value()] = m.any_depth;
+      device[m.holder.value()] = m.device_depth;
       if (fleet.worker_of_holder[m.holder.value()] < 0) continue;
       if (m.any_depth > d.deepest) {
         d.second = d.deepest;
@@ -372,8 +379,9 @@ class CacheAwarePolicy final : public Policy {
     return d;
   }
 
-  // Adds the pending credits to the index's matches (a holder's depth the deeper of both); the
-  // confirmed ones are kept in s.confirmed_matches.
+  // Adds the pending credits to the index's matches (a holder's depth the deeper of both; a
+  // credit's blocks are computed on the device); the confirmed ones are kept in
+  // s.confirmed_matches.
   void count_pending(const RouteRequest& req, Scratch& s) const {
     s.pending_matches.clear();
     pending_.lookup(req.chain, s.pending_matches);
@@ -384,36 +392,50 @@ class CacheAwarePolicy final : public Policy {
       auto it = std::find_if(s.matches.begin(), s.matches.end(),
                              [&](const index::HolderMatch& m) { return m.holder == p.holder; });
       if (it == s.matches.end()) {
-        s.matches.push_back(p);
+        s.matches.push_back(
+            {.holder = p.holder, .device_depth = p.any_depth, .any_depth = p.any_depth});
       } else {
         it->any_depth = std::max(it->any_depth, p.any_depth);
+        it->device_depth = std::max(it->device_depth, p.any_depth);
       }
     }
   }
 
-  // A candidate's matched depth: a rank's is its own holder's, a whole worker's the deepest of its
-  // ranks', a worker without KV events gets the prediction.
-  [[gnu::always_inline]] uint32_t depth_of(const Candidate& c, const RouteRequest& req,
-                                           const workers::FleetSnapshot& fleet,
-                                           const Scratch& s) const {
+  // A candidate's matched depth and the device's part of it: a rank's are its own holder's, a
+  // whole worker's its deepest rank's (the most on the device among equals), a worker without KV
+  // events gets the prediction (as if on the device).
+  [[gnu::always_inline]] void set_depth(Candidate& c, const RouteRequest& req,
+                                        const workers::FleetSnapshot& fleet,
+                                        const Scratch& s) const {
     const auto& depth = s.depth_by_holder;
-    const auto of = [&](HolderId h) -> uint32_t {
-      return h.valid() && h.value() < depth.size() ? depth[h.value()] : 0;
+    const auto& device = s.device_depth_by_holder;
+    c.matched_blocks = c.device_blocks = 0;
+    const auto take = [&](HolderId h) {
+      if (!h.valid() || h.value() >= depth.size()) return;
+      const uint32_t any = depth[h.value()], dev = device[h.value()];
+      if (any > c.matched_blocks || (any == c.matched_blocks && dev > c.device_blocks)) {
+        c.matched_blocks = any;
+        c.device_blocks = dev;
+      }
     };
-    if (req.chain.empty()) return 0;
-    if (!c.has_events) return predicted_.depth(fleet.workers[c.index]->id(), req.chain);
-    if (c.rank >= 0) return of(c.holder);
-    if (const HolderId only = fleet.routes[c.index].only_holder; only.valid()) return of(only);
-    uint32_t deepest = 0;
-    for (HolderId h : fleet.infos[c.index]->holders) deepest = std::max(deepest, of(h));
-    return deepest;
+    if (req.chain.empty()) return;
+    if (!c.has_events) {
+      c.matched_blocks = c.device_blocks =
+          predicted_.depth(fleet.workers[c.index]->id(), req.chain);
+    } else if (c.rank >= 0) {
+      take(c.holder);
+    } else if (const HolderId only = fleet.routes[c.index].only_holder; only.valid()) {
+      take(only);
+    } else {
+      for (HolderId h : fleet.infos[c.index]->holders) take(h);
+    }
   }
 
   // Each candidate's matched depth, in one pass with the totals the rules need.
   Totals score(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     Totals t;
     for (auto& c : s.candidates) {
-      c.matched_blocks = depth_of(c, req, fleet, s);
+      set_depth(c, req, fleet, s);
       t.deepest_any = std::max(t.deepest_any, c.matched_blocks);
       if (!c.overloaded) {
         if (c.matched_blocks > t.deepest_ok) {

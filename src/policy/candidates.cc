@@ -32,6 +32,7 @@ template <bool kWithCost>
   c.has_events = has_events;
   c.holder = holder;
   c.matched_blocks = 0;
+  c.device_blocks = 0;
   const int64_t load =
       std::max<int64_t>(f.fleet_in_flight, int64_t{f.running} + int64_t{f.waiting});
   c.load = static_cast<double>(load);
@@ -40,7 +41,9 @@ template <bool kWithCost>
     c.queued_tokens = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
     c.index_blocks = f.index_blocks;
     c.free_kv_tokens = free_tokens(kv_tokens, f.kv_usage_ppm);
+    c.offload_weight = cost->offload_weight[f.offload_tiers & (CostRules::kTierSets - 1)];
   } else {
+    c.offload_weight = 1;
     c.overloaded = false;
     c.queued_tokens = 0;
     c.index_blocks = 0;
@@ -106,6 +109,19 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
 }
 
 }  // namespace
+
+CostRules::CostRules(const CacheAwareConfig& config) : overload(config.overload) {
+  const auto& w = config.tier_weights;
+  for (size_t tiers = 0; tiers < kTierSets; ++tiers) {
+    // The dearest tier off the device the worker offloads to; the host if it named none.
+    double weight = 2;
+    for (size_t t = 1; t < index::kTierCount; ++t) {
+      if ((tiers >> t) & 1) weight = std::min(weight, w[t]);
+    }
+    if (weight > 1) weight = w[static_cast<size_t>(index::Tier::kHost)];
+    offload_weight[tiers] = static_cast<float>(std::clamp(weight, 0.0, 1.0));
+  }
+}
 
 HolderId holder_of_rank(const workers::WorkerInfo& info, uint32_t rank) {
   HolderId holder;

@@ -35,6 +35,7 @@ Explanation explain(const RouteRequest& req, const Decision& d, const workers::F
                    .overloaded = c.overloaded,
                    .predicted = !c.has_events,
                    .pending_blocks = pending_part(c, fleet, scratch),
+                   .offloaded_blocks = cost ? c.matched_blocks - c.device_blocks : 0,
                    .chosen = c.index == d.worker && c.rank == d.rank});
   }
   e.candidates = all.size();

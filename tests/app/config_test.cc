@@ -103,6 +103,17 @@ TEST(Config, ServingDefaults) {
   EXPECT_EQ(c.prometheus_port, 0);
 }
 
+TEST(Config, TierWeightsNameTheirTiers) {
+  using W = std::array<double, index::kTierCount>;
+  EXPECT_EQ(parse({}).cache_aware.tier_weights, (W{1, 0.8, 0.5, 0.3}));
+  EXPECT_EQ(parse({"--tier-weights", "host=0.9,external=0"}).cache_aware.tier_weights,
+            (W{1, 0.9, 0.5, 0}));
+  EXPECT_EQ(parse({"--tier-weights", "off"}).cache_aware.tier_weights, (W{1, 1, 1, 1}));
+  for (const char* bad : {"host", "gpu=1", "host=1.5", "disk=-0.1", "host=0.5x", "device=0.5"}) {
+    EXPECT_THROW(parse({"--tier-weights", bad}), CLI::ValidationError) << bad;
+  }
+}
+
 TEST(Config, HostilePeerBoundsHaveServingDefaultsAndFlags) {
   const GatewayConfig d = parse({});
   EXPECT_EQ(d.max_inflight_body_bytes, size_t{128} << 20);

@@ -269,6 +269,65 @@ TEST_F(Observe, APromptInFlightIsCreditedToItsWorkerUntilItsEventsConfirmIt) {
       << m.substr(m.find("kvgate_router_pending"), 600);
 }
 
+// A prefix one worker keeps only on its host tier (its device evicted it) and another on its
+// device: both match as deep, the host's copy must be loaded first, so the device's wins and the
+// decision shows the other's match as offloaded.
+TEST_F(Observe, AMatchOnTheHostTierIsShownAndLosesToTheSameOnTheDevice) {
+  for (int i = 0; i < 2; ++i) {
+    start_worker_with([](mock::FleetOptions& o) {
+      o.engine.num_blocks = 64;  // 1,024 tokens of 16
+      o.engine.host_blocks = 2048;
+    });
+  }
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0), url_of(1)};
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(2));
+  const std::string prompt = words("tiered", 150);
+  for (size_t i = 0; i < 2; ++i) {
+    http::SyncClient direct("127.0.0.1", worker_port(i));
+    ASSERT_EQ(direct.post("/v1/completions", completion(prompt))->status, 200u);
+  }
+  // Worker 0's device fills with other prompts: the shared one is left on its host tier only.
+  http::SyncClient w0("127.0.0.1", worker_port(0));
+  for (int k = 0; k < 6; ++k) {
+    ASSERT_EQ(
+        w0.post("/v1/completions", completion(words("filler" + std::to_string(k), 150)))->status,
+        200u);
+  }
+  const std::string asked = prompt + "and a question of its own";
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  std::string body;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto r = client().post("/debug/route", completion(asked));
+        if (!r.ok() || r->status != 200) return false;
+        body = r->body;
+        if (p.parse(body).get(doc) != simdjson::SUCCESS) return false;
+        uint64_t offloaded = 0;
+        for (auto c : doc["decision"]["top"].get_array().value()) {
+          if (c["worker"].get_string().value() == url_of(0)) {
+            offloaded = c["offloaded_blocks"].get_uint64().value();
+          }
+        }
+        return offloaded > 10;
+      },
+      std::chrono::milliseconds(5000)))
+      << body;
+  EXPECT_EQ(doc["decision"]["worker"].get_string().value(), url_of(1)) << body;
+  EXPECT_EQ(doc["decision"]["branch"].get_string().value(), "affinity") << body;
+  const auto top = doc["decision"]["top"].get_array().value();
+  EXPECT_EQ(top.at(0)["matched_blocks"].get_uint64().value(),
+            top.at(1)["matched_blocks"].get_uint64().value())
+      << body;
+  EXPECT_LT(top.at(0)["expected_wait_us"].get_double().value(),
+            top.at(1)["expected_wait_us"].get_double().value())
+      << body;
+  EXPECT_NE(std::string(doc["header"].get_string().value()).find(" offloaded="), std::string::npos)
+      << body;
+}
+
 // The access log carries the decision's fields on every line, and its explanation (what
 // x-kvgate-decision says) when the request asked for it: explaining costs, so only then.
 TEST_F(Observe, TheAccessLogCarriesTheDecisionAndItsTextWhenAsked) {

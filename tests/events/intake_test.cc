@@ -174,6 +174,32 @@ TEST_F(IntakeTest, AHolderNeverHoldsMoreThanItsEnginesPoolTimesTheMargin) {
   EXPECT_TRUE(metric(R"(kvgate_events_limit_episodes_total{rank="0",worker="w1"} 1)"));
 }
 
+// An engine with an offload tier holds more than its device pool, and does not say how much
+// more: once it stores a block off the device, its limit is the one for an unknown pool.
+TEST_F(IntakeTest, AHolderThatStoresOffTheDeviceGetsTheLimitOfAnUnknownPool) {
+  IngestOptions o = test_options();
+  o.capacity_margin = 1.5;
+  o.default_holder_blocks = 1000;
+  start(o);
+  TestPublisher pub({});
+  SubscriptionSpec s = spec(pub);
+  s.kv_capacity_blocks = 40;  // limit 60 blocks on the device alone
+  ASSERT_TRUE(ingest_->add(s).ok());
+  ASSERT_TRUE(subscribed(pub));
+  for (uint64_t k = 0; k < 100; ++k) {
+    WireBatch b = stores(k);
+    if (k % 2 == 1) std::get<BlockStored>(b.events[0]).medium = "CPU";
+    pub.publish(b);
+  }
+  ASSERT_TRUE(settle(99));
+  const HolderState st = state();
+  EXPECT_EQ(st.block_limit, 1000u);
+  EXPECT_EQ(st.blocks, 200u);
+  EXPECT_EQ(st.evicted_blocks, 0u);
+  EXPECT_EQ(st.tiers, index::tier_bit(index::Tier::kDevice) | index::tier_bit(index::Tier::kHost));
+  EXPECT_TRUE(metric(R"(kvgate_events_holder_block_limit{rank="0",worker="w1"} 1000)"));
+}
+
 TEST_F(IntakeTest, AnEngineThatDoesNotSayItsPoolGetsTheDefaultLimit) {
   IngestOptions o = test_options();
   o.default_holder_blocks = 20;

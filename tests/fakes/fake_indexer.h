@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "kvgate/index/indexer.h"
@@ -12,8 +14,11 @@ namespace kvgate::fakes {
 
 class FakeIndexer final : public index::Indexer {
  public:
-  // Holder `h` holds the first `depth` blocks of any chain that starts with `first_block`.
-  void set(SeqHash first_block, HolderId h, uint32_t depth) { answers_[first_block][h] = depth; }
+  // Holder `h` holds the first `depth` blocks of any chain that starts with `first_block`, the
+  // first `device_depth` of them on the device (all of them if not given).
+  void set(SeqHash first_block, HolderId h, uint32_t depth, uint32_t device_depth = UINT32_MAX) {
+    answers_[first_block][h] = {depth, std::min(depth, device_depth)};
+  }
   void clear() { answers_.clear(); }
   mutable int lookups = 0;
 
@@ -26,16 +31,17 @@ class FakeIndexer final : public index::Indexer {
     if (chain.empty()) return;
     auto it = answers_.find(chain[0]);
     if (it == answers_.end()) return;
-    for (const auto& [h, depth] : it->second) {
-      const uint32_t d = std::min<uint32_t>(depth, static_cast<uint32_t>(chain.size()));
-      if (d > 0) out.push_back({.holder = h, .device_depth = d, .any_depth = d});
+    for (const auto& [h, depths] : it->second) {
+      const uint32_t d = std::min<uint32_t>(depths.first, static_cast<uint32_t>(chain.size()));
+      const uint32_t device = std::min(d, depths.second);
+      if (d > 0) out.push_back({.holder = h, .device_depth = device, .any_depth = d});
     }
   }
   void remove_holder(HolderId) override {}
   index::IndexStats stats() const override { return {}; }
 
  private:
-  std::map<SeqHash, std::map<HolderId, uint32_t>> answers_;
+  std::map<SeqHash, std::map<HolderId, std::pair<uint32_t, uint32_t>>> answers_;  // any, device
 };
 
 }  // namespace kvgate::fakes

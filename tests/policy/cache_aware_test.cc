@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "kvgate/policy/explain.h"
 #include "policy/fleet_fixture.h"
 
 namespace kvgate::policy {
@@ -44,6 +45,79 @@ TEST_F(CacheAware, EqualDepthGoesToTheLeastExpectedWait) {
   fleet[0]->set_engine_load({.running = 4, .waiting = 2}, clock.now());
   auto p = make(PolicyKind::kCacheAware);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(route(*p, {100, 1, 2}).worker, 2);
+}
+
+// A match off the device must be loaded before it saves anything: between equal depths the one
+// on the device waits less; tier-blind, they tie. Affinity goes to the deepest on any tier, and
+// the wait rule weighs what each match saves.
+TEST_F(CacheAware, AMatchOffTheDeviceSavesLessThanTheSameOnTheDevice) {
+  make_fleet(2);
+  index.set(100, HolderId(0), 6, /*device_depth=*/0);
+  index.set(100, HolderId(1), 6);
+  fleet[0]->set_offload_tiers(index::tier_bit(index::Tier::kDisk));
+  auto weighted = make(PolicyKind::kCacheAware);
+  for (int i = 0; i < 20; ++i) {
+    const Decision d = route(*weighted, {100, 1, 2, 3, 4, 5, 6});
+    EXPECT_EQ(d.worker, 1);
+    EXPECT_EQ(d.branch, Branch::kAffinity);
+    EXPECT_EQ(d.matched_blocks, 6u);
+  }
+  CacheAwareConfig blind;
+  blind.tier_weights = {1, 1, 1, 1};
+  auto tier_blind = make(PolicyKind::kCacheAware, blind);
+  std::set<int32_t> chosen;
+  for (int i = 0; i < 40; ++i) chosen.insert(route(*tier_blind, {100, 1, 2, 3, 4, 5, 6}).worker);
+  EXPECT_EQ(chosen, (std::set<int32_t>{0, 1}));
+
+  // One block deeper on the disk (worth 3.5 blocks) is the affinity's pick, and it saves less
+  // than the 6 on the other's device: the wait rule moves the request there.
+  index.set(100, HolderId(0), 7, /*device_depth=*/0);
+  const Decision spilled = route(*weighted, {100, 1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(spilled.worker, 1);
+  EXPECT_EQ(spilled.branch, Branch::kWaitSpill);
+  // Against 2 blocks on the device, it saves more: it keeps the request.
+  index.set(100, HolderId(1), 2);
+  const Decision deeper = route(*weighted, {100, 1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(deeper.worker, 0);
+  EXPECT_EQ(deeper.branch, Branch::kAffinity);
+  EXPECT_EQ(deeper.matched_blocks, 7u);
+}
+
+// A worker's blocks past its device depth weigh as its dearest offload tier: with wait spill on,
+// a deep match on a slow tier gives way to a shallower one on the device sooner.
+TEST_F(CacheAware, TheWeightIsTheDearestTierTheWorkerOffloadsTo) {
+  make_fleet(2);
+  index.set(100, HolderId(0), 6, /*device_depth=*/0);
+  index.set(100, HolderId(1), 6);
+  CacheAwareConfig c;
+  c.tier_weights = {1, 0.9, 0.1, 0.5};
+  c.assumed_queued_prompt_tokens = 0;
+  auto p = make(PolicyKind::kCacheAware, c);
+  Scratch s;
+  const std::vector<SeqHash> chain{100, 1, 2, 3, 4, 5, 6};
+  const RouteRequest req{.chain = chain, .prompt_tokens = 112, .block_size = 16, .explain = true};
+  const auto wait_of = [&](uint8_t tiers) {
+    fleet[0]->set_offload_tiers(tiers);
+    const Decision d = p->select(req, *registry.snapshot(), s);
+    const Explanation e = explain(req, d, *registry.snapshot(), s, &c, 2);
+    for (const CandidateReport& r : e.top) {
+      if (r.index == 0) {
+        EXPECT_EQ(r.offloaded_blocks, 6u);
+        return r.expected_wait_us;
+      }
+    }
+    ADD_FAILURE() << "worker 0 is not among the candidates";
+    return 0.0;
+  };
+  // 112 tokens, 96 of them matched: 16 to compute, plus 96 * (1 - weight) to load.
+  const double us_per_token = 1e6 / c.prefill_tokens_per_second;
+  EXPECT_NEAR(wait_of(0), (16 + 96 * (1 - 0.9)) * us_per_token, 1e-3) << "none named: the host's";
+  EXPECT_NEAR(wait_of(index::tier_bit(index::Tier::kHost)), (16 + 96 * (1 - 0.9)) * us_per_token,
+              1e-3);
+  EXPECT_NEAR(wait_of(index::tier_bit(index::Tier::kHost) | index::tier_bit(index::Tier::kDisk)),
+              (16 + 96 * (1 - 0.1)) * us_per_token, 1e-3);
+  EXPECT_NEAR(wait_of(index::tier_bit(index::Tier::kExternal)),
+              (16 + 96 * (1 - 0.5)) * us_per_token, 1e-3);
 }
 
 TEST_F(CacheAware, OverloadedHolderIsSteeredAround) {

@@ -101,6 +101,11 @@ workers::EngineLoad random_engine_load(std::mt19937_64& rng) {
 }
 
 // Block counts for the warm-up rule: a thin worker holds a few, the others a few hundred.
+// Tiers other than the device a worker's events store on (index::tier_bit each).
+uint8_t random_offload_tiers(std::mt19937_64& rng) {
+  return static_cast<uint8_t>(between(rng, 0, 15) & ~1);
+}
+
 uint64_t random_index_blocks(std::mt19937_64& rng) {
   return chance(rng, 0.25) ? between(rng, 0, 12) : between(rng, 20, 3000);
 }
@@ -199,6 +204,7 @@ RandomFleet::RandomFleet(uint64_t seed) {
       if (chance(rng, 0.12)) w.set_rank_degraded(r, true);
       w.set_index_blocks(r, random_index_blocks(rng));
     }
+    if (chance(rng, 0.5)) w.set_offload_tiers(random_offload_tiers(rng));
     if (chance(rng, 0.1)) w.set_pushed_load(0, random_engine_load(rng), clock.now());
     for (uint64_t k = between(rng, 0, 4); k > 0; --k) {
       w.begin_request(random_rank(rng, dp_size),
@@ -318,6 +324,12 @@ CacheAwareConfig random_config(std::mt19937_64& rng) {
   if (chance(rng, 0.2)) c.pending_max_requests = static_cast<uint32_t>(between(rng, 1, 8));
   if (chance(rng, 0.2)) c.pending_capacity_blocks = between(rng, 0, 64);
   if (chance(rng, 0.3)) c.pending_depth_levels = static_cast<uint32_t>(between(rng, 1, 2));
+  if (chance(rng, 0.2)) c.tier_weights = {1, 1, 1, 1};  // tier-blind
+  if (chance(rng, 0.4)) {
+    for (size_t t = 1; t < index::kTierCount; ++t) {
+      c.tier_weights[t] = std::uniform_real_distribution<double>(0, 1)(rng);
+    }
+  }
   return c;
 }
 
@@ -336,7 +348,8 @@ std::string describe(const CacheAwareConfig& c) {
     << "} tie_window_us=" << c.tie_window_us << " prefill_tps=" << c.prefill_tokens_per_second
     << " assumed_queued=" << c.assumed_queued_prompt_tokens
     << " ttl_s=" << std::chrono::duration<double>(c.prediction_ttl).count()
-    << " capacity=" << c.prediction_capacity_blocks;
+    << " capacity=" << c.prediction_capacity_blocks << " tier_weights=" << c.tier_weights[0] << "/"
+    << c.tier_weights[1] << "/" << c.tier_weights[2] << "/" << c.tier_weights[3];
   return s.str();
 }
 
@@ -388,6 +401,7 @@ void change_fleet(RandomFleet& f, uint64_t seed) {
       break;
     case 2:
       w.set_index_blocks(rank, random_index_blocks(rng));
+      if (chance(rng, 0.3)) w.set_offload_tiers(random_offload_tiers(rng));
       break;
     case 3:
       w.set_rank_degraded(rank, !w.rank_degraded(rank));

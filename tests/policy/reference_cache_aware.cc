@@ -121,24 +121,23 @@ std::vector<ReferenceCacheAware::Option> ReferenceCacheAware::collect(
   return options;
 }
 
-// Rule 3: each option's matched depth.
+// Rule 3: each option's matched depth, and the part of it on the device.
 void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                                       std::vector<Option>& options) const {
   if (req.chain.empty()) return;
-  std::vector<uint32_t> depth_by_worker(fleet.workers.size(), 0);
-  std::vector<uint32_t> depth_by_holder(fleet.worker_of_holder.size(), 0);
+  // (depth on any tier, depth on the device) per holder.
+  std::vector<std::pair<uint32_t, uint32_t>> by_holder(fleet.worker_of_holder.size());
   if (index_ != nullptr) {
     std::vector<index::HolderMatch> matches;
     index_->lookup(req.chain, matches);
     for (const index::HolderMatch& m : matches) {
-      // Holders the snapshot maps to no worker (a removed worker's) count for nobody.
-      const int32_t w = fleet.worker_index_of(m.holder);
-      if (w < 0) continue;
-      depth_by_worker[w] = std::max(depth_by_worker[w], m.any_depth);
-      depth_by_holder[m.holder.value()] = m.any_depth;
+      if (m.holder.value() < by_holder.size()) {
+        by_holder[m.holder.value()] = {m.any_depth, m.device_depth};
+      }
     }
     // Credits count for the holders at the pending_depth_levels deepest depths credits reach
-    // (holders of removed workers included: they take a level, and count for nobody).
+    // (holders of removed workers included: they take a level, and count for nobody). A
+    // credit's blocks are computed on the device.
     std::map<HolderId, uint32_t> pending;
     for (const Credit& c : credits_) pending[c.holder] = pending_depth(c.holder, req.chain);
     std::set<uint32_t> levels;
@@ -147,31 +146,60 @@ void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::Fl
     }
     while (levels.size() > config_.pending_depth_levels) levels.erase(levels.begin());
     for (const auto& [holder, depth] : pending) {
-      if (!levels.contains(depth) || holder.value() >= depth_by_holder.size()) continue;
-      const int32_t w = fleet.worker_of_holder[holder.value()];
-      if (w < 0) continue;
-      depth_by_holder[holder.value()] = std::max(depth_by_holder[holder.value()], depth);
-      depth_by_worker[w] = std::max(depth_by_worker[w], depth);
+      if (!levels.contains(depth) || holder.value() >= by_holder.size()) continue;
+      auto& [any, device] = by_holder[holder.value()];
+      any = std::max(any, depth);
+      device = std::max(device, depth);
     }
+  }
+  // A whole worker's: its deepest holder's, the most on the device among equals. Holders the
+  // snapshot maps to no worker (a removed worker's) count for nobody.
+  std::vector<std::pair<uint32_t, uint32_t>> by_worker(fleet.workers.size());
+  for (size_t h = 0; h < by_holder.size(); ++h) {
+    const int32_t w = fleet.worker_of_holder[h];
+    if (w >= 0) by_worker[w] = std::max(by_worker[w], by_holder[h]);
   }
   for (Option& o : options) {
+    std::pair<uint32_t, uint32_t> depth;
     if (!has_kv_holders(fleet, o.worker_index)) {
-      o.matched_blocks = predicted_.depth(fleet.workers[o.worker_index]->id(), req.chain);
+      const uint32_t predicted = predicted_.depth(fleet.workers[o.worker_index]->id(), req.chain);
+      depth = {predicted, predicted};
     } else if (o.rank >= 0) {
-      o.matched_blocks = o.holder.valid() && o.holder.value() < depth_by_holder.size()
-                             ? depth_by_holder[o.holder.value()]
-                             : 0;
+      if (o.holder.valid() && o.holder.value() < by_holder.size()) {
+        depth = by_holder[o.holder.value()];
+      }
     } else {
-      o.matched_blocks = depth_by_worker[o.worker_index];
+      depth = by_worker[o.worker_index];
     }
+    o.matched_blocks = depth.first;
+    o.device_blocks = depth.second;
+    o.offload_weight = offload_weight(*fleet.workers[o.worker_index]);
   }
+}
+
+// The weight of the dearest tier off the device the worker's events store on; the host's if
+// they named none. (Rounded to a float, as the fast pass keeps it.)
+double ReferenceCacheAware::offload_weight(const workers::Worker& w) const {
+  double weight = -1;
+  for (index::Tier t : {index::Tier::kHost, index::Tier::kDisk, index::Tier::kExternal}) {
+    if ((w.offload_tiers() & index::tier_bit(t)) == 0) continue;
+    const double tw = config_.tier_weights[static_cast<size_t>(t)];
+    weight = weight < 0 ? tw : std::min(weight, tw);
+  }
+  if (weight < 0) weight = config_.tier_weights[static_cast<size_t>(index::Tier::kHost)];
+  return static_cast<float>(std::clamp(weight, 0.0, 1.0));
+}
+
+// The blocks the option's match saves computing.
+double ReferenceCacheAware::weighted_blocks(const Option& o) {
+  return static_cast<double>(o.device_blocks) +
+         o.offload_weight * static_cast<double>(o.matched_blocks - o.device_blocks);
 }
 
 double ReferenceCacheAware::expected_wait_us(const Option& o, const workers::Worker& w,
                                              const RouteRequest& req) const {
-  const uint64_t cached = static_cast<uint64_t>(o.matched_blocks) * req.block_size;
-  const double uncached =
-      req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
+  const double cached = weighted_blocks(o) * req.block_size;
+  const double uncached = std::max(0.0, static_cast<double>(req.prompt_tokens) - cached);
   return (queued_tokens(o, w) + uncached) / config_.prefill_tokens_per_second * 1e6;
 }
 
@@ -259,10 +287,10 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
                         queued_tokens(options[i], *fleet.workers[options[i].worker_index]);
     kept = std::min(1.0, std::max(0.0, left / cached));
   }
-  // The prefill a match of `deeper` blocks saves over one of `shallower`, of which only the kept
-  // share of the deeper one counts.
-  const auto saved_us = [&](uint32_t deeper, uint32_t shallower) {
-    return std::max(0.0, kept * deeper - static_cast<double>(shallower)) * req.block_size /
+  // The prefill a match worth `deeper` blocks saves over one worth `shallower`, of which only
+  // the kept share of the deeper one counts.
+  const auto saved_us = [&](double deeper, double shallower) {
+    return std::max(0.0, kept * deeper - shallower) * req.block_size /
            config_.prefill_tokens_per_second * 1e6;
   };
   // Considered only when the winner's wait exceeds (ratio + 1) times what it saves over the next
@@ -275,12 +303,12 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
   }
   if (branch != Branch::kImbalanceSpill && config_.wait_spill_ratio > 0 &&
       options[i].expected_wait_us >
-          (config_.wait_spill_ratio + 1) * saved_us(deepest_not_overloaded, next_depth)) {
+          (config_.wait_spill_ratio + 1) * saved_us(weighted_blocks(options[i]), next_depth)) {
     const int32_t j = pick_min(options, not_overloaded, by_wait, config_.tie_window_us, rng);
     const double gain_us = options[i].expected_wait_us - options[j].expected_wait_us;
     if (gain_us > config_.tie_window_us &&
         gain_us > config_.wait_spill_ratio *
-                      saved_us(options[i].matched_blocks, options[j].matched_blocks)) {
+                      saved_us(weighted_blocks(options[i]), weighted_blocks(options[j]))) {
       i = j;
       branch = Branch::kWaitSpill;
     }

@@ -81,6 +81,8 @@ class ReferenceCacheAware {
     double load = 0;
     bool overloaded = false;
     uint32_t matched_blocks = 0;
+    uint32_t device_blocks = 0;  // of matched_blocks, the leading ones on the device
+    double offload_weight = 1;   // what each of the others saves
     double expected_wait_us = 0;
     uint64_t free_kv_tokens = UINT64_MAX;  // UINT64_MAX: the pool's size is unknown
   };
@@ -89,6 +91,8 @@ class ReferenceCacheAware {
                               bool vetoed) const;
   void fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                    std::vector<Option>& options) const;
+  double offload_weight(const workers::Worker& w) const;
+  static double weighted_blocks(const Option& o);
   double expected_wait_us(const Option& o, const workers::Worker& w, const RouteRequest& req) const;
   double queued_tokens(const Option& o, const workers::Worker& w) const;
   Decision warm_up(Decision d, const workers::FleetSnapshot& fleet, const RouteRequest& req,

@@ -5,8 +5,9 @@
 // reuses the block. A stream that stores and never removes (a publisher bug, a misconfigured
 // engine, or anyone who reaches the event port) would grow the holder without end: 12.8 million
 // blocks for a pool of 26,000 were seen, half a gigabyte the gateway never gave back. So each
-// holder has a limit, the pool times a margin (tiers below the device, a batch in flight), or a
-// default when the pool is unknown, and the index never holds more for it.
+// holder has a limit, the pool times a margin (a batch in flight), or a default when the pool is
+// unknown, and the index never holds more for it. A holder whose engine also stores blocks off the
+// device (a host or disk tier, whose size engines do not report) gets the default if that is more.
 //
 // Past the limit the oldest stored blocks go first. Why this and not the other choices:
 //   * Clearing the holder and marking it degraded (a resync) throws away its newest blocks, the
@@ -31,6 +32,7 @@
 // Threading: one thread at a time (the holder's lane).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -47,6 +49,8 @@ class BlockBound {
   explicit BlockBound(uint64_t limit);
 
   uint64_t limit() const { return limit_; }
+  // Raises the limit to `limit` if that is more (never lowers it).
+  void raise_limit(uint64_t limit) { limit_ = std::max(limit_, limit); }
 
   // Before a batch storing `incoming` block copies applies to a holder that holds `held`:
   // removals of the oldest remembered stores, as many as would leave room for the batch within

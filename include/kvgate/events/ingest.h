@@ -82,6 +82,7 @@ struct HolderState {
   size_t backlog = 0;            // batches waiting for the lane now
   uint64_t applied_batches = 0;  // admitted batches the lane applied to the index
   uint64_t blocks = 0;           // block copies the holder holds, from what each apply did
+  uint8_t tiers = 0;             // index::tier_bit of each tier it stored on since its last clear
   uint64_t block_limit = 0;      // the most it may hold
   uint64_t evicted_blocks = 0;   // block copies evicted to stay within it
   uint64_t limit_clears = 0;     // times nothing remembered was left to evict: cleared instead

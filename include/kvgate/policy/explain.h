@@ -30,6 +30,8 @@ struct CandidateReport {
   bool overloaded = false;
   bool predicted = false;       // matched_blocks is the approximate mode's guess (no KV events)
   uint32_t pending_blocks = 0;  // of matched_blocks, those only blocks in flight predict
+  // cache_aware: of matched_blocks, those past the device's depth (on a tier they load from).
+  uint32_t offloaded_blocks = 0;
   bool chosen = false;
 };
 

@@ -9,6 +9,7 @@
 // passes its own Scratch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -84,6 +85,10 @@ struct Candidate {
   bool has_events = false;  // the worker publishes KV events (else its depth is predicted)
   HolderId holder;          // the rank's KV holder (invalid: the whole worker, or none)
   uint32_t matched_blocks = 0;
+  // cache_aware: of matched_blocks, the leading ones on the device tier; the others are worth
+  // offload_weight of a block each (CacheAwareConfig::tier_weights).
+  uint32_t device_blocks = 0;
+  float offload_weight = 1;
   double load = 0;  // effective load: max(gateway fleet's in-flight, engine running + waiting)
   // cache_aware: the prompt tokens queued there (the engine's count, or for a whole worker the
   // gateway fleet's prompts there without a first token, whichever is more), what its expected
@@ -104,6 +109,7 @@ struct Scratch {
   std::span<Candidate> candidates;
   std::vector<Candidate> candidate_slots;
   std::vector<uint32_t> depth_by_holder;
+  std::vector<uint32_t> device_depth_by_holder;
   // cache_aware's blocks in flight: the credits a lookup found, whether it found any, and the
   // index's own matches before they were counted (what the decision reports as confirmed).
   std::vector<index::HolderMatch> pending_matches;
@@ -219,6 +225,12 @@ struct CacheAwareConfig {
   // for requests the engine has queued when it does not report queued tokens.
   double prefill_tokens_per_second = 10000;
   double assumed_queued_prompt_tokens = 1024;
+  // What a matched block saves, per index::Tier (device, host, disk, external), as a share of
+  // computing it: a block off the device costs a load. Affinity still goes to the deepest match
+  // on any tier; the expected wait and the prefill a match saves count a worker's matched blocks
+  // past its device depth at the weight of the dearest tier its events offload to (the host's
+  // if they named none). In [0, 1]; the device's is 1.
+  std::array<double, index::kTierCount> tier_weights = {1.0, 0.8, 0.5, 0.3};
   // Warm-up: a worker whose index holds less than warmup_thin_ratio of the fleet's mean (an engine
   // that came back empty, a worker just added) gets warmup_miss_share of the requests nobody holds
   // and warmup_hit_share of those others hold, so it fills instead of idling while its peers hold

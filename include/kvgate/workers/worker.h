@@ -171,6 +171,7 @@ class Worker {
     int32_t fleet_in_flight = 0;
     uint64_t fleet_queued_prompt_tokens = 0;  // the whole worker's (0 for a rank: not kept)
     uint64_t index_blocks = 0;
+    uint8_t offload_tiers = 0;  // index::tier_bit of each tier but the device it keeps blocks on
   };
   RoutingFigures routing_figures() const {
     return {
@@ -180,7 +181,8 @@ class Worker {
         .queued_prefill_tokens = line_.total.queued_prefill_tokens.load(std::memory_order_relaxed),
         .fleet_in_flight = fleet_in_flight(),
         .fleet_queued_prompt_tokens = fleet_queued_prompt_tokens(),
-        .index_blocks = index_blocks()};
+        .index_blocks = index_blocks(),
+        .offload_tiers = offload_tiers()};
   }
   RoutingFigures routing_figures(DpRank rank) const {
     const RankFigures& r = ranks_[slot(rank)];
@@ -189,7 +191,8 @@ class Worker {
             .kv_usage_ppm = r.engine.kv_usage_ppm.load(std::memory_order_relaxed),
             .queued_prefill_tokens = r.engine.queued_prefill_tokens.load(std::memory_order_relaxed),
             .fleet_in_flight = fleet_in_flight(rank),
-            .index_blocks = index_blocks(rank)};
+            .index_blocks = index_blocks(rank),
+            .offload_tiers = offload_tiers()};
   }
 
   // The engine's load, summed over its ranks (as reported), and one rank's.
@@ -213,6 +216,13 @@ class Worker {
     return ranks_[slot(rank)].index_blocks.load(std::memory_order_relaxed);
   }
   void set_index_blocks(DpRank rank, uint64_t blocks);
+  // The tiers other than the device its KV events store blocks on (index::tier_bit each; all its
+  // ranks'), as its event lanes last saw them (control path): what a match off the device costs
+  // to load (CacheAwareConfig::tier_weights).
+  uint8_t offload_tiers() const { return line_.offload_tiers.load(std::memory_order_relaxed); }
+  void set_offload_tiers(uint8_t tiers) {
+    line_.offload_tiers.store(tiers, std::memory_order_relaxed);
+  }
   // Requests the warm-up rule sent here since the worker last became thin (its growth cap).
   uint64_t warmup_diversions() const { return warmup_diversions_.load(std::memory_order_relaxed); }
   void count_warmup_diversion() { warmup_diversions_.fetch_add(1, std::memory_order_relaxed); }
@@ -298,6 +308,7 @@ class Worker {
     std::atomic<uint8_t> health_state{0};
     std::atomic<uint8_t> breaker_state{0};
     std::atomic<uint8_t> liveness_state{0};
+    std::atomic<uint8_t> offload_tiers{0};
   };
   static_assert(sizeof(RoutingLine) == 64, "a decision reads one cache line per worker");
   RoutingLine line_;

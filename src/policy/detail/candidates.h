@@ -14,10 +14,13 @@
 
 namespace kvgate::policy::detail {
 
-// What cache_aware needs of a candidate beyond its load: the overload rule, resolved once.
+// What cache_aware needs of a candidate beyond its load: the overload rule, resolved once, and
+// the weight of a block off the device for each set of tiers a worker offloads to.
 struct CostRules {
-  explicit CostRules(const CacheAwareConfig& config) : overload(config.overload) {}
+  explicit CostRules(const CacheAwareConfig& config);
   workers::OverloadRule overload;
+  static constexpr size_t kTierSets = size_t{1} << index::kTierCount;
+  std::array<float, kTierSets> offload_weight{};  // by Worker::offload_tiers()
 };
 
 // Points scratch.candidates at the routable workers that serve req.model, leaving out those the
@@ -45,6 +48,13 @@ HolderId holder_of_rank(const workers::WorkerInfo& info, uint32_t rank);
 uint32_t depth_in(std::span<const index::HolderMatch> matches, const workers::WorkerInfo& info,
                   int32_t rank);
 
+// The blocks c's match saves computing: its device blocks whole, the rest at its offload weight.
+inline double weighted_blocks(const Candidate& c) {
+  return static_cast<double>(c.device_blocks) +
+         static_cast<double>(c.offload_weight) *
+             static_cast<double>(c.matched_blocks - c.device_blocks);
+}
+
 // The prompt tokens queued ahead of a request on `c`: the reported ones, or the engine's queue at
 // an assumed prompt length if more.
 inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) {
@@ -58,9 +68,8 @@ inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) 
 inline double expected_wait_us(const Candidate& c, const RouteRequest& req,
                                const CacheAwareConfig& config) {
   const double queued = queued_tokens(c, config);
-  const uint64_t cached = static_cast<uint64_t>(c.matched_blocks) * req.block_size;
-  const double uncached =
-      req.prompt_tokens > cached ? static_cast<double>(req.prompt_tokens - cached) : 0.0;
+  const double cached = weighted_blocks(c) * req.block_size;
+  const double uncached = std::max(0.0, static_cast<double>(req.prompt_tokens) - cached);
   return (queued + uncached) / config.prefill_tokens_per_second * 1e6;
 }
 

@@ -13,7 +13,11 @@ Dispatch::Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteReq
       p_(p),
       streamed_(streamed),
       rank_(rank),
-      queued_tokens_(static_cast<uint32_t>(std::min<uint64_t>(queued_tokens, UINT32_MAX))) {
+      queued_tokens_(static_cast<uint32_t>(std::min<uint64_t>(queued_tokens, UINT32_MAX))),
+      dispatched_(w.clock().now()) {
+  const workers::Worker::RoutingFigures f =
+      rank_ ? w_.routing_figures(*rank_) : w_.routing_figures();
+  queued_ahead_ = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
   w_.begin_request(rank_, queued_tokens_);
   w_.count_dispatch();
   if (streamed_) w_.liveness().note_stream_started(unconfirmed_tokens);
@@ -21,7 +25,7 @@ Dispatch::Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteReq
 }
 
 Dispatch::~Dispatch() {
-  prefilled();
+  release_queue();
   w_.end_request(rank_);
   if (streamed_) w_.liveness().note_stream_ended();
   w_.breaker().record(outcome_);
@@ -29,6 +33,13 @@ Dispatch::~Dispatch() {
 }
 
 void Dispatch::prefilled() {
+  if (prefilled_) return;
+  // (A whole answer's time is its decode's too: only a stream's first token times the prefill.)
+  if (streamed_) w_.note_prefill(queued_ahead_ + queued_tokens_, w_.clock().now() - dispatched_);
+  release_queue();
+}
+
+void Dispatch::release_queue() {
   if (prefilled_) return;
   prefilled_ = true;
   w_.prefilled(queued_tokens_);

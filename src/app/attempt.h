@@ -42,15 +42,20 @@ class Dispatch {
   Dispatch& operator=(const Dispatch&) = delete;
 
   void set(workers::Outcome o) { outcome_ = o; }
-  // The first token (or the whole answer) is back: the prompt no longer waits in the queue.
+  // The first token (or the whole answer) is back: the prompt no longer waits in the queue. A
+  // stream's first token teaches the worker its prefill rate (workers/prefill_rate.h).
   void prefilled();
 
  private:
+  void release_queue();
+
   workers::Worker& w_;
   policy::Policy& p_;
   const bool streamed_;
   const std::optional<DpRank> rank_;
   const uint32_t queued_tokens_;
+  uint64_t queued_ahead_ = 0;  // the prompt tokens queued there before this one, at dispatch
+  MonoTime dispatched_{};
   bool prefilled_ = false;
   uint64_t ticket_ = 0;  // the policy's, for the dispatch's end
   workers::Outcome outcome_ = workers::Outcome::kCancelled;

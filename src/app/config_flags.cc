@@ -496,6 +496,22 @@ void parse_tier_weights(const std::string& text, std::array<double, index::kTier
   }
 }
 
+// The cost model's prefill speed: a prior, and how fast each worker's own is learned.
+void add_prefill_rate_flags(CLI::App& app, GatewayConfig& c) {
+  app.add_option("--prefill-tokens-per-second", c.cache_aware.prefill_tokens_per_second,
+                 "cache_aware's cost model: the prompt tokens per second a worker prefills "
+                 "until its streamed requests' first tokens teach the gateway its own rate "
+                 "(kvgate_worker_prefill_tokens_per_second)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9))
+      ->group("Routing");
+  add_seconds(app, "--prefill-rate-half-life-secs", c.prefill_rate_half_life,
+              "How fast a worker's learned prefill rate forgets its old samples (a worker that "
+              "slows under decode-heavy batches is seen within a few half-lives); 0: every "
+              "worker at --prefill-tokens-per-second",
+              "Routing");
+}
+
 void add_tier_weights_flag(CLI::App& app, GatewayConfig& c) {
   app.add_option_function<std::string>(
          "--tier-weights",
@@ -970,6 +986,7 @@ void add_flags(CLI::App& app, GatewayConfig& c) {
   add_routing_flags(app, c);
   add_cache_aware_flags(app, c);
   add_tier_weights_flag(app, c);
+  add_prefill_rate_flags(app, c);
   add_pending_flags(app, c);
   add_logging_flags(app, c);
   add_fleet_flags(app, c);

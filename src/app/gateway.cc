@@ -100,7 +100,10 @@ GatewayImpl::GatewayImpl(GatewayConfig config, const Clock& clock)
       workers_({.health = config_.health,
                 .breaker = config_.breaker,
                 .liveness = config_.liveness,
-                .cache_agreement_warn_below = config_.cache_agreement_warn_below},
+                .cache_agreement_warn_below = config_.cache_agreement_warn_below,
+                .prefill_rate = {.prior_tokens_per_second =
+                                     config_.cache_aware.prefill_tokens_per_second,
+                                 .half_life = config_.prefill_rate_half_life}},
                clock),
       routing_(config_, BlockHasher(config_.hash_seed)) {
   MutexLock lock(&reload_mu_);

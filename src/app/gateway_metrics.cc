@@ -341,6 +341,10 @@ void GatewayMetrics::add_worker_families(metrics::Registry& reg) {
   worker_cached_reported_ = &metrics::counter_family(
       reg, "kvgate_cached_tokens_reported_total",
       "Prompt tokens the worker's engine reported cached over the same answers.");
+  worker_prefill_rate_ = &metrics::gauge_family(
+      reg, "kvgate_worker_prefill_tokens_per_second",
+      "Prompt tokens per second the worker prefills, learned from streamed requests' first "
+      "tokens (0 until it has one: the cost model's --prefill-tokens-per-second holds).");
   worker_cache_agreement_ = &metrics::gauge_family(
       reg, "kvgate_cache_agreement_ratio",
       "1 - |reported - predicted| / the larger, over the last window of 8,192 cached tokens "
@@ -397,6 +401,7 @@ void GatewayMetrics::add_worker(const std::string& url, std::string_view role) {
     s->cached_predicted = &worker_cached_predicted_->Add(l);
     s->cached_reported = &worker_cached_reported_->Add(l);
     s->cache_agreement = &worker_cache_agreement_->Add(l);
+    s->prefill_rate = &worker_prefill_rate_->Add(l);
   }
 }
 
@@ -418,6 +423,7 @@ void GatewayMetrics::remove_worker(const std::string& url) {
   worker_cached_predicted_->Remove(s.cached_predicted);
   worker_cached_reported_->Remove(s.cached_reported);
   worker_cache_agreement_->Remove(s.cache_agreement);
+  worker_prefill_rate_->Remove(s.prefill_rate);
   workers_.erase(it);
 }
 
@@ -446,6 +452,7 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   s.cached_predicted_seen = predicted;
   s.cached_reported_seen = reported;
   s.cache_agreement->Set(agreement.ratio());
+  s.prefill_rate->Set(w.prefill_rate());
 }
 
 void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {

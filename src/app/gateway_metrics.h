@@ -72,6 +72,7 @@ struct WorkerSeries {
   metrics::Counter* cached_predicted = nullptr;
   metrics::Counter* cached_reported = nullptr;
   metrics::Gauge* cache_agreement = nullptr;
+  metrics::Gauge* prefill_rate = nullptr;
   uint64_t requests_seen = 0;  // the worker's totals at the last scrape
   uint64_t retries_seen = 0;
   uint64_t cached_predicted_seen = 0;
@@ -200,6 +201,7 @@ class GatewayMetrics {
   metrics::Family<metrics::Counter>* worker_cached_predicted_;
   metrics::Family<metrics::Counter>* worker_cached_reported_;
   metrics::Family<metrics::Gauge>* worker_cache_agreement_;
+  metrics::Family<metrics::Gauge>* worker_prefill_rate_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<WorkerSeries>> workers_ KVGATE_GUARDED_BY(mu_);
   UpstreamPoolStats upstream_seen_ KVGATE_GUARDED_BY(mu_);  // the pool's totals at the last scrape

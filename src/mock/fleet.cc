@@ -65,6 +65,11 @@ Status validate(const FleetOptions& o) {
   if (!(t.prefill_tokens_per_s > 0) || !std::isfinite(t.prefill_tokens_per_s)) {
     return absl::InvalidArgumentError("--prefill-tokens-per-s must be positive and finite");
   }
+  for (double speed : o.worker_speeds) {
+    if (!(speed > 0) || !std::isfinite(speed)) {
+      return absl::InvalidArgumentError("--worker-speeds must be positive and finite");
+    }
+  }
   if (o.workers == 0 || o.dp_size == 0) {
     return absl::InvalidArgumentError("--workers and --dp-size must be at least 1");
   }
@@ -138,6 +143,9 @@ Result<std::unique_ptr<Fleet>> Fleet::start(FleetOptions options) {
     wo.dp_size = o.dp_size;
     wo.model = o.model;
     wo.engine = o.engine;
+    if (!o.worker_speeds.empty()) {
+      wo.engine.timing.speedup *= o.worker_speeds[i % o.worker_speeds.size()];
+    }
     wo.wire = o.wire;
     wo.topic = o.topic;
     wo.replay_shape = with_topic ? detail::ReplayShape::kWithTopic : detail::ReplayShape::kLegacy;

@@ -155,6 +155,11 @@ void add_timing_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
   app.add_option("--decode-per-context-token-ns", raw.decode_per_ctx_ns,
                  "Cost per context token of each decoding sequence (attention KV reads)")
       ->group(timing);
+  app.add_option("--worker-speeds", o.worker_speeds,
+                 "Each worker's speed as a share of the timing model, cycled over the workers "
+                 "(e.g. 1,0.5: every second worker takes twice as long per step)")
+      ->delimiter(',')
+      ->group(timing);
   app.add_option("--host-load-cost", t.host_load_cost,
                  "Loading a token from the host tier, as a share of computing it")
       ->check(CLI::Range(0.0, 1.0))

@@ -145,13 +145,13 @@ class CacheAwarePolicy final : public Policy {
       const double kept = surviving_share(cands[i], req);
       if (winner_wait_us >
           (config().wait_spill_ratio + 1) *
-              saved_prefill_us(weighted_blocks(cands[i]), totals.second_ok, kept, req)) {
+              saved_prefill_us(cands[i], weighted_blocks(cands[i]), totals.second_ok, kept, req)) {
         const int32_t j = pick_min(cands, not_overloaded, by_wait, config().tie_window_us, s.rng);
         const double gain_us = winner_wait_us - by_wait(cands[j]);
         if (gain_us > config().tie_window_us &&
-            gain_us > config().wait_spill_ratio * saved_prefill_us(weighted_blocks(cands[i]),
-                                                                   weighted_blocks(cands[j]), kept,
-                                                                   req)) {
+            gain_us > config().wait_spill_ratio *
+                          saved_prefill_us(cands[i], weighted_blocks(cands[i]),
+                                           weighted_blocks(cands[j]), kept, req)) {
           i = j;
           branch = Branch::kWaitSpill;
         }
@@ -305,8 +305,8 @@ class CacheAwarePolicy final : public Policy {
     if (win.load > config().balance_abs_threshold ||
         (config().wait_spill_ratio > 0 &&
          by_wait(win) >
-             (config().wait_spill_ratio + 1) *
-                 saved_prefill_us(weighted_blocks(win), second, surviving_share(win, req), req))) {
+             (config().wait_spill_ratio + 1) * saved_prefill_us(win, weighted_blocks(win), second,
+                                                                surviving_share(win, req), req))) {
       if (fit > 1) s.rng = s.rng_before_shortcut;
       return std::nullopt;
     }
@@ -322,13 +322,13 @@ class CacheAwarePolicy final : public Policy {
                           fleet, s);
   }
 
-  // The prefill time a match worth `deeper` blocks (weighted_blocks()) saves over one worth
-  // `shallower`, by the cost model, when only the share `kept` of the deeper one lasts until the
-  // request is admitted.
-  double saved_prefill_us(double deeper, double shallower, double kept,
-                          const RouteRequest& req) const {
+  // The prefill time a match worth `deeper` blocks (weighted_blocks()) on `c` saves over one
+  // worth `shallower`, at c's prefill rate, when only the share `kept` of the deeper one lasts
+  // until the request is admitted.
+  static double saved_prefill_us(const Candidate& c, double deeper, double shallower, double kept,
+                                 const RouteRequest& req) {
     const double blocks = std::max(0.0, kept * deeper - shallower);
-    return blocks * req.block_size / config().prefill_tokens_per_second * 1e6;
+    return blocks * req.block_size / static_cast<double>(c.prefill_rate) * 1e6;
   }
 
   // The share of c's match that outlives the queue ahead of the request there. An engine evicts

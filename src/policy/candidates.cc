@@ -42,8 +42,10 @@ template <bool kWithCost>
     c.index_blocks = f.index_blocks;
     c.free_kv_tokens = free_tokens(kv_tokens, f.kv_usage_ppm);
     c.offload_weight = cost->offload_weight[f.offload_tiers & (CostRules::kTierSets - 1)];
+    c.prefill_rate = f.prefill_rate > 0 ? f.prefill_rate : cost->prior_prefill_rate;
   } else {
     c.offload_weight = 1;
+    c.prefill_rate = 0;
     c.overloaded = false;
     c.queued_tokens = 0;
     c.index_blocks = 0;
@@ -110,7 +112,9 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
 
 }  // namespace
 
-CostRules::CostRules(const CacheAwareConfig& config) : overload(config.overload) {
+CostRules::CostRules(const CacheAwareConfig& config)
+    : overload(config.overload),
+      prior_prefill_rate(static_cast<float>(config.prefill_tokens_per_second)) {
   const auto& w = config.tier_weights;
   for (size_t tiers = 0; tiers < kTierSets; ++tiers) {
     // The dearest tier off the device the worker offloads to; the host if it named none.

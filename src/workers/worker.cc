@@ -50,7 +50,9 @@ Worker::Worker(WorkerId id, std::string url, WorkerOptions options, const Clock&
       url_(std::move(url)),
       authorization_(std::move(authorization)),
       info_(std::make_shared<const WorkerInfo>()),
-      ranks_(std::make_unique<RankFigures[]>(kMaxDpRanks)) {
+      ranks_(std::make_unique<RankFigures[]>(kMaxDpRanks)),
+      clock_(clock),
+      prefill_meter_(options.prefill_rate) {
   std::string_view rest(url_);
   if (rest.rfind("http://", 0) == 0) rest.remove_prefix(7);
   if (rest.rfind("https://", 0) == 0) {
@@ -81,6 +83,13 @@ void Worker::set_engine_load(const EngineLoad& load, MonoTime at) {
 
 void Worker::set_rank_load(DpRank rank, const EngineLoad& load) {
   ranks_[slot(rank)].engine.set(load);
+}
+
+void Worker::note_prefill(uint64_t tokens, Duration took) {
+  if (!prefill_meter_.learning()) return;
+  prefill_meter_.observe(tokens, took, clock_.now());
+  line_.prefill_rate.store(static_cast<float>(prefill_meter_.tokens_per_second()),
+                           std::memory_order_relaxed);
 }
 
 void Worker::set_index_blocks(DpRank rank, uint64_t blocks) {

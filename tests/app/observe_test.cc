@@ -306,7 +306,9 @@ TEST_F(Observe, AMatchOnTheHostTierIsShownAndLosesToTheSameOnTheDevice) {
         body = r->body;
         if (p.parse(body).get(doc) != simdjson::SUCCESS) return false;
         uint64_t offloaded = 0;
-        for (auto c : doc["decision"]["top"].get_array().value()) {
+        simdjson::dom::array top;
+        if (doc["decision"]["top"].get(top) != simdjson::SUCCESS) return false;
+        for (auto c : top) {
           if (c["worker"].get_string().value() == url_of(0)) {
             offloaded = c["offloaded_blocks"].get_uint64().value();
           }
@@ -317,7 +319,8 @@ TEST_F(Observe, AMatchOnTheHostTierIsShownAndLosesToTheSameOnTheDevice) {
       << body;
   EXPECT_EQ(doc["decision"]["worker"].get_string().value(), url_of(1)) << body;
   EXPECT_EQ(doc["decision"]["branch"].get_string().value(), "affinity") << body;
-  const auto top = doc["decision"]["top"].get_array().value();
+  simdjson::dom::array top;
+  ASSERT_EQ(doc["decision"]["top"].get(top), simdjson::SUCCESS) << body;
   EXPECT_EQ(top.at(0)["matched_blocks"].get_uint64().value(),
             top.at(1)["matched_blocks"].get_uint64().value())
       << body;
@@ -326,6 +329,40 @@ TEST_F(Observe, AMatchOnTheHostTierIsShownAndLosesToTheSameOnTheDevice) {
       << body;
   EXPECT_NE(std::string(doc["header"].get_string().value()).find(" offloaded="), std::string::npos)
       << body;
+}
+
+// Each worker's prefill rate is learned from its streams' first tokens: a worker at half the
+// speed shows a rate well under the other's (round_robin, so both get the same prompts).
+TEST_F(Observe, EachWorkersPrefillRateIsLearnedFromItsStreamsFirstTokens) {
+  start_worker(/*speedup=*/4);
+  start_worker(/*speedup=*/2);
+  auto cfg = base_config();
+  cfg.worker_urls = {url_of(0), url_of(1)};
+  cfg.policy = policy::PolicyKind::kRoundRobin;
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(2));
+  auto c = client();
+  for (int i = 0; i < 8; ++i) {  // about 12,000 tokens each: 150 ms of prefill, or 300
+    auto r =
+        c.post("/v1/completions", completion(words("rate" + std::to_string(i), 6000), 1, true));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u) << r->body;
+  }
+  const auto fleet = gateway_->registry().snapshot();
+  const auto rate_of = [&](const std::string& url) {
+    for (const auto& w : fleet->workers) {
+      if (w->url() == url) return static_cast<double>(w->prefill_rate());
+    }
+    return 0.0;
+  };
+  const double fast = rate_of(url_of(0)), slow = rate_of(url_of(1));
+  EXPECT_GT(slow, 0);
+  std::printf("learned prefill rates: %.0f and %.0f tokens/s\n", fast, slow);
+  EXPECT_GT(fast, 1.25 * slow) << fast << " vs " << slow;
+  EXPECT_LT(fast, 2.5 * slow) << fast << " vs " << slow;
+  EXPECT_GT(metric_value(gateway_->metrics_text(),
+                         "kvgate_worker_prefill_tokens_per_second{worker=\"" + url_of(1) + "\"}"),
+            0);
 }
 
 // The access log carries the decision's fields on every line, and its explanation (what

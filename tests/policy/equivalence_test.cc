@@ -106,6 +106,11 @@ uint8_t random_offload_tiers(std::mt19937_64& rng) {
   return static_cast<uint8_t>(between(rng, 0, 15) & ~1);
 }
 
+// A streamed request's first token after some prompt tokens: the worker learns a rate.
+void teach_prefill_rate(workers::Worker& w, std::mt19937_64& rng) {
+  w.note_prefill(between(rng, 1, 200'000), std::chrono::microseconds(between(rng, 1, 20'000'000)));
+}
+
 uint64_t random_index_blocks(std::mt19937_64& rng) {
   return chance(rng, 0.25) ? between(rng, 0, 12) : between(rng, 20, 3000);
 }
@@ -205,6 +210,7 @@ RandomFleet::RandomFleet(uint64_t seed) {
       w.set_index_blocks(r, random_index_blocks(rng));
     }
     if (chance(rng, 0.5)) w.set_offload_tiers(random_offload_tiers(rng));
+    if (chance(rng, 0.5)) teach_prefill_rate(w, rng);
     if (chance(rng, 0.1)) w.set_pushed_load(0, random_engine_load(rng), clock.now());
     for (uint64_t k = between(rng, 0, 4); k > 0; --k) {
       w.begin_request(random_rank(rng, dp_size),
@@ -402,6 +408,7 @@ void change_fleet(RandomFleet& f, uint64_t seed) {
     case 2:
       w.set_index_blocks(rank, random_index_blocks(rng));
       if (chance(rng, 0.3)) w.set_offload_tiers(random_offload_tiers(rng));
+      if (chance(rng, 0.3)) teach_prefill_rate(w, rng);
       break;
     case 3:
       w.set_rank_degraded(rank, !w.rank_degraded(rank));

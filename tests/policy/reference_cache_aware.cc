@@ -121,9 +121,19 @@ std::vector<ReferenceCacheAware::Option> ReferenceCacheAware::collect(
   return options;
 }
 
-// Rule 3: each option's matched depth, and the part of it on the device.
+// Rule 3: each option's matched depth and the part of it on the device; its cost figures.
 void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::FleetSnapshot& fleet,
                                       std::vector<Option>& options) const {
+  for (Option& o : options) {
+    o.offload_weight = offload_weight(*fleet.workers[o.worker_index]);
+    // The worker's learned rate, or the configured one until it has learned one (as a float, as
+    // the fast pass keeps it).
+    const float learned =
+        fleet.workers[o.worker_index]->prefill_meter().samples() > 0
+            ? static_cast<float>(fleet.workers[o.worker_index]->prefill_meter().tokens_per_second())
+            : 0.0f;
+    o.prefill_rate = learned > 0 ? learned : static_cast<float>(config_.prefill_tokens_per_second);
+  }
   if (req.chain.empty()) return;
   // (depth on any tier, depth on the device) per holder.
   std::vector<std::pair<uint32_t, uint32_t>> by_holder(fleet.worker_of_holder.size());
@@ -173,7 +183,6 @@ void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::Fl
     }
     o.matched_blocks = depth.first;
     o.device_blocks = depth.second;
-    o.offload_weight = offload_weight(*fleet.workers[o.worker_index]);
   }
 }
 
@@ -200,7 +209,7 @@ double ReferenceCacheAware::expected_wait_us(const Option& o, const workers::Wor
                                              const RouteRequest& req) const {
   const double cached = weighted_blocks(o) * req.block_size;
   const double uncached = std::max(0.0, static_cast<double>(req.prompt_tokens) - cached);
-  return (queued_tokens(o, w) + uncached) / config_.prefill_tokens_per_second * 1e6;
+  return (queued_tokens(o, w) + uncached) / o.prefill_rate * 1e6;
 }
 
 // The engine's queued prefill, its queue at an assumed prompt length, or (a whole worker only)
@@ -287,11 +296,11 @@ Decision ReferenceCacheAware::select(const RouteRequest& req, const workers::Fle
                         queued_tokens(options[i], *fleet.workers[options[i].worker_index]);
     kept = std::min(1.0, std::max(0.0, left / cached));
   }
-  // The prefill a match worth `deeper` blocks saves over one worth `shallower`, of which only
-  // the kept share of the deeper one counts.
+  // The prefill a match worth `deeper` blocks saves over one worth `shallower` at the winner's
+  // prefill rate, of which only the kept share of the deeper one counts.
   const auto saved_us = [&](double deeper, double shallower) {
-    return std::max(0.0, kept * deeper - shallower) * req.block_size /
-           config_.prefill_tokens_per_second * 1e6;
+    return std::max(0.0, kept * deeper - shallower) * req.block_size / options[i].prefill_rate *
+           1e6;
   };
   // Considered only when the winner's wait exceeds (ratio + 1) times what it saves over the next
   // depth below it among those not overloaded (no shallower option could gain more).

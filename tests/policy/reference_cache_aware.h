@@ -83,6 +83,7 @@ class ReferenceCacheAware {
     uint32_t matched_blocks = 0;
     uint32_t device_blocks = 0;  // of matched_blocks, the leading ones on the device
     double offload_weight = 1;   // what each of the others saves
+    double prefill_rate = 0;     // prompt tokens per second
     double expected_wait_us = 0;
     uint64_t free_kv_tokens = UINT64_MAX;  // UINT64_MAX: the pool's size is unknown
   };

@@ -276,7 +276,9 @@ struct GatewayConfig {
   // A worker whose engine-reported cached tokens agree with the index's prediction less than this
   // (workers/cache_agreement.h) is named in a warning (0: never).
   double cache_agreement_warn_below = 0.9;
-  std::chrono::milliseconds load_poll_interval{500};  // 0: off
+  // How each worker's prefill rate is learned (the prior is cache_aware.prefill_tokens_per_second).
+  Duration prefill_rate_half_life = std::chrono::seconds(30);  // 0: the prior always
+  std::chrono::milliseconds load_poll_interval{500};           // 0: off
   std::chrono::milliseconds discovery_retry{1'000};
 
   // The --config file the flags came from ("" when none).

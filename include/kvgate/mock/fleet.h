@@ -61,6 +61,9 @@ struct FleetOptions {
   uint32_t dp_size = 1;
   std::string model = "mock-8b";
   EngineConfig engine;
+  // Worker i runs at worker_speeds[i % size] of the timing model (0.5: every step takes twice
+  // as long): a fleet of unequal accelerators. Empty: all at 1.
+  std::vector<double> worker_speeds;
   events::WireFormat wire = events::WireFormat::kVllmArray;
 
   std::string bind_address = "127.0.0.1";  // HTTP and ZMQ listen here

@@ -89,6 +89,9 @@ struct Candidate {
   // offload_weight of a block each (CacheAwareConfig::tier_weights).
   uint32_t device_blocks = 0;
   float offload_weight = 1;
+  // cache_aware: prompt tokens per second it prefills (the worker's learned rate, or
+  // CacheAwareConfig::prefill_tokens_per_second until it has one).
+  float prefill_rate = 0;
   double load = 0;  // effective load: max(gateway fleet's in-flight, engine running + waiting)
   // cache_aware: the prompt tokens queued there (the engine's count, or for a whole worker the
   // gateway fleet's prompts there without a first token, whichever is more), what its expected
@@ -221,8 +224,9 @@ struct CacheAwareConfig {
   bool shed_when_all_overloaded = false;  // 503 instead of the least-loaded worker
   // Decisions whose expected waits differ by less than this are ties, drawn uniformly.
   double tie_window_us = 1.0;
-  // Cost model for expected wait: prefill throughput of one worker, and the prompt length assumed
-  // for requests the engine has queued when it does not report queued tokens.
+  // Cost model for expected wait: prefill throughput of a worker that has not taught the gateway
+  // its own yet (Worker::prefill_rate()), and the prompt length assumed for requests the engine
+  // has queued when it does not report queued tokens.
   double prefill_tokens_per_second = 10000;
   double assumed_queued_prompt_tokens = 1024;
   // What a matched block saves, per index::Tier (device, host, disk, external), as a share of

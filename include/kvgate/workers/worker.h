@@ -27,6 +27,7 @@
 #include "kvgate/workers/inflight.h"
 #include "kvgate/workers/liveness.h"
 #include "kvgate/workers/load.h"
+#include "kvgate/workers/prefill_rate.h"
 #include "kvgate/workers/shared_cell.h"
 
 namespace kvgate::workers {
@@ -86,6 +87,7 @@ struct WorkerOptions {
   LivenessConfig liveness;
   // CacheAgreement's warning threshold (0: never warn).
   double cache_agreement_warn_below = 0.9;
+  PrefillRateConfig prefill_rate;
 };
 
 class Worker {
@@ -172,6 +174,7 @@ class Worker {
     uint64_t fleet_queued_prompt_tokens = 0;  // the whole worker's (0 for a rank: not kept)
     uint64_t index_blocks = 0;
     uint8_t offload_tiers = 0;  // index::tier_bit of each tier but the device it keeps blocks on
+    float prefill_rate = 0;     // prompt tokens per second, learned (prefill_rate())
   };
   RoutingFigures routing_figures() const {
     return {
@@ -182,7 +185,8 @@ class Worker {
         .fleet_in_flight = fleet_in_flight(),
         .fleet_queued_prompt_tokens = fleet_queued_prompt_tokens(),
         .index_blocks = index_blocks(),
-        .offload_tiers = offload_tiers()};
+        .offload_tiers = offload_tiers(),
+        .prefill_rate = prefill_rate()};
   }
   RoutingFigures routing_figures(DpRank rank) const {
     const RankFigures& r = ranks_[slot(rank)];
@@ -192,7 +196,8 @@ class Worker {
             .queued_prefill_tokens = r.engine.queued_prefill_tokens.load(std::memory_order_relaxed),
             .fleet_in_flight = fleet_in_flight(rank),
             .index_blocks = index_blocks(rank),
-            .offload_tiers = offload_tiers()};
+            .offload_tiers = offload_tiers(),
+            .prefill_rate = prefill_rate()};
   }
 
   // The engine's load, summed over its ranks (as reported), and one rank's.
@@ -220,6 +225,15 @@ class Worker {
   // ranks'), as its event lanes last saw them (control path): what a match off the device costs
   // to load (CacheAwareConfig::tier_weights).
   uint8_t offload_tiers() const { return line_.offload_tiers.load(std::memory_order_relaxed); }
+  // How fast it turns prompt tokens into a first token, learned from this gateway's streamed
+  // requests (workers/prefill_rate.h; its ranks together): what the cost model divides by. 0
+  // until the first sample (the cost model's own prior holds).
+  float prefill_rate() const { return line_.prefill_rate.load(std::memory_order_relaxed); }
+  // A streamed request here waited for `tokens` prompt tokens (the queue ahead at dispatch and
+  // its own uncached ones) and had its first token `took` after dispatch.
+  void note_prefill(uint64_t tokens, Duration took);
+  const PrefillRate& prefill_meter() const { return prefill_meter_; }
+  const Clock& clock() const { return clock_; }
   void set_offload_tiers(uint8_t tiers) {
     line_.offload_tiers.store(tiers, std::memory_order_relaxed);
   }
@@ -309,6 +323,7 @@ class Worker {
     std::atomic<uint8_t> breaker_state{0};
     std::atomic<uint8_t> liveness_state{0};
     std::atomic<uint8_t> offload_tiers{0};
+    std::atomic<float> prefill_rate{0};
   };
   static_assert(sizeof(RoutingLine) == 64, "a decision reads one cache line per worker");
   RoutingLine line_;
@@ -333,6 +348,8 @@ class Worker {
   Mutex pushed_mu_;  // one pushed record at a time recomputes the total
   InflightRequests inflight_;
   std::unique_ptr<RankFigures[]> ranks_;  // kMaxDpRanks
+  const Clock& clock_;
+  PrefillRate prefill_meter_;
 };
 
 }  // namespace kvgate::workers

@@ -19,6 +19,7 @@ namespace kvgate::policy::detail {
 struct CostRules {
   explicit CostRules(const CacheAwareConfig& config);
   workers::OverloadRule overload;
+  float prior_prefill_rate;  // CacheAwareConfig::prefill_tokens_per_second
   static constexpr size_t kTierSets = size_t{1} << index::kTierCount;
   std::array<float, kTierSets> offload_weight{};  // by Worker::offload_tiers()
 };
@@ -62,15 +63,15 @@ inline double queued_tokens(const Candidate& c, const CacheAwareConfig& config) 
                   c.load * config.assumed_queued_prompt_tokens);
 }
 
-// Expected wait before this request's first token on `c` (its matched_blocks known), from the
-// cost model in `config`. Computed where a pick compares it, not for every candidate: a pass
-// over the fleet would spend most of its time dividing.
+// Expected wait before this request's first token on `c` (its matched_blocks known), at its
+// prefill rate, from the cost model in `config`. Computed where a pick compares it, not for
+// every candidate: a pass over the fleet would spend most of its time dividing.
 inline double expected_wait_us(const Candidate& c, const RouteRequest& req,
                                const CacheAwareConfig& config) {
   const double queued = queued_tokens(c, config);
   const double cached = weighted_blocks(c) * req.block_size;
   const double uncached = std::max(0.0, static_cast<double>(req.prompt_tokens) - cached);
-  return (queued + uncached) / config.prefill_tokens_per_second * 1e6;
+  return (queued + uncached) / static_cast<double>(c.prefill_rate) * 1e6;
 }
 
 // Among candidates accepted by `keep`, the one minimizing `key`, ties (within `window`) drawn

@@ -50,7 +50,8 @@ std::string nearest_flag(std::string_view flag, const CLI::App& app) {
       const std::string candidate = "--" + name;
       const size_t d =
           candidate.rfind(flag, 0) == 0 && flag.size() >= 5 ? 1 : edit_distance(flag, candidate);
-      if (d < best_distance) {
+      // (Among equals the shorter: "--prefil" is --prefill cut short, not a longer flag.)
+      if (d < best_distance || (d == best_distance && candidate.size() < best.size())) {
         best_distance = d;
         best = candidate;
       }

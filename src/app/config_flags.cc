@@ -499,16 +499,19 @@ void parse_tier_weights(const std::string& text, std::array<double, index::kTier
 // The cost model's prefill speed: a prior, and how fast each worker's own is learned.
 void add_prefill_rate_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--prefill-tokens-per-second", c.cache_aware.prefill_tokens_per_second,
-                 "cache_aware's cost model: the prompt tokens per second a worker prefills "
-                 "until its streamed requests' first tokens teach the gateway its own rate "
-                 "(kvgate_worker_prefill_tokens_per_second)")
+                 "cache_aware's cost model: the prompt tokens per second a worker prefills")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e9))
       ->group("Routing");
+  app.add_flag("--measured-prefill-rate", c.cache_aware.measured_prefill_rate,
+               "cache_aware costs each worker at the prefill rate its streamed requests' first "
+               "tokens taught the gateway (kvgate_worker_prefill_tokens_per_second), not "
+               "--prefill-tokens-per-second. Off by default: on a replay with half the workers "
+               "at half speed it placed conversations worse (docs/benchmarks.md)")
+      ->group("Routing");
   add_seconds(app, "--prefill-rate-half-life-secs", c.prefill_rate_half_life,
               "How fast a worker's learned prefill rate forgets its old samples (a worker that "
-              "slows under decode-heavy batches is seen within a few half-lives); 0: every "
-              "worker at --prefill-tokens-per-second",
+              "slows under decode-heavy batches is seen within a few half-lives); 0: not learned",
               "Routing");
 }
 

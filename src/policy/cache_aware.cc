@@ -352,14 +352,13 @@ class CacheAwarePolicy final : public Policy {
   // snapshot does not map to a worker, those of removed workers, are no candidate's.)
   Depths look_up(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scratch& s) const {
     auto& depth = s.depth_by_holder;
-    auto& device = s.device_depth_by_holder;
+    auto& device = s.device_depth_by_holder;  // (written where depth is, read only there)
     depth.clear();
-    device.clear();
     s.matches.clear();
     Depths d;
     if (req.chain.empty()) return d;
     depth.resize(fleet.worker_of_holder.size(), 0);
-    device.resize(fleet.worker_of_holder.size(), 0);
+    if (device.size() < depth.size()) device.resize(depth.size());
     s.pending_counted = false;
     if (index_ == nullptr) return d;
     index_->lookup(req.chain, s.matches);
@@ -409,19 +408,22 @@ class CacheAwarePolicy final : public Policy {
                                         const Scratch& s) const {
     const auto& depth = s.depth_by_holder;
     const auto& device = s.device_depth_by_holder;
-    c.matched_blocks = c.device_blocks = 0;
+    // (Kept in locals and stored once: the candidate's fields may alias the tables.)
+    uint32_t any = 0, dev = 0;
     const auto take = [&](HolderId h) {
       if (!h.valid() || h.value() >= depth.size()) return;
-      const uint32_t any = depth[h.value()], dev = device[h.value()];
-      if (any > c.matched_blocks || (any == c.matched_blocks && dev > c.device_blocks)) {
-        c.matched_blocks = any;
-        c.device_blocks = dev;
+      const uint32_t a = depth[h.value()];
+      if (a == 0) return;  // (device[] holds this decision's figure only where depth[] does)
+      const uint32_t d = device[h.value()];
+      if (a > any || (a == any && d > dev)) {
+        any = a;
+        dev = d;
       }
     };
-    if (req.chain.empty()) return;
-    if (!c.has_events) {
-      c.matched_blocks = c.device_blocks =
-          predicted_.depth(fleet.workers[c.index]->id(), req.chain);
+    if (req.chain.empty()) {
+      // nothing matched
+    } else if (!c.has_events) {
+      any = dev = predicted_.depth(fleet.workers[c.index]->id(), req.chain);
     } else if (c.rank >= 0) {
       take(c.holder);
     } else if (const HolderId only = fleet.routes[c.index].only_holder; only.valid()) {
@@ -429,6 +431,8 @@ class CacheAwarePolicy final : public Policy {
     } else {
       for (HolderId h : fleet.infos[c.index]->holders) take(h);
     }
+    c.matched_blocks = any;
+    c.device_blocks = dev;
   }
 
   // Each candidate's matched depth, in one pass with the totals the rules need.

@@ -42,7 +42,8 @@ template <bool kWithCost>
     c.index_blocks = f.index_blocks;
     c.free_kv_tokens = free_tokens(kv_tokens, f.kv_usage_ppm);
     c.offload_weight = cost->offload_weight[f.offload_tiers & (CostRules::kTierSets - 1)];
-    c.prefill_rate = f.prefill_rate > 0 ? f.prefill_rate : cost->prior_prefill_rate;
+    c.prefill_rate = cost->measured_prefill_rate && f.prefill_rate > 0 ? f.prefill_rate
+                                                                       : cost->prior_prefill_rate;
   } else {
     c.offload_weight = 1;
     c.prefill_rate = 0;
@@ -114,7 +115,8 @@ size_t collect(const RouteRequest& req, const workers::FleetSnapshot& fleet, Scr
 
 CostRules::CostRules(const CacheAwareConfig& config)
     : overload(config.overload),
-      prior_prefill_rate(static_cast<float>(config.prefill_tokens_per_second)) {
+      prior_prefill_rate(static_cast<float>(config.prefill_tokens_per_second)),
+      measured_prefill_rate(config.measured_prefill_rate) {
   const auto& w = config.tier_weights;
   for (size_t tiers = 0; tiers < kTierSets; ++tiers) {
     // The dearest tier off the device the worker offloads to; the host if it named none.

@@ -120,8 +120,9 @@ TEST_F(CacheAware, TheWeightIsTheDearestTierTheWorkerOffloadsTo) {
               (16 + 96 * (1 - 0.5)) * us_per_token, 1e-3);
 }
 
-// A worker that taught the gateway it prefills at half the speed waits twice as long for the
-// same work: between equal depths, and for a prefix nobody holds, the faster one wins.
+// With measured rates on, a worker that taught the gateway it prefills at half the speed waits
+// twice as long for the same work: between equal depths, and for a prefix nobody holds, the
+// faster one wins.
 TEST_F(CacheAware, ALearnedSlowerWorkerWaitsLonger) {
   make_fleet(2);
   index.set(100, HolderId(0), 3);
@@ -131,7 +132,7 @@ TEST_F(CacheAware, ALearnedSlowerWorkerWaitsLonger) {
     fleet[1]->note_prefill(8'000, std::chrono::milliseconds(400));  // 20,000 tokens/s
   }
   EXPECT_LT(fleet[0]->prefill_rate(), 0.6 * fleet[1]->prefill_rate());
-  auto p = make(PolicyKind::kCacheAware);
+  auto p = make(PolicyKind::kCacheAware, {.measured_prefill_rate = true});
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(route(*p, {100, 1, 2, 3, 4}).worker, 1);
     const Decision fresh = route(*p, {500 + static_cast<SeqHash>(i), 1, 2});

@@ -331,6 +331,7 @@ CacheAwareConfig random_config(std::mt19937_64& rng) {
   if (chance(rng, 0.2)) c.pending_capacity_blocks = between(rng, 0, 64);
   if (chance(rng, 0.3)) c.pending_depth_levels = static_cast<uint32_t>(between(rng, 1, 2));
   if (chance(rng, 0.2)) c.tier_weights = {1, 1, 1, 1};  // tier-blind
+  c.measured_prefill_rate = chance(rng, 0.5);
   if (chance(rng, 0.4)) {
     for (size_t t = 1; t < index::kTierCount; ++t) {
       c.tier_weights[t] = std::uniform_real_distribution<double>(0, 1)(rng);

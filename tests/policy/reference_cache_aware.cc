@@ -129,7 +129,8 @@ void ReferenceCacheAware::fill_depths(const RouteRequest& req, const workers::Fl
     // The worker's learned rate, or the configured one until it has learned one (as a float, as
     // the fast pass keeps it).
     const float learned =
-        fleet.workers[o.worker_index]->prefill_meter().samples() > 0
+        config_.measured_prefill_rate &&
+                fleet.workers[o.worker_index]->prefill_meter().samples() > 0
             ? static_cast<float>(fleet.workers[o.worker_index]->prefill_meter().tokens_per_second())
             : 0.0f;
     o.prefill_rate = learned > 0 ? learned : static_cast<float>(config_.prefill_tokens_per_second);

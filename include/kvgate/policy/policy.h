@@ -89,8 +89,8 @@ struct Candidate {
   // offload_weight of a block each (CacheAwareConfig::tier_weights).
   uint32_t device_blocks = 0;
   float offload_weight = 1;
-  // cache_aware: prompt tokens per second it prefills (the worker's learned rate, or
-  // CacheAwareConfig::prefill_tokens_per_second until it has one).
+  // cache_aware: prompt tokens per second it prefills (CacheAwareConfig::prefill_tokens_per_second,
+  // or with measured_prefill_rate the worker's learned rate once it has one).
   float prefill_rate = 0;
   double load = 0;  // effective load: max(gateway fleet's in-flight, engine running + waiting)
   // cache_aware: the prompt tokens queued there (the engine's count, or for a whole worker the
@@ -224,10 +224,12 @@ struct CacheAwareConfig {
   bool shed_when_all_overloaded = false;  // 503 instead of the least-loaded worker
   // Decisions whose expected waits differ by less than this are ties, drawn uniformly.
   double tie_window_us = 1.0;
-  // Cost model for expected wait: prefill throughput of a worker that has not taught the gateway
-  // its own yet (Worker::prefill_rate()), and the prompt length assumed for requests the engine
-  // has queued when it does not report queued tokens.
+  // Cost model for expected wait: prefill throughput of a worker, and the prompt length assumed
+  // for requests the engine has queued when it does not report queued tokens. With
+  // measured_prefill_rate, a worker that has taught the gateway its own rate
+  // (Worker::prefill_rate()) is costed at it instead.
   double prefill_tokens_per_second = 10000;
+  bool measured_prefill_rate = false;
   double assumed_queued_prompt_tokens = 1024;
   // What a matched block saves, per index::Tier (device, host, disk, external), as a share of
   // computing it: a block off the device costs a load. Affinity still goes to the deepest match

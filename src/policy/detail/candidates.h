@@ -20,6 +20,7 @@ struct CostRules {
   explicit CostRules(const CacheAwareConfig& config);
   workers::OverloadRule overload;
   float prior_prefill_rate;  // CacheAwareConfig::prefill_tokens_per_second
+  bool measured_prefill_rate;
   static constexpr size_t kTierSets = size_t{1} << index::kTierCount;
   std::array<float, kTierSets> offload_weight{};  // by Worker::offload_tiers()
 };
@@ -51,6 +52,8 @@ uint32_t depth_in(std::span<const index::HolderMatch> matches, const workers::Wo
 
 // The blocks c's match saves computing: its device blocks whole, the rest at its offload weight.
 inline double weighted_blocks(const Candidate& c) {
+  // (Most matches are on the device alone: no float arithmetic for them.)
+  if (c.device_blocks == c.matched_blocks) return static_cast<double>(c.matched_blocks);
   return static_cast<double>(c.device_blocks) +
          static_cast<double>(c.offload_weight) *
              static_cast<double>(c.matched_blocks - c.device_blocks);

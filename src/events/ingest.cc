@@ -154,6 +154,34 @@ struct Families {
         degraded_total(degraded_ranks.Add({})) {}
 };
 
+// A counter series made at its first increment: a reason that never happens costs no series (20
+// drop reasons per rank, all at zero, used to be most of a fleet's series). Written by one thread
+// at a time (the holder's event thread, or for the block limit's counters its lane); removed after
+// both let go of the holder.
+class LazyCounter {
+ public:
+  LazyCounter() = default;
+  LazyCounter(Family<Counter>& family, metrics::Labels labels)
+      : family_(&family), labels_(std::move(labels)) {}
+  void add(uint64_t n) {
+    if (n == 0) return;
+    if (series_ == nullptr) series_ = &family_->Add(labels_);
+    series_->Increment(static_cast<double>(n));
+  }
+  void remove() {
+    if (series_ != nullptr) family_->Remove(series_);
+    series_ = nullptr;
+  }
+
+ private:
+  Family<Counter>* family_ = nullptr;
+  metrics::Labels labels_;
+  Counter* series_ = nullptr;
+};
+
+inline void add_to(Counter* c, uint64_t n) { c->Increment(static_cast<double>(n)); }
+inline void add_to(LazyCounter& c, uint64_t n) { c.add(n); }
+
 // A worker's series (shared by its ranks).
 struct WorkerSeries {
   int ranks = 0;
@@ -186,27 +214,27 @@ struct HolderSeries {
   const uint64_t pool;
   LaneLimit limit;
   WorkerSeries* worker = nullptr;
-  std::array<Counter*, kDispositionCount> batches{};
-  std::array<Counter*, kDropReasonCount> dropped{};
-  std::array<Counter*, kResyncReasonCount> resyncs{};
-  Counter* gaps = nullptr;
-  Counter* replays = nullptr;
-  Counter* restarts = nullptr;
-  Counter* bad_frames = nullptr;
-  Counter* lane_waits = nullptr;
+  std::array<LazyCounter, kDispositionCount> batches{};
+  std::array<LazyCounter, kDropReasonCount> dropped{};
+  std::array<LazyCounter, kResyncReasonCount> resyncs{};
+  LazyCounter gaps;
+  LazyCounter replays;
+  LazyCounter restarts;
+  LazyCounter bad_frames;
+  LazyCounter lane_waits;
   Gauge* degraded = nullptr;
   Gauge* block_size = nullptr;
-  std::array<Counter*, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
+  std::array<LazyCounter, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
   Gauge* held = nullptr;
   Gauge* block_limit = nullptr;
-  Counter* evicted = nullptr;
-  Counter* limit_episodes = nullptr;
-  Counter* limit_clears = nullptr;
+  LazyCounter evicted;
+  LazyCounter limit_episodes;
+  LazyCounter limit_clears;
   Gauge* quarantined = nullptr;
-  Counter* quarantines = nullptr;
-  Counter* replays_deferred = nullptr;
-  Counter* turns_capped = nullptr;
-  Counter* disconnects = nullptr;
+  LazyCounter quarantines;
+  LazyCounter replays_deferred;
+  LazyCounter turns_capped;
+  LazyCounter disconnects;
   // Published so far (event thread only).
   CursorStats seen;
   std::array<uint64_t, kDropReasonCount> seen_dropped{};
@@ -225,8 +253,9 @@ struct HolderSeries {
   bool was_quarantined = false;
   // Written by the lanes.
   std::atomic<uint64_t> applied{0};
-  std::atomic<int64_t> blocks{0};  // block copies the holder holds (from apply results)
-  std::atomic<uint8_t> tiers{0};   // index::tier_bit of every tier stored on since the last clear
+  std::atomic<int64_t> blocks{0};            // block copies the holder holds (from apply results)
+  std::atomic<uint64_t> block_limit_now{0};  // limit.bound's limit, for readers off the lane
+  std::atomic<uint8_t> tiers{0};  // index::tier_bit of every tier stored on since the last clear
   std::atomic<uint64_t> n_evicted{0};
   std::atomic<uint64_t> n_limit_clears{0};
 };
@@ -416,8 +445,8 @@ class EventThread {
     HolderSeries& s = *h.series;
     const Subscription& sub = *h.sub;
     const CursorStats& c = sub.cursor_stats();
-    auto bump = [](Counter* counter, uint64_t now, uint64_t& seen) {
-      if (now > seen) counter->Increment(static_cast<double>(now - seen));
+    const auto bump = [](auto& counter, uint64_t now, uint64_t& seen) {
+      if (now > seen) add_to(counter, now - seen);
       seen = now;
     };
     bump(s.batches[0], c.applied, s.seen.applied);
@@ -442,7 +471,7 @@ class EventThread {
     uint64_t bad = sub.bad_frames();
     const uint64_t bad_before = s.seen_bad_frames;
     bump(s.bad_frames, bad, s.seen_bad_frames);
-    if (bad > bad_before) s.batches[3]->Increment(static_cast<double>(bad - bad_before));
+    if (bad > bad_before) s.batches[3].add(bad - bad_before);
     bump(s.lane_waits, sub.backlogged(), s.seen_backlogged);
     bump(s.batches[3], sub.lost(), s.seen_lost);
     s.block_size->Set(sub.block_size());
@@ -616,6 +645,7 @@ class EventIngest::Impl {
     if (!offloads || series.limit.bound.limit() >= options_.default_holder_blocks) return;
     series.limit.bound.raise_limit(options_.default_holder_blocks);
     series.block_limit->Set(static_cast<double>(series.limit.bound.limit()));
+    series.block_limit_now.store(series.limit.bound.limit(), std::memory_order_relaxed);
     static const auto logger = log::get("events");
     logger->info(
         "{} rank {}: its engine stores blocks off the device (an offload tier): its index's "
@@ -652,18 +682,18 @@ class EventIngest::Impl {
     }
     series.blocks.store(static_cast<int64_t>(held), std::memory_order_relaxed);
     if (evicted > 0) {
-      series.evicted->Increment(static_cast<double>(evicted));
+      series.evicted.add(evicted);
       series.n_evicted.fetch_add(evicted, std::memory_order_relaxed);
     }
     if (held + room_for > l.bound.limit()) {  // held blocks older than every remembered store
       clear(holder, series);
       series.n_limit_clears.fetch_add(1, std::memory_order_relaxed);
-      series.limit_clears->Increment();
+      series.limit_clears.add(1);
     }
   }
 
   void note_limit_reached(HolderSeries& series) {
-    series.limit_episodes->Increment();
+    series.limit_episodes.add(1);
     static const auto logger = log::get("events");
     KVGATE_LOG_EVERY_MS(logger, spdlog::level::warn, 5000,
                         "{} rank {}: its index reached its limit of {} blocks (KV pool {}, 0: "
@@ -734,7 +764,7 @@ class EventIngest::Impl {
     st.applied_batches = series.applied.load();
     st.blocks = static_cast<uint64_t>(series.blocks.load());
     st.tiers = series.tiers.load();
-    st.block_limit = series.limit.bound.limit();
+    st.block_limit = series.block_limit_now.load(std::memory_order_relaxed);
     st.evicted_blocks = series.n_evicted.load();
     st.limit_clears = series.n_limit_clears.load();
     return st;
@@ -772,36 +802,37 @@ class EventIngest::Impl {
       return l;
     };
     for (size_t i = 0; i < kDispositionCount; ++i)
-      s->batches[i] = &families_.batches.Add(with("disposition", kDispositions[i]));
+      s->batches[i] = LazyCounter(families_.batches, with("disposition", kDispositions[i]));
     for (size_t i = 0; i < kDropReasonCount; ++i) {
-      s->dropped[i] = &families_.dropped_events.Add(
-          with("reason", drop_reason_name(static_cast<DropReason>(i))));
+      s->dropped[i] = LazyCounter(families_.dropped_events,
+                                  with("reason", drop_reason_name(static_cast<DropReason>(i))));
     }
     for (size_t i = 0; i < kResyncReasonCount; ++i) {
-      s->resyncs[i] =
-          &families_.resyncs.Add(with("reason", resync_reason_name(static_cast<ResyncReason>(i))));
+      s->resyncs[i] = LazyCounter(families_.resyncs,
+                                  with("reason", resync_reason_name(static_cast<ResyncReason>(i))));
     }
-    s->gaps = &families_.gaps.Add(base);
-    s->replays = &families_.replays.Add(base);
-    s->restarts = &families_.restarts.Add(base);
-    s->bad_frames = &families_.bad_frames.Add(base);
-    s->lane_waits = &families_.lane_waits.Add(base);
+    s->gaps = LazyCounter(families_.gaps, base);
+    s->replays = LazyCounter(families_.replays, base);
+    s->restarts = LazyCounter(families_.restarts, base);
+    s->bad_frames = LazyCounter(families_.bad_frames, base);
+    s->lane_waits = LazyCounter(families_.lane_waits, base);
     s->degraded = &families_.degraded.Add(base);
-    s->notes[0] = &families_.normalizer_notes.Add(with("note", "block_size_change"));
-    s->notes[1] = &families_.normalizer_notes.Add(with("note", "unknown_medium"));
-    s->notes[2] = &families_.normalizer_notes.Add(with("note", "group_policy_clear"));
+    s->notes[0] = LazyCounter(families_.normalizer_notes, with("note", "block_size_change"));
+    s->notes[1] = LazyCounter(families_.normalizer_notes, with("note", "unknown_medium"));
+    s->notes[2] = LazyCounter(families_.normalizer_notes, with("note", "group_policy_clear"));
     s->block_size = &families_.block_size.Add(base);
     s->held = &families_.holder_blocks.Add(base);
     s->block_limit = &families_.block_limit.Add(base);
     s->block_limit->Set(static_cast<double>(s->limit.bound.limit()));
-    s->evicted = &families_.evicted_blocks.Add(base);
-    s->limit_episodes = &families_.limit_episodes.Add(base);
-    s->limit_clears = &families_.limit_clears.Add(base);
+    s->block_limit_now.store(s->limit.bound.limit(), std::memory_order_relaxed);
+    s->evicted = LazyCounter(families_.evicted_blocks, base);
+    s->limit_episodes = LazyCounter(families_.limit_episodes, base);
+    s->limit_clears = LazyCounter(families_.limit_clears, base);
     s->quarantined = &families_.quarantined.Add(base);
-    s->quarantines = &families_.quarantines.Add(base);
-    s->replays_deferred = &families_.replays_deferred.Add(base);
-    s->turns_capped = &families_.turns_capped.Add(base);
-    s->disconnects = &families_.disconnects.Add(base);
+    s->quarantines = LazyCounter(families_.quarantines, base);
+    s->replays_deferred = LazyCounter(families_.replays_deferred, base);
+    s->turns_capped = LazyCounter(families_.turns_capped, base);
+    s->disconnects = LazyCounter(families_.disconnects, base);
     return s;
   }
 
@@ -828,27 +859,27 @@ class EventIngest::Impl {
   }
 
   void remove_series(HolderSeries& s, const std::string& worker_name) KVGATE_REQUIRES(mu_) {
-    for (auto* c : s.batches) families_.batches.Remove(c);
-    for (auto* c : s.dropped) families_.dropped_events.Remove(c);
-    for (auto* c : s.resyncs) families_.resyncs.Remove(c);
-    families_.gaps.Remove(s.gaps);
-    families_.replays.Remove(s.replays);
-    families_.restarts.Remove(s.restarts);
-    families_.bad_frames.Remove(s.bad_frames);
-    families_.lane_waits.Remove(s.lane_waits);
+    for (auto& c : s.batches) c.remove();
+    for (auto& c : s.dropped) c.remove();
+    for (auto& c : s.resyncs) c.remove();
+    s.gaps.remove();
+    s.replays.remove();
+    s.restarts.remove();
+    s.bad_frames.remove();
+    s.lane_waits.remove();
     families_.degraded.Remove(s.degraded);
-    for (auto* c : s.notes) families_.normalizer_notes.Remove(c);
+    for (auto& c : s.notes) c.remove();
     families_.block_size.Remove(s.block_size);
     families_.holder_blocks.Remove(s.held);
     families_.block_limit.Remove(s.block_limit);
-    families_.evicted_blocks.Remove(s.evicted);
-    families_.limit_episodes.Remove(s.limit_episodes);
-    families_.limit_clears.Remove(s.limit_clears);
+    s.evicted.remove();
+    s.limit_episodes.remove();
+    s.limit_clears.remove();
     families_.quarantined.Remove(s.quarantined);
-    families_.quarantines.Remove(s.quarantines);
-    families_.replays_deferred.Remove(s.replays_deferred);
-    families_.turns_capped.Remove(s.turns_capped);
-    families_.disconnects.Remove(s.disconnects);
+    s.quarantines.remove();
+    s.replays_deferred.remove();
+    s.turns_capped.remove();
+    s.disconnects.remove();
     auto it = workers_.find(worker_name);
     if (it != workers_.end() && --it->second->ranks == 0) {
       families_.apply_lag.Remove(it->second->lag);

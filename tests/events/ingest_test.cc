@@ -233,6 +233,9 @@ TEST_F(IngestTest, GapBeyondTheReplayWindowResyncs) {
   EXPECT_NE(text.find("kvgate_events_resyncs_total{rank=\"0\",reason=\"replay_window\",worker="
                       "\"w1\"} 1"),
             std::string::npos);
+  // A reason that never happened has no series (made at its first count).
+  EXPECT_EQ(text.find("reason=\"buffer_overflow\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("kvgate_events_dropped_events_total{"), std::string::npos) << text;
 }
 
 TEST_F(IngestTest, GapWithoutReplaySocketResyncs) {

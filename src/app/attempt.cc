@@ -13,11 +13,13 @@ Dispatch::Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteReq
       p_(p),
       streamed_(streamed),
       rank_(rank),
-      queued_tokens_(static_cast<uint32_t>(std::min<uint64_t>(queued_tokens, UINT32_MAX))),
-      dispatched_(w.clock().now()) {
-  const workers::Worker::RoutingFigures f =
-      rank_ ? w_.routing_figures(*rank_) : w_.routing_figures();
-  queued_ahead_ = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
+      queued_tokens_(static_cast<uint32_t>(std::min<uint64_t>(queued_tokens, UINT32_MAX))) {
+  if (streamed_ && w_.prefill_meter().learning()) {  // (what prefilled() samples)
+    const workers::Worker::RoutingFigures f =
+        rank_ ? w_.routing_figures(*rank_) : w_.routing_figures();
+    queued_ahead_ = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
+    dispatched_ = w_.clock().now();
+  }
   w_.begin_request(rank_, queued_tokens_);
   w_.count_dispatch();
   if (streamed_) w_.liveness().note_stream_started(unconfirmed_tokens);

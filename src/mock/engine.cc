@@ -253,7 +253,7 @@ void Engine::hold_prefix(SimRequest& r, uint32_t hits) {
   for (size_t k = 0; k < from_host.size();) {
     size_t end = k + 1;
     while (end < from_host.size() && from_host[end] == from_host[end - 1] + 1) ++end;
-    announce_stored(r, from_host[k], from_host[end - 1] + 1, device_medium());
+    announce_stored(r, from_host[k], from_host[end - 1] + 1, /*on_host=*/false);
     k = end;
   }
   r.num_cached_blocks = hits;
@@ -343,21 +343,20 @@ void Engine::cache_full_blocks(SimRequest& r) {
   hash_blocks(r);
   const uint32_t first = r.num_cached_blocks;
   for (uint32_t i = first; i < full; ++i) pool_->cache(r.blocks[i], meta_of(r, i));
-  announce_stored(r, first, full, device_medium());
+  announce_stored(r, first, full, /*on_host=*/false);
   r.num_cached_blocks = full;
   copy_to_host(r, first, full);
 }
 
-void Engine::announce_stored(const SimRequest& r, uint32_t first, uint32_t end,
-                             std::optional<std::string> medium) {
+void Engine::announce_stored(const SimRequest& r, uint32_t first, uint32_t end, bool on_host) {
   const uint32_t bs = config_.block_size;
   events::BlockStored e;
   e.block_size = bs;
   if (first > 0) e.parent = r.hashes[first - 1];
-  e.medium = std::move(medium);
+  e.medium = on_host ? std::optional<std::string>("CPU") : device_medium();
   e.token_ids.assign(r.tokens.begin() + size_t{first} * bs, r.tokens.begin() + size_t{end} * bs);
   e.block_hashes.assign(r.hashes.begin() + first, r.hashes.begin() + end);
-  counters_.stored_blocks += end - first;
+  (on_host ? counters_.offloaded_blocks : counters_.stored_blocks) += end - first;
   events_.push_back(std::move(e));
 }
 
@@ -372,10 +371,7 @@ void Engine::copy_to_host(const SimRequest& r, uint32_t first, uint32_t end) {
     }
     uint32_t run_end = i + 1;
     while (run_end < end && host_->copy_in(meta_of(r, run_end))) ++run_end;
-    const uint64_t stored_before = counters_.stored_blocks;
-    announce_stored(r, i, run_end, "CPU");
-    counters_.stored_blocks = stored_before;  // stored_blocks counts the device's
-    counters_.offloaded_blocks += run_end - i;
+    announce_stored(r, i, run_end, /*on_host=*/true);
     i = run_end;
   }
   events::BlockRemoved removed;

@@ -143,15 +143,13 @@ class CacheAwarePolicy final : public Policy {
     if (branch != Branch::kImbalanceSpill && config().wait_spill_ratio > 0) {
       const double winner_wait_us = by_wait(cands[i]);
       const double kept = surviving_share(cands[i], req);
-      if (winner_wait_us >
-          (config().wait_spill_ratio + 1) *
-              saved_prefill_us(cands[i], weighted_blocks(cands[i]), totals.second_ok, kept, req)) {
+      if (winner_wait_us > (config().wait_spill_ratio + 1) *
+                               saved_prefill_us(cands[i], totals.second_ok, kept, req)) {
         const int32_t j = pick_min(cands, not_overloaded, by_wait, config().tie_window_us, s.rng);
         const double gain_us = winner_wait_us - by_wait(cands[j]);
         if (gain_us > config().tie_window_us &&
             gain_us > config().wait_spill_ratio *
-                          saved_prefill_us(cands[i], weighted_blocks(cands[i]),
-                                           weighted_blocks(cands[j]), kept, req)) {
+                          saved_prefill_us(cands[i], weighted_blocks(cands[j]), kept, req)) {
           i = j;
           branch = Branch::kWaitSpill;
         }
@@ -304,9 +302,8 @@ class CacheAwarePolicy final : public Policy {
     // the wait could pay for the next depth down.
     if (win.load > config().balance_abs_threshold ||
         (config().wait_spill_ratio > 0 &&
-         by_wait(win) >
-             (config().wait_spill_ratio + 1) * saved_prefill_us(win, weighted_blocks(win), second,
-                                                                surviving_share(win, req), req))) {
+         by_wait(win) > (config().wait_spill_ratio + 1) *
+                            saved_prefill_us(win, second, surviving_share(win, req), req))) {
       if (fit > 1) s.rng = s.rng_before_shortcut;
       return std::nullopt;
     }
@@ -322,12 +319,11 @@ class CacheAwarePolicy final : public Policy {
                           fleet, s);
   }
 
-  // The prefill time a match worth `deeper` blocks (weighted_blocks()) on `c` saves over one
-  // worth `shallower`, at c's prefill rate, when only the share `kept` of the deeper one lasts
-  // until the request is admitted.
-  static double saved_prefill_us(const Candidate& c, double deeper, double shallower, double kept,
+  // The prefill time c's match (weighted_blocks()) saves over one worth `shallower` blocks, at
+  // c's prefill rate, when only the share `kept` of c's lasts until the request is admitted.
+  static double saved_prefill_us(const Candidate& c, double shallower, double kept,
                                  const RouteRequest& req) {
-    const double blocks = std::max(0.0, kept * deeper - shallower);
+    const double blocks = std::max(0.0, kept * weighted_blocks(c) - shallower);
     return blocks * req.block_size / static_cast<double>(c.prefill_rate) * 1e6;
   }
 

@@ -86,10 +86,9 @@ void Worker::set_rank_load(DpRank rank, const EngineLoad& load) {
 }
 
 void Worker::note_prefill(uint64_t tokens, Duration took) {
-  if (!prefill_meter_.learning()) return;
-  prefill_meter_.observe(tokens, took, clock_.now());
-  line_.prefill_rate.store(static_cast<float>(prefill_meter_.tokens_per_second()),
-                           std::memory_order_relaxed);
+  if (const std::optional<double> rate = prefill_meter_.observe(tokens, took, clock_.now())) {
+    line_.prefill_rate.store(static_cast<float>(*rate), std::memory_order_relaxed);
+  }
 }
 
 void Worker::set_index_blocks(DpRank rank, uint64_t blocks) {

@@ -236,8 +236,9 @@ class Engine {
   detail::BlockMeta meta_of(const detail::SimRequest& r, uint32_t i) const;
   void announce_evicted(events::EngineHash hash);
   std::optional<std::string> device_medium() const;
-  void announce_stored(const detail::SimRequest& r, uint32_t first, uint32_t end,
-                       std::optional<std::string> medium);
+  // One BlockStored for blocks [first, end) of `r`, on the device or the host tier (counted as
+  // stored_blocks or offloaded_blocks).
+  void announce_stored(const detail::SimRequest& r, uint32_t first, uint32_t end, bool on_host);
   void copy_to_host(const detail::SimRequest& r, uint32_t first, uint32_t end);
   bool allocate(detail::SimRequest& r, uint32_t total_tokens);
   void preempt(detail::SimRequest& r);

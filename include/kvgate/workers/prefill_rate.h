@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "kvgate/core/clock.h"
 #include "kvgate/core/thread_annotations.h"
@@ -21,8 +22,7 @@ namespace kvgate::workers {
 
 struct PrefillRateConfig {
   double prior_tokens_per_second = 10'000;
-  // Work the prior counts as; 0 with half_life 0 turns learning off (the prior always).
-  double prior_tokens = 4'096;
+  double prior_tokens = 4'096;                    // the work the prior counts as
   Duration half_life = std::chrono::seconds(30);  // 0: learning off
 };
 
@@ -32,13 +32,16 @@ class PrefillRate {
 
   bool learning() const { return config_.half_life.count() > 0; }
   // A request that waited for `tokens` prompt tokens got its first token `took` after dispatch.
-  void observe(uint64_t tokens, Duration took, MonoTime now) KVGATE_EXCLUDES(mu_);
+  // Returns the estimate with it; nothing when it took no sample (learning off, no time).
+  std::optional<double> observe(uint64_t tokens, Duration took, MonoTime now) KVGATE_EXCLUDES(mu_);
   // The estimate: (prior work + the samples' work) over their time.
   double tokens_per_second() const KVGATE_EXCLUDES(mu_);
   // Samples taken (for tests and the metric's help).
   uint64_t samples() const KVGATE_EXCLUDES(mu_);
 
  private:
+  double estimate() const KVGATE_REQUIRES(mu_);
+
   const PrefillRateConfig config_;
   mutable Mutex mu_;
   double tokens_ KVGATE_GUARDED_BY(mu_) = 0;  // decayed sums of the samples

@@ -200,6 +200,12 @@ void add_access_flags(CLI::App& app, GatewayConfig& c) {
                  "share \"other\"")
       ->capture_default_str()
       ->group("Listening");
+  app.add_option("--model-series-limit", c.model_series_limit,
+                 "Models with request series of their own (kvgate_requests_total{model}, "
+                 "kvgate_completion_tokens_total), in the order of their first request; the "
+                 "rest, and names no worker serves, share \"other\"")
+      ->capture_default_str()
+      ->group("Listening");
   app.add_option("--admin-api-key", c.admin_api_key,
                  "Key for the control routes (POST and DELETE /workers); also from "
                  "$KVGATE_ADMIN_API_KEY. Without one, control routes answer only 127.0.0.1 / ::1")

@@ -80,9 +80,10 @@ const char* error_reason_name(ErrorReason r) {
   return "unknown";
 }
 
-GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_name) {
+GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_name,
+                               size_t model_series_limit) {
   // Each kind of family is exposed in the order it was registered: keep these in order.
-  add_request_series(reg, policy_name);
+  add_request_series(reg, policy_name, model_series_limit);
   add_admission_series(reg);
   add_pending_series(reg);
   add_upstream_series(reg);
@@ -92,18 +93,17 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
   add_worker_families(reg);
 }
 
-void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view policy_name) {
-  auto& requests = metrics::counter_family(reg, "kvgate_requests_total",
-                                           "Requests answered, by route and status class.");
+void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view policy_name,
+                                        size_t model_series_limit) {
+  auto& requests = metrics::counter_family(
+      reg, "kvgate_requests_total",
+      "Requests answered, by model (a model some worker serves, up to --model-series-limit; "
+      "otherwise \"other\"), route and status class.");
   auto& duration = metrics::histogram_family(
       reg, "kvgate_request_duration_seconds",
       "Time from a request's arrival to the end of its answer, by route.");
-  static constexpr const char* kClasses[] = {"2xx", "4xx", "5xx"};
   for (size_t r = 0; r < kRoutes; ++r) {
     const char* route = api_route_name(static_cast<ApiRoute>(r));
-    for (size_t c = 0; c < static_cast<size_t>(StatusClass::kCount); ++c) {
-      requests_[r][c] = sharded(requests.Add({{"route", route}, {"status", kClasses[c]}}));
-    }
     duration_[r] = sharded(duration, {{"route", route}}, metrics::request_buckets_seconds());
   }
   auto& errors =
@@ -133,11 +133,11 @@ void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view
                   "Prompt tokens the chosen worker was predicted to hold cached (the "
                   "fleet's prefix hit ratio is this over kvgate_router_prompt_tokens_total).")
                   .Add({}));
-  completion_tokens_ = sharded(
-      metrics::counter_family(reg, "kvgate_completion_tokens_total",
-                              "Output tokens of answered generations, as the engines' usage "
-                              "counted them (streams too: kvgate asks the engine for usage).")
-          .Add({}));
+  auto& completion_tokens = metrics::counter_family(
+      reg, "kvgate_completion_tokens_total",
+      "Output tokens of answered generations by model (as kvgate_requests_total), as the "
+      "engines' usage counted them (streams too: kvgate asks the engine for usage).");
+  models_ = std::make_unique<ModelSeries>(requests, completion_tokens, model_series_limit);
   ttft_ = sharded(metrics::histogram_family(
                       reg, "kvgate_ttft_seconds",
                       "Time from a streamed request's arrival to its first byte from the worker."),
@@ -304,23 +304,18 @@ void GatewayMetrics::add_index_series(metrics::Registry& reg) {
 }
 
 void GatewayMetrics::add_worker_families(metrics::Registry& reg) {
-  worker_role_ = &metrics::gauge_family(
-      reg, "kvgate_worker_role",
-      "1 per worker, its role in the label: regular, prefill or decode (join on worker).");
+  worker_state_ = &metrics::gauge_family(
+      reg, "kvgate_worker_state",
+      "1 per worker; its labels say what it is now: role (regular, prefill, decode), health "
+      "(unknown, healthy, unhealthy), liveness (live; unreachable: connections fail or it is "
+      "silent; wedged: streams without a token) and breaker (closed, open, half_open). A vetoed "
+      "worker is avoided while others can serve.");
   worker_in_flight_ =
       &metrics::gauge_family(reg, "kvgate_worker_in_flight", "Requests in flight per worker.");
   worker_peer_in_flight_ = &metrics::gauge_family(
       reg, "kvgate_worker_peer_in_flight",
-      "Requests the other gateway replicas have in flight per worker (--state-sync; 0 without).");
-  worker_healthy_ = &metrics::gauge_family(reg, "kvgate_worker_healthy",
-                                           "1 when the worker passes its health checks.");
-  worker_breaker_ =
-      &metrics::gauge_family(reg, "kvgate_worker_circuit_breaker_state",
-                             "Circuit breaker per worker: 0 closed, 1 open, 2 half-open.");
-  worker_liveness_ = &metrics::gauge_family(
-      reg, "kvgate_worker_liveness_state",
-      "Liveness per worker: 0 live, 1 unreachable (connections fail, silent), 2 wedged (streams "
-      "without a token). A vetoed worker is avoided while others can serve.");
+      "Requests the other gateway replicas have in flight per worker (--state-sync; made when a "
+      "replica first reports one).");
   liveness_transitions_ =
       &metrics::counter_family(reg, "kvgate_worker_liveness_transitions_total",
                                "Liveness changes of any worker, by the state entered and why.");
@@ -333,7 +328,8 @@ void GatewayMetrics::add_worker_families(metrics::Registry& reg) {
       &metrics::counter_family(reg, "kvgate_worker_requests_total", "Requests sent to the worker.");
   worker_retries_ =
       &metrics::counter_family(reg, "kvgate_worker_retryable_failures_total",
-                               "Retryable failures (connection, 408, 429, 5xx) per worker.");
+                               "Retryable failures (connection, 408, 429, 5xx) per worker (made "
+                               "at the worker's first).");
   worker_cached_predicted_ = &metrics::counter_family(
       reg, "kvgate_cached_tokens_predicted_total",
       "Prompt tokens the index predicted the worker had cached, over the answers its engine "
@@ -352,10 +348,10 @@ void GatewayMetrics::add_worker_families(metrics::Registry& reg) {
       "(block size, hash seed, tokenizer); --cache-agreement-warn-below names it in a warning.");
 }
 
-void GatewayMetrics::request_done(ApiRoute route, unsigned status, double seconds) {
-  const size_t r = static_cast<size_t>(route);
-  requests_[r][static_cast<size_t>(status_class(status))]->add();
-  duration_[r]->observe(seconds);
+void GatewayMetrics::request_done(ApiRoute route, unsigned status, double seconds,
+                                  size_t model_slot) {
+  models_->request_done(model_slot, route, static_cast<size_t>(status_class(status)));
+  duration_[static_cast<size_t>(route)]->observe(seconds);
 }
 
 void GatewayMetrics::decision(policy::Branch b, double seconds, bool pending) {
@@ -365,14 +361,12 @@ void GatewayMetrics::decision(policy::Branch b, double seconds, bool pending) {
 }
 
 void GatewayMetrics::publish() {
-  for (auto& by_class : requests_) {
-    for (ShardedCounterPtr& c : by_class) c->publish();
-  }
+  models_->publish();
   for (ShardedHistogramPtr& h : duration_) h->publish();
   for (ShardedCounterPtr& c : errors_) c->publish();
   for (ShardedCounterPtr& c : decisions_) c->publish();
-  for (ShardedCounterPtr* c : {&prompt_tokens_, &matched_tokens_, &completion_tokens_, &lookups_,
-                               &stream_relayed_, &stream_copied_, &pending_decisions_}) {
+  for (ShardedCounterPtr* c : {&prompt_tokens_, &matched_tokens_, &lookups_, &stream_relayed_,
+                               &stream_copied_, &pending_decisions_}) {
     (*c)->publish();
   }
   for (ShardedHistogramPtr* h :
@@ -381,23 +375,29 @@ void GatewayMetrics::publish() {
   }
 }
 
+namespace {
+metrics::Labels worker_state_labels(const std::string& url, const WorkerSeries& s) {
+  return {{"worker", url},
+          {"role", s.role},
+          {"health", workers::health_name(s.health)},
+          {"liveness", workers::liveness_name(s.liveness)},
+          {"breaker", workers::breaker_state_name(s.breaker)}};
+}
+}  // namespace
+
 void GatewayMetrics::add_worker(const std::string& url, std::string_view role) {
   MutexLock lock(&mu_);
   auto& s = workers_[url];
   if (!s) {
     s = std::make_unique<WorkerSeries>();
     const metrics::Labels l{{"worker", url}};
-    s->role = &worker_role_->Add({{"worker", url}, {"role", std::string(role)}});
-    s->role->Set(1);
+    s->role = std::string(role);
+    s->state = &worker_state_->Add(worker_state_labels(url, *s));
+    s->state->Set(1);
     s->in_flight = &worker_in_flight_->Add(l);
-    s->peer_in_flight = &worker_peer_in_flight_->Add(l);
-    s->healthy = &worker_healthy_->Add(l);
-    s->breaker_state = &worker_breaker_->Add(l);
-    s->liveness = &worker_liveness_->Add(l);
     s->kv_usage = &worker_kv_usage_->Add(l);
     s->waiting = &worker_waiting_->Add(l);
     s->requests = &worker_requests_->Add(l);
-    s->retries = &worker_retries_->Add(l);
     s->cached_predicted = &worker_cached_predicted_->Add(l);
     s->cached_reported = &worker_cached_reported_->Add(l);
     s->cache_agreement = &worker_cache_agreement_->Add(l);
@@ -410,16 +410,13 @@ void GatewayMetrics::remove_worker(const std::string& url) {
   auto it = workers_.find(url);
   if (it == workers_.end()) return;
   WorkerSeries& s = *it->second;
-  worker_role_->Remove(s.role);
+  worker_state_->Remove(s.state);
   worker_in_flight_->Remove(s.in_flight);
-  worker_peer_in_flight_->Remove(s.peer_in_flight);
-  worker_healthy_->Remove(s.healthy);
-  worker_breaker_->Remove(s.breaker_state);
-  worker_liveness_->Remove(s.liveness);
+  if (s.peer_in_flight != nullptr) worker_peer_in_flight_->Remove(s.peer_in_flight);
   worker_kv_usage_->Remove(s.kv_usage);
   worker_waiting_->Remove(s.waiting);
   worker_requests_->Remove(s.requests);
-  worker_retries_->Remove(s.retries);
+  if (s.retries != nullptr) worker_retries_->Remove(s.retries);
   worker_cached_predicted_->Remove(s.cached_predicted);
   worker_cached_reported_->Remove(s.cached_reported);
   worker_cache_agreement_->Remove(s.cache_agreement);
@@ -432,17 +429,42 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   auto it = workers_.find(w.url());
   if (it == workers_.end()) return;
   WorkerSeries& s = *it->second;
+  set_worker_state(it->first, s, w);
   const auto load = w.engine_load();
   s.in_flight->Set(w.in_flight());
-  s.peer_in_flight->Set(w.peer_in_flight());
-  s.healthy->Set(w.health().state() == workers::Health::kHealthy ? 1 : 0);
-  s.breaker_state->Set(static_cast<double>(w.breaker().state()));
-  s.liveness->Set(static_cast<double>(w.liveness().state()));
+  if (s.peer_in_flight == nullptr && w.peer_in_flight() != 0) {
+    s.peer_in_flight = &worker_peer_in_flight_->Add({{"worker", it->first}});
+  }
+  if (s.peer_in_flight != nullptr) s.peer_in_flight->Set(w.peer_in_flight());
   s.kv_usage->Set(load.kv_usage);
   s.waiting->Set(load.waiting);
+  add_worker_totals(it->first, s, w);
+  s.cache_agreement->Set(w.cache_agreement().ratio());
+  s.prefill_rate->Set(w.prefill_rate());
+}
+
+void GatewayMetrics::set_worker_state(const std::string& url, WorkerSeries& s,
+                                      const workers::Worker& w) {
+  const workers::Health health = w.health().state();
+  const workers::Liveness liveness = w.liveness().state();
+  const workers::BreakerState breaker = w.breaker().state();
+  if (health == s.health && liveness == s.liveness && breaker == s.breaker) return;
+  worker_state_->Remove(s.state);
+  s.health = health;
+  s.liveness = liveness;
+  s.breaker = breaker;
+  s.state = &worker_state_->Add(worker_state_labels(url, s));
+  s.state->Set(1);
+}
+
+void GatewayMetrics::add_worker_totals(const std::string& url, WorkerSeries& s,
+                                       const workers::Worker& w) {
   const uint64_t req = w.dispatched(), ret = w.retryable_failures();
   if (req > s.requests_seen) s.requests->Increment(static_cast<double>(req - s.requests_seen));
-  if (ret > s.retries_seen) s.retries->Increment(static_cast<double>(ret - s.retries_seen));
+  if (ret > s.retries_seen) {
+    if (s.retries == nullptr) s.retries = &worker_retries_->Add({{"worker", url}});
+    s.retries->Increment(static_cast<double>(ret - s.retries_seen));
+  }
   s.requests_seen = req;
   s.retries_seen = ret;
   const workers::CacheAgreement& agreement = w.cache_agreement();
@@ -451,8 +473,6 @@ void GatewayMetrics::sync_worker(const workers::Worker& w) {
   s.cached_reported->Increment(static_cast<double>(reported - s.cached_reported_seen));
   s.cached_predicted_seen = predicted;
   s.cached_reported_seen = reported;
-  s.cache_agreement->Set(agreement.ratio());
-  s.prefill_rate->Set(w.prefill_rate());
 }
 
 void GatewayMetrics::liveness_transition(const workers::LivenessTransition& t) {

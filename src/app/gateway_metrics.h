@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "app/admission_gate.h"
 #include "app/answer_memory.h"
+#include "app/model_series.h"
 #include "app/request_model.h"
 #include "app/upstream_pool.h"
 #include "kvgate/core/thread_annotations.h"
@@ -58,17 +59,22 @@ enum class ErrorReason : uint8_t {
 };
 const char* error_reason_name(ErrorReason r);
 
+// A worker's series. Its state is one series whose labels name the role, health, liveness and
+// breaker now (replaced when one changes), not a gauge per state machine; series that stay at zero
+// in most fleets (other replicas' requests, retryable failures) are made at their first non-zero
+// value.
 struct WorkerSeries {
-  metrics::Gauge* role = nullptr;  // kvgate_worker_role{worker, role} 1
+  std::string role;
+  metrics::Gauge* state = nullptr;  // kvgate_worker_state{worker, role, health, liveness, breaker}
+  workers::Health health = workers::Health::kUnknown;  // what `state`'s labels say
+  workers::Liveness liveness = workers::Liveness::kLive;
+  workers::BreakerState breaker = workers::BreakerState::kClosed;
   metrics::Gauge* in_flight = nullptr;
-  metrics::Gauge* peer_in_flight = nullptr;
-  metrics::Gauge* healthy = nullptr;
-  metrics::Gauge* breaker_state = nullptr;
-  metrics::Gauge* liveness = nullptr;
+  metrics::Gauge* peer_in_flight = nullptr;  // null until another replica reports one
   metrics::Gauge* kv_usage = nullptr;
   metrics::Gauge* waiting = nullptr;
   metrics::Counter* requests = nullptr;
-  metrics::Counter* retries = nullptr;
+  metrics::Counter* retries = nullptr;  // null until the first
   metrics::Counter* cached_predicted = nullptr;
   metrics::Counter* cached_reported = nullptr;
   metrics::Gauge* cache_agreement = nullptr;
@@ -81,9 +87,15 @@ struct WorkerSeries {
 
 class GatewayMetrics {
  public:
-  GatewayMetrics(metrics::Registry& registry, std::string_view policy_name);
+  // `model_series_limit`: models with request series of their own (app/model_series.h).
+  GatewayMetrics(metrics::Registry& registry, std::string_view policy_name,
+                 size_t model_series_limit = 16);
 
-  void request_done(ApiRoute route, unsigned status, double seconds);
+  // The series slot of a request for `model` (ModelSeries::slot_of).
+  size_t model_slot(std::string_view model, const workers::FleetSnapshot* fleet) {
+    return models_->slot_of(model, fleet);
+  }
+  void request_done(ApiRoute route, unsigned status, double seconds, size_t model_slot);
   void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->add(); }
   void ttft(double seconds) { ttft_->observe(seconds); }
   // A pair's prefill exchange, from its request to the end of its answer.
@@ -97,7 +109,9 @@ class GatewayMetrics {
     matched_tokens_->add(matched_tokens);
   }
   // An answered generation's output tokens, as its engine's usage counted them.
-  void completion_tokens(uint64_t n) { completion_tokens_->add(n); }
+  void completion_tokens(size_t model_slot, uint64_t n) {
+    models_->completion_tokens(model_slot, n);
+  }
   // A relayed stream's bytes: those written to the client, and those the gateway copied on the
   // way (held, rebuilt, kept: each byte at most once).
   void stream_bytes(uint64_t relayed, uint64_t copied) {
@@ -140,7 +154,8 @@ class GatewayMetrics {
 
  private:
   // The constructor's steps, one group of families each.
-  void add_request_series(metrics::Registry& reg, std::string_view policy_name);
+  void add_request_series(metrics::Registry& reg, std::string_view policy_name,
+                          size_t model_series_limit);
   void add_admission_series(metrics::Registry& reg);
   void add_pending_series(metrics::Registry& reg);
   void add_upstream_series(metrics::Registry& reg);
@@ -148,19 +163,22 @@ class GatewayMetrics {
   void add_front_end_series(metrics::Registry& reg);
   void add_index_series(metrics::Registry& reg);
   void add_worker_families(metrics::Registry& reg);
+  // sync_worker's parts.
+  void set_worker_state(const std::string& url, WorkerSeries& s, const workers::Worker& w)
+      KVGATE_REQUIRES(mu_);
+  void add_worker_totals(const std::string& url, WorkerSeries& s, const workers::Worker& w)
+      KVGATE_REQUIRES(mu_);
 
   static constexpr size_t kRoutes = kApiRouteCount;
   using ShardedCounterPtr = std::unique_ptr<metrics::ShardedCounter>;
   using ShardedHistogramPtr = std::unique_ptr<metrics::ShardedHistogram>;
-  std::array<std::array<ShardedCounterPtr, static_cast<size_t>(StatusClass::kCount)>, kRoutes>
-      requests_;
+  std::unique_ptr<ModelSeries> models_;  // requests and output tokens, by model
   std::array<ShardedHistogramPtr, kRoutes> duration_;
   std::array<ShardedCounterPtr, static_cast<size_t>(ErrorReason::kCount)> errors_;
   std::array<ShardedCounterPtr, static_cast<size_t>(policy::Branch::kCount)> decisions_;
   ShardedHistogramPtr decision_seconds_;
   ShardedCounterPtr prompt_tokens_;
   ShardedCounterPtr matched_tokens_;
-  ShardedCounterPtr completion_tokens_;
   ShardedCounterPtr stream_relayed_;
   ShardedCounterPtr stream_copied_;
   ShardedHistogramPtr ttft_;
@@ -187,12 +205,9 @@ class GatewayMetrics {
   metrics::Gauge* index_blocks_ = nullptr;
   metrics::Gauge* index_memberships_ = nullptr;
   metrics::Gauge* index_bytes_ = nullptr;
-  metrics::Family<metrics::Gauge>* worker_role_;
+  metrics::Family<metrics::Gauge>* worker_state_;
   metrics::Family<metrics::Gauge>* worker_in_flight_;
   metrics::Family<metrics::Gauge>* worker_peer_in_flight_;
-  metrics::Family<metrics::Gauge>* worker_healthy_;
-  metrics::Family<metrics::Gauge>* worker_breaker_;
-  metrics::Family<metrics::Gauge>* worker_liveness_;
   metrics::Family<metrics::Counter>* liveness_transitions_;
   metrics::Family<metrics::Gauge>* worker_kv_usage_;
   metrics::Family<metrics::Gauge>* worker_waiting_;

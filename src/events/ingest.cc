@@ -46,6 +46,7 @@ struct Families {
   Family<Gauge>& degraded_ranks;
   Family<Gauge>& block_size;
   Family<Histogram>& apply_lag;
+  Family<Gauge>& apply_lag_recent;
   Family<Gauge>& mismatch_ratio;
   Family<Counter>& hash_blocks;
   Family<Counter>& normalizer_notes;
@@ -62,6 +63,8 @@ struct Families {
   Family<Counter>& disconnects;
   Family<Counter>& lag_ignored;
   Gauge& degraded_total;
+  // One histogram for the fleet: per worker it was a series per bucket, most of a worker's series.
+  Histogram& apply_lag_all;
 
   explicit Families(metrics::Registry& r)
       : batches(metrics::counter_family(
@@ -89,24 +92,31 @@ struct Families {
             r, "kvgate_events_lane_waits_total",
             "Admitted batches that waited for a busy lane (held in order, not lost): a replay "
             "arriving faster than the lanes apply, or lanes too few for the fleet.")),
-        degraded(metrics::gauge_family(r, "kvgate_events_rank_degraded",
-                                       "1 while a holder's index content is known incomplete "
-                                       "(since a resync, until the engine clears or restarts).")),
+        degraded(metrics::gauge_family(
+            r, "kvgate_events_rank_degraded",
+            "1 while a holder's index content is known incomplete (since a resync, until the "
+            "engine clears or restarts); the series exists only then.")),
         degraded_ranks(metrics::gauge_family(r, "kvgate_events_degraded_ranks",
                                              "Holders currently degraded.")),
         block_size(metrics::gauge_family(r, "kvgate_events_block_size_tokens",
                                          "Block size learned from a holder's stored events.")),
         apply_lag(metrics::histogram_family(
             r, "kvgate_events_apply_lag_seconds",
-            "Per worker: wall-clock time from a batch's publisher timestamp to its apply to the "
-            "index (timestamps off by more than --kv-events-lag-window-secs not counted).")),
+            "Wall-clock time from a batch's publisher timestamp to its apply to the index, over "
+            "every worker (timestamps off by more than --kv-events-lag-window-secs not counted; "
+            "kvgate_events_apply_lag_recent_seconds says which worker lags).")),
+        apply_lag_recent(metrics::gauge_family(
+            r, "kvgate_events_apply_lag_recent_seconds",
+            "Per worker: its batches' apply lag, an exponentially weighted mean over about its "
+            "last 16 batches (0 before its first).")),
         mismatch_ratio(metrics::gauge_family(
             r, "kvgate_events_hash_mismatch_ratio",
             "Per worker: share of checked blocks whose engine hash the configured scheme does "
             "not reproduce (misconfigured algorithm, seed, block size or tokenizer).")),
         hash_blocks(metrics::counter_family(
             r, "kvgate_events_hash_checked_blocks_total",
-            "Stored blocks by engine-hash check result: matched, mismatched, unchecked.")),
+            "Stored blocks by engine-hash check result: matched, mismatched, unchecked (each made "
+            "at its first block).")),
         normalizer_notes(metrics::counter_family(
             r, "kvgate_events_normalizer_notes_total",
             "Normalization events worth a look, by note: block_size_change (a holder's stores "
@@ -133,7 +143,8 @@ struct Families {
         quarantined(metrics::gauge_family(
             r, "kvgate_events_hash_quarantined",
             "1 while a holder's engine hashes do not agree with its scheme (beyond "
-            "--kv-events-hash-quarantine-ratio): emptied and not indexed.")),
+            "--kv-events-hash-quarantine-ratio): emptied and not indexed; the series exists "
+            "only then.")),
         quarantines(metrics::counter_family(r, "kvgate_events_hash_quarantines_total",
                                             "Times a holder was quarantined for its hashes.")),
         replays_deferred(metrics::counter_family(
@@ -151,22 +162,58 @@ struct Families {
             r, "kvgate_events_lag_ignored_total",
             "Per worker: batches whose publisher timestamp was further from the gateway's clock "
             "than --kv-events-lag-window-secs, not counted in the apply lag.")),
-        degraded_total(degraded_ranks.Add({})) {}
+        degraded_total(degraded_ranks.Add({})),
+        apply_lag_all(apply_lag.Add({}, metrics::latency_buckets_seconds())) {}
 };
 
 // A counter series made at its first increment: a reason that never happens costs no series (20
-// drop reasons per rank, all at zero, used to be most of a fleet's series). Written by one thread
-// at a time (the holder's event thread, or for the block limit's counters its lane); removed after
-// both let go of the holder.
+// drop reasons per rank, all at zero, used to be most of a fleet's series). add() from any thread:
+// two first increments at once both ask the family, which hands both the one series of those
+// labels. remove() after every writer let go of the holder (or worker).
 class LazyCounter {
  public:
   LazyCounter() = default;
   LazyCounter(Family<Counter>& family, metrics::Labels labels)
       : family_(&family), labels_(std::move(labels)) {}
+  LazyCounter& operator=(LazyCounter&& other) noexcept {
+    family_ = other.family_;
+    labels_ = std::move(other.labels_);
+    series_.store(other.series_.exchange(nullptr), std::memory_order_relaxed);
+    return *this;
+  }
   void add(uint64_t n) {
     if (n == 0) return;
-    if (series_ == nullptr) series_ = &family_->Add(labels_);
-    series_->Increment(static_cast<double>(n));
+    Counter* series = series_.load(std::memory_order_acquire);
+    if (series == nullptr) {
+      series = &family_->Add(labels_);
+      series_.store(series, std::memory_order_release);
+    }
+    series->Increment(static_cast<double>(n));
+  }
+  void remove() {
+    if (Counter* series = series_.exchange(nullptr)) family_->Remove(series);
+  }
+
+ private:
+  Family<Counter>* family_ = nullptr;
+  metrics::Labels labels_;
+  std::atomic<Counter*> series_{nullptr};
+};
+
+// A 0/1 gauge whose series exists only while it is 1 (a holder degraded or quarantined): an
+// alert on it is the same, and a healthy fleet pays no series for it. One writer at a time.
+class PresenceGauge {
+ public:
+  PresenceGauge() = default;
+  PresenceGauge(Family<Gauge>& family, metrics::Labels labels)
+      : family_(&family), labels_(std::move(labels)) {}
+  void set(bool on) {
+    if (on && series_ == nullptr) {
+      series_ = &family_->Add(labels_);
+      series_->Set(1);
+    } else if (!on) {
+      remove();
+    }
   }
   void remove() {
     if (series_ != nullptr) family_->Remove(series_);
@@ -174,9 +221,9 @@ class LazyCounter {
   }
 
  private:
-  Family<Counter>* family_ = nullptr;
+  Family<Gauge>* family_ = nullptr;
   metrics::Labels labels_;
-  Counter* series_ = nullptr;
+  Gauge* series_ = nullptr;
 };
 
 inline void add_to(Counter* c, uint64_t n) { c->Increment(static_cast<double>(n)); }
@@ -185,12 +232,13 @@ inline void add_to(LazyCounter& c, uint64_t n) { c.add(n); }
 // A worker's series (shared by its ranks).
 struct WorkerSeries {
   int ranks = 0;
-  Histogram* lag = nullptr;
-  Counter* lag_ignored = nullptr;
+  Gauge* lag_recent = nullptr;
+  std::atomic<double> lag_mean{-1};  // lag_recent's value; -1 before the first batch
+  LazyCounter lag_ignored;
   Gauge* mismatch_ratio = nullptr;
-  Counter* matched = nullptr;
-  Counter* mismatched = nullptr;
-  Counter* unchecked = nullptr;
+  LazyCounter matched;
+  LazyCounter mismatched;
+  LazyCounter unchecked;
   std::atomic<uint64_t> n_matched{0};
   std::atomic<uint64_t> n_mismatched{0};
 };
@@ -222,7 +270,7 @@ struct HolderSeries {
   LazyCounter restarts;
   LazyCounter bad_frames;
   LazyCounter lane_waits;
-  Gauge* degraded = nullptr;
+  PresenceGauge degraded;
   Gauge* block_size = nullptr;
   std::array<LazyCounter, 3> notes{};  // block_size_change, unknown_medium, group_policy_clear
   Gauge* held = nullptr;
@@ -230,7 +278,7 @@ struct HolderSeries {
   LazyCounter evicted;
   LazyCounter limit_episodes;
   LazyCounter limit_clears;
-  Gauge* quarantined = nullptr;
+  PresenceGauge quarantined;
   LazyCounter quarantines;
   LazyCounter replays_deferred;
   LazyCounter turns_capped;
@@ -461,7 +509,7 @@ class EventThread {
     bump(s.batches[4], sub.quarantined_batches(), s.seen_quarantined_batches);
     if (sub.quarantined() != s.was_quarantined) {
       s.was_quarantined = sub.quarantined();
-      s.quarantined->Set(s.was_quarantined ? 1 : 0);
+      s.quarantined.set(s.was_quarantined);
     }
     bump(s.restarts, c.restarts, s.seen.restarts);
     for (size_t i = 0; i < kResyncReasonCount; ++i)
@@ -481,7 +529,7 @@ class EventThread {
     bump(s.notes[2], ns.group_policy_clears, s.seen_notes.group_policy_clears);
     if (sub.degraded() != s.was_degraded) {
       s.was_degraded = sub.degraded();
-      s.degraded->Set(s.was_degraded ? 1 : 0);
+      s.degraded.set(s.was_degraded);
       if (s.was_degraded)
         f_.degraded_total.Increment();
       else
@@ -493,9 +541,9 @@ class EventThread {
       WorkerSeries& w = *h.worker;
       const uint64_t dm = hc.matched - s.seen_hash.matched;
       const uint64_t dx = hc.mismatched - s.seen_hash.mismatched;
-      w.matched->Increment(static_cast<double>(dm));
-      w.mismatched->Increment(static_cast<double>(dx));
-      w.unchecked->Increment(static_cast<double>(hc.unchecked - s.seen_hash.unchecked));
+      w.matched.add(dm);
+      w.mismatched.add(dx);
+      w.unchecked.add(hc.unchecked - s.seen_hash.unchecked);
       const uint64_t m = w.n_matched.fetch_add(dm) + dm;
       const uint64_t x = w.n_mismatched.fetch_add(dx) + dx;
       w.mismatch_ratio->Set(m + x == 0 ? 0.0 : static_cast<double>(x) / static_cast<double>(m + x));
@@ -705,11 +753,17 @@ class EventIngest::Impl {
   void observe_lag(double published, WorkerSeries& worker) {
     const auto lag =
         apply_lag_seconds(published, to_unix_seconds(clock_.wall()), options_.lag_window);
-    if (lag) {
-      worker.lag->Observe(*lag);
-    } else {
-      worker.lag_ignored->Increment();
+    if (!lag) {
+      worker.lag_ignored.add(1);
+      return;
     }
+    families_.apply_lag_all.Observe(*lag);
+    // The worker's ranks may apply on different threads: the mean moves by compare-and-swap.
+    double mean = worker.lag_mean.load(std::memory_order_relaxed), next = 0;
+    do {
+      next = mean < 0 ? *lag : mean + (*lag - mean) / 16;
+    } while (!worker.lag_mean.compare_exchange_weak(mean, next, std::memory_order_relaxed));
+    worker.lag_recent->Set(next);
   }
 
   bool remove(HolderKey key) KVGATE_EXCLUDES(mu_) {
@@ -816,7 +870,7 @@ class EventIngest::Impl {
     s->restarts = LazyCounter(families_.restarts, base);
     s->bad_frames = LazyCounter(families_.bad_frames, base);
     s->lane_waits = LazyCounter(families_.lane_waits, base);
-    s->degraded = &families_.degraded.Add(base);
+    s->degraded = PresenceGauge(families_.degraded, base);
     s->notes[0] = LazyCounter(families_.normalizer_notes, with("note", "block_size_change"));
     s->notes[1] = LazyCounter(families_.normalizer_notes, with("note", "unknown_medium"));
     s->notes[2] = LazyCounter(families_.normalizer_notes, with("note", "group_policy_clear"));
@@ -828,7 +882,7 @@ class EventIngest::Impl {
     s->evicted = LazyCounter(families_.evicted_blocks, base);
     s->limit_episodes = LazyCounter(families_.limit_episodes, base);
     s->limit_clears = LazyCounter(families_.limit_clears, base);
-    s->quarantined = &families_.quarantined.Add(base);
+    s->quarantined = PresenceGauge(families_.quarantined, base);
     s->quarantines = LazyCounter(families_.quarantines, base);
     s->replays_deferred = LazyCounter(families_.replays_deferred, base);
     s->turns_capped = LazyCounter(families_.turns_capped, base);
@@ -841,14 +895,13 @@ class EventIngest::Impl {
     if (!w) {
       w = std::make_unique<WorkerSeries>();
       const metrics::Labels l = {{"worker", name}};
-      // Per worker, not per rank: a histogram is a series per bucket.
-      w->lag = &families_.apply_lag.Add(l, metrics::latency_buckets_seconds());
-      w->lag_ignored = &families_.lag_ignored.Add(l);
+      w->lag_recent = &families_.apply_lag_recent.Add(l);
+      w->lag_ignored = LazyCounter(families_.lag_ignored, l);
       w->mismatch_ratio = &families_.mismatch_ratio.Add(l);
       auto result = [&](const char* r) {
         metrics::Labels lr = l;
         lr["result"] = r;
-        return &families_.hash_blocks.Add(lr);
+        return LazyCounter(families_.hash_blocks, lr);
       };
       w->matched = result("matched");
       w->mismatched = result("mismatched");
@@ -867,7 +920,7 @@ class EventIngest::Impl {
     s.restarts.remove();
     s.bad_frames.remove();
     s.lane_waits.remove();
-    families_.degraded.Remove(s.degraded);
+    s.degraded.remove();
     for (auto& c : s.notes) c.remove();
     families_.block_size.Remove(s.block_size);
     families_.holder_blocks.Remove(s.held);
@@ -875,19 +928,19 @@ class EventIngest::Impl {
     s.evicted.remove();
     s.limit_episodes.remove();
     s.limit_clears.remove();
-    families_.quarantined.Remove(s.quarantined);
+    s.quarantined.remove();
     s.quarantines.remove();
     s.replays_deferred.remove();
     s.turns_capped.remove();
     s.disconnects.remove();
     auto it = workers_.find(worker_name);
     if (it != workers_.end() && --it->second->ranks == 0) {
-      families_.apply_lag.Remove(it->second->lag);
-      families_.lag_ignored.Remove(it->second->lag_ignored);
+      families_.apply_lag_recent.Remove(it->second->lag_recent);
+      it->second->lag_ignored.remove();
       families_.mismatch_ratio.Remove(it->second->mismatch_ratio);
-      families_.hash_blocks.Remove(it->second->matched);
-      families_.hash_blocks.Remove(it->second->mismatched);
-      families_.hash_blocks.Remove(it->second->unchecked);
+      it->second->matched.remove();
+      it->second->mismatched.remove();
+      it->second->unchecked.remove();
       workers_.erase(it);
     }
   }

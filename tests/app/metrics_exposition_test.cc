@@ -61,11 +61,58 @@ TEST_F(MetricsExpositionTest, PromtoolAcceptsItAndTheStandardSeriesAreThere) {
   ASSERT_TRUE(scraped.ok()) << scraped.status();
   EXPECT_EQ(scraped->status, 200u);
   EXPECT_EQ(promtool_check(scraped->body), "");
-  EXPECT_NE(scraped->body.find("kvgate_requests_total{route=\"completions\",status=\"2xx\"} 1"),
+  EXPECT_NE(scraped->body.find(
+                "kvgate_requests_total{model=\"mock-8b\",route=\"completions\",status=\"2xx\"} 1"),
             std::string::npos);
   auto other = own.get("/v1/models");
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->status, 404u) << "the metrics listener serves /metrics only";
+}
+
+// What a fleet costs a Prometheus server: at 16 workers, after streamed requests on every one (KV
+// events applied, cache agreement and prefill rates learned), each worker names itself in at most
+// 20 series, and the text still passes promtool.
+TEST_F(MetricsExpositionTest, AWorkerHasAtMostTwentySeries) {
+  constexpr size_t kWorkers = 16;
+  auto cfg = base_config();
+  for (size_t i = 0; i < kWorkers; ++i) {
+    start_worker();
+    cfg.worker_urls.push_back(url_of(i));
+  }
+  start_gateway(cfg);
+  ASSERT_TRUE(wait_routable(kWorkers));
+  auto c = client();
+  for (size_t i = 0; i < 2 * kWorkers; ++i) {
+    auto r = c.post("/v1/completions",
+                    completion("series " + std::to_string(i) + " of a sixteen worker fleet", 4,
+                               /*stream=*/true));
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->status, 200u) << r->body;
+  }
+  const auto fleet = gateway_->registry().snapshot();
+  ASSERT_TRUE(wait_until([&] {
+    size_t indexed = 0;
+    for (const auto& w : fleet->workers) indexed += w->index_blocks() > 0 ? 1 : 0;
+    return indexed >= kWorkers / 2;
+  })) << "events from most workers applied";
+  const std::string text = gateway_->metrics_text();
+  EXPECT_EQ(promtool_check(text), "");
+  for (size_t i = 0; i < kWorkers; ++i) {
+    const std::string label = "worker=\"" + url_of(i) + "\"";
+    size_t series = 0;
+    std::string named;
+    for (size_t at = 0; at < text.size();) {
+      const size_t eol = std::min(text.find('\n', at), text.size());
+      const std::string_view line(text.data() + at, eol - at);
+      if (!line.empty() && line[0] != '#' && line.find(label) != std::string_view::npos) {
+        ++series;
+        named.append(line).append("\n");
+      }
+      at = eol + 1;
+    }
+    EXPECT_GT(series, 5u) << "the worker's series are there";
+    EXPECT_LE(series, 20u) << named;
+  }
 }
 
 }  // namespace

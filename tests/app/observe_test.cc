@@ -264,7 +264,8 @@ TEST_F(Observe, APromptInFlightIsCreditedToItsWorkerUntilItsEventsConfirmIt) {
       std::chrono::milliseconds(3000)))
       << "the events confirm every block the credit gave";
   const std::string m = gateway_->metrics_text();
-  EXPECT_EQ(metric_value(m, "kvgate_completion_tokens_total"), 4) << "the answer's max_tokens";
+  EXPECT_EQ(metric_value(m, R"(kvgate_completion_tokens_total{model="mock-8b"})"), 4)
+      << "the answer's max_tokens, under its model";
   EXPECT_NE(m.find(R"(kvgate_router_pending_credits_total{event="credited"} 1)"), std::string::npos)
       << m.substr(m.find("kvgate_router_pending"), 600);
 }

@@ -126,10 +126,19 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
     return metric_value(text, "kvgate_pd_prefill_seconds_count") == 3;
   })) << "three prefill exchanges timed";
   EXPECT_EQ(metric_value(text, "kvgate_pd_pairs_total"), 3);
-  EXPECT_NE(text.find("kvgate_worker_role{role=\"prefill\",worker=\"" + prefill.url()),
-            std::string::npos);
-  EXPECT_NE(text.find("kvgate_worker_role{role=\"decode\",worker=\"" + decode.url()),
-            std::string::npos);
+  // kvgate_worker_state{breaker=...,health=...,liveness=...,role=...,worker=...} 1
+  const auto role_shown = [&](const std::string& role, const std::string& url) {
+    const std::string labels = "role=\"" + role + "\",worker=\"" + url + "\"} 1";
+    for (size_t at = text.find("\nkvgate_worker_state{"); at != std::string::npos;
+         at = text.find("\nkvgate_worker_state{", at + 1)) {
+      if (text.substr(at, text.find('\n', at + 1) - at).find(labels) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(role_shown("prefill", prefill.url())) << text;
+  EXPECT_TRUE(role_shown("decode", decode.url())) << text;
   auto listed = http.get("/workers");
   ASSERT_TRUE(listed.ok());
   EXPECT_NE(listed->body.find(R"("role":"prefill","bootstrap_port":9001)"), std::string::npos)

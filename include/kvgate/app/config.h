@@ -92,6 +92,7 @@ struct GatewayConfig {
   // (app/tenants.h); read again by a reload.
   std::string api_keys_file;
   size_t tenant_series_limit = 100;  // tenants with series of their own; the rest "other"
+  size_t model_series_limit = 16;    // models with request series of their own; the rest "other"
   // Both set: the front end (and the metrics listener) speak HTTPS with this PEM certificate
   // chain and private key; neither: plain HTTP.
   std::string tls_cert_path;

@@ -33,9 +33,10 @@ http::Response error_answer(const GenerationParts& parts, ErrorReason reason, un
 void account(const GenerationParts& parts, Generation& g) {
   const unsigned status = g.status == 0 ? 500 : g.status;
   const double seconds = to_seconds(parts.clock.now() - g.start);
-  parts.metrics.request_done(g.route, status, seconds);
+  const size_t model = parts.metrics.model_slot(g.parsed.model, g.fleet.get());
+  parts.metrics.request_done(g.route, status, seconds, model);
   charge_output(parts, g);
-  if (g.completion_tokens > 0) parts.metrics.completion_tokens(g.completion_tokens);
+  if (g.completion_tokens > 0) parts.metrics.completion_tokens(model, g.completion_tokens);
   if (!parts.access_log.enabled()) return;
   g.record.status = status;
   g.record.duration_ms = seconds * 1e3;

@@ -20,6 +20,8 @@ PACKAGES=(
   prometheus
   # python helpers used by tests (Debian's /usr/bin/python3 only)
   python3 python3-zmq python3-msgpack python3-jinja2
+  # a JSON Schema validator: the access log's lines checked against their published schema
+  python3-jsonschema
   # a gRPC client no one here wrote, for the relay's tests (messages from protoc --python_out)
   python3-grpcio python3-protobuf
   # a real browser for the dashboard's test (headless)

@@ -130,6 +130,12 @@ Result<LoadedConfig> load_config(const std::vector<std::string>& args) {
     out.config.config_file = file->results().back();
   }
   if (Status s = finish_config(out.config); !s.ok()) return s;
+  if (cli.count("--balance-rel-threshold") > 0) {
+    out.config.launch_warnings.push_back(
+        "--balance-rel-threshold: kvgate spills when the deepest holder's load passes the fleet "
+        "mean times this factor; SGLang's router compares the most loaded worker with the least "
+        "loaded, so the same number spills later here");
+  }
   for (const CLI::Option* o : cli.get_options()) {
     if (o->count() > 0 && o != cli.get_config_ptr() && o->get_single_name() != "help") {
       out.values[o->get_single_name()] = o->results();

@@ -10,7 +10,8 @@ namespace net = boost::asio;
 constexpr std::string_view kMethods = "GET, POST, DELETE, OPTIONS";
 constexpr std::string_view kDefaultHeaders = "authorization, content-type, x-request-id";
 constexpr std::string_view kExposed =
-    "x-request-id, x-kvgate-worker, x-kvgate-dp-rank, x-kvgate-prefill-worker";
+    "x-request-id, x-kvgate-worker, x-kvgate-dp-rank, x-kvgate-prefill-worker, "
+    "x-kvgate-error-source";
 constexpr std::string_view kMaxAgeSeconds = "600";
 
 }  // namespace

@@ -278,6 +278,7 @@ void GatewayImpl::init_server() {
                                .write_timeout = c.client_write_timeout,
                                .server_name = "kvgate",
                                .request_id_header = std::string(kRequestIdHeader),
+                               .local_error_header = {std::string(kErrorSourceHeader), "gateway"},
                                .max_connections = c.max_connections,
                                .max_inflight_body_bytes = c.max_inflight_body_bytes,
                                .body_limit_name = "--max-payload-size",

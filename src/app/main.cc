@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   for (const auto& flag : config.ignored_flags) {
     logger->warn("{} has no effect: kvgate's index follows the engines' KV events", flag);
   }
+  for (const auto& warning : config.launch_warnings) logger->warn("{}", warning);
 
   // Every client connection holds an upstream one: take every descriptor the system allows.
   if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {

@@ -67,7 +67,8 @@ http::Response forwarded(unsigned status, const http::ClientResponse& head, std:
   const std::string_view ct = head.header("content-type");
   if (!ct.empty()) r.content_type.assign(ct);
   r.body = std::move(body);
-  r.headers.reserve(4);  // these two, and the request id and decision the reply adds
+  r.headers.reserve(5);  // these three, and the request id and decision the reply adds
+  if (status >= 400) r.headers.emplace_back(std::string(kErrorSourceHeader), "worker");
   if (!worker.empty()) r.headers.emplace_back(std::string(kWorkerHeader), worker);
   if (rank) r.headers.emplace_back(std::string(kRankAnswerHeader), std::to_string(*rank));
   return r;

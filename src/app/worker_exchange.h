@@ -21,6 +21,10 @@ namespace kvgate::app {
 
 // Names the worker that answered, on every answer a worker produced.
 inline constexpr std::string_view kWorkerHeader = "x-kvgate-worker";
+// On every error answer: "gateway" when kvgate made it (a model no worker serves, no worker, a
+// refusal), "worker" when it forwards a worker's own. The two can read alike (a 404 for a model,
+// a 503), and only one of them is the fleet's to fix.
+inline constexpr std::string_view kErrorSourceHeader = "x-kvgate-error-source";
 // Tells the client which data-parallel rank served it.
 inline constexpr std::string_view kRankAnswerHeader = "x-kvgate-dp-rank";
 // On an answer of a prefill/decode pair (the decode's): the prefill worker that computed the

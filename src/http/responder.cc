@@ -53,6 +53,7 @@ net::awaitable<Status> Responder::send(Response response) {
   }
   state_ = State::kDone;
   status_ = response.status;
+  mark_local_error(response.headers, response.status);
   if (sink_ != nullptr) {
     response.headers = with_added(response.headers);
     co_return failed_sink(co_await sink_->send(std::move(response)));
@@ -99,6 +100,16 @@ net::awaitable<Status> Responder::start_stream(unsigned status, std::string_view
                             net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return fail("write header", ec);
   co_return Status();
+}
+
+void Responder::mark_local_error(std::vector<Header>& headers, unsigned status) const {
+  if (status < 400 || session_ == nullptr) return;
+  const Header& mark = session_->options.local_error_header;
+  if (mark.first.empty()) return;
+  for (const Header& h : headers) {
+    if (beast::iequals(h.first, mark.first)) return;
+  }
+  headers.push_back(mark);
 }
 
 void Responder::add_header(std::string name, std::string value) {

@@ -197,6 +197,18 @@ TEST(Config, SglangsTokenizerFlagNamesAreKvgatesTokenizer) {
   EXPECT_EQ(parse({"--model-path", "/models/b"}).tokenizers, std::vector<std::string>{"/models/b"});
 }
 
+TEST(Config, SglangsRelativeBalanceThresholdIsWarnedAboutOnlyWhenGiven) {
+  const Result<LoadedConfig> given = load_config({"--balance-rel-threshold", "1.5"});
+  ASSERT_TRUE(given.ok()) << given.status();
+  ASSERT_EQ(given->config.launch_warnings.size(), 1u);
+  EXPECT_EQ(given->config.launch_warnings[0].rfind("--balance-rel-threshold: ", 0), 0u)
+      << "the flag named first";
+  EXPECT_NE(given->config.launch_warnings[0].find("fleet mean"), std::string::npos);
+  const Result<LoadedConfig> absent = load_config({});
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_TRUE(absent->config.launch_warnings.empty());
+}
+
 TEST(Config, AKvEventsRelayIsAGrpcAddress) {
   EXPECT_EQ(parse({}).kv_events_relay, "");
   EXPECT_EQ(parse({"--kv-events-relay", "grpc://relay-1:50051"}).kv_events_relay, "relay-1:50051");

@@ -291,6 +291,9 @@ struct GatewayConfig {
 
   // Flags given that kvgate accepts and ignores (other gateways' tuning knobs), for a warning each.
   std::vector<std::string> ignored_flags;
+  // Flags given whose meaning differs from another router's flag of the same name: a warning
+  // each at start, so a launch line carried over says what changed.
+  std::vector<std::string> launch_warnings;
 };
 
 // The configuration a command line gives, with the --config file it names beneath it (flags on

@@ -71,6 +71,10 @@ struct ServerOptions {
   // Every answer carries this header with its request's id (Request::request_id: the client's own
   // value of the header when usable, else a new one), 404s and 405s included; "" for none.
   std::string request_id_header;
+  // An answer of status 400 or more without a header of this name gets it (name: value): a
+  // proxy marks the errors it makes itself apart from the upstream answers it forwards, which
+  // carry the same header with another value. Empty name: nothing added.
+  Header local_error_header;
   // Connections at once (0: no limit). At the limit a new connection closes the longest-idle
   // kept-alive one to make room; with none idle, up to `reserved_connections` more are accepted
   // for the routes marked always_available() only (health, readiness, metrics stay reachable
@@ -188,6 +192,8 @@ class Responder {
   // a held head, and with `end` the terminating chunk, in one write.
   boost::asio::awaitable<boost::system::error_code> write_chunk(std::string_view data, bool end);
   Status failed_sink(Status s);
+  // Adds ServerOptions::local_error_header to an error the handler did not mark.
+  void mark_local_error(std::vector<Header>& headers, unsigned status) const;
   // The handler's headers and the ones added here, for a sink.
   std::vector<Header> with_added(std::span<const Header> headers) const;
 

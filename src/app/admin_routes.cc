@@ -231,6 +231,7 @@ std::string GatewayImpl::metrics_text() {
   // Held for the loop: the range-for's temporary would be released before the loop body runs.
   const auto fleet = workers_.snapshot();
   for (const auto& w : fleet->workers) metrics_->sync_worker(*w);
+  metrics_->sync_roles(*fleet);
   metrics_->sync_upstream(upstream_->stats());
   metrics_->sync_admission(admission_->stats());
   policy::Policy::PendingStats pending = policy_->pending_stats();

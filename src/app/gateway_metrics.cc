@@ -84,6 +84,7 @@ GatewayMetrics::GatewayMetrics(metrics::Registry& reg, std::string_view policy_n
                                size_t model_series_limit) {
   // Each kind of family is exposed in the order it was registered: keep these in order.
   add_request_series(reg, policy_name, model_series_limit);
+  add_pd_series(reg);
   add_admission_series(reg);
   add_pending_series(reg);
   add_upstream_series(reg);
@@ -142,12 +143,64 @@ void GatewayMetrics::add_request_series(metrics::Registry& reg, std::string_view
                       reg, "kvgate_ttft_seconds",
                       "Time from a streamed request's arrival to its first byte from the worker."),
                   {}, metrics::request_buckets_seconds());
-  pd_prefill_seconds_ =
-      sharded(metrics::histogram_family(
-                  reg, "kvgate_pd_prefill_seconds",
-                  "A prefill/decode pair's prefill exchange, from its request to the end of the "
-                  "prefill worker's answer (--pd-disaggregation)."),
-              {}, metrics::request_buckets_seconds());
+}
+
+void GatewayMetrics::add_pd_series(metrics::Registry& reg) {
+  const auto seconds = [&](const char* name, const char* help) {
+    return sharded(metrics::histogram_family(reg, name, help), {},
+                   metrics::request_buckets_seconds());
+  };
+  pd_prefill_seconds_ = seconds("kvgate_pd_prefill_seconds",
+                                "A prefill/decode pair's prefill exchange, from its request to the "
+                                "end of the prefill worker's answer (--pd-disaggregation).");
+  pd_transfer_seconds_ = seconds(
+      "kvgate_pd_transfer_seconds",
+      "A streamed pair's hand-over: from the end of the prefill's answer to the decode's first "
+      "token (the KV transfer, and the decode's wait and first step).");
+  pd_decode_seconds_ =
+      seconds("kvgate_pd_decode_seconds",
+              "A streamed pair's decode: from the decode's first token to the end of its answer.");
+  pd_pairs_ = &metrics::counter_family(
+                   reg, "kvgate_pd_pairs_total",
+                   "Requests sent to a prefill and a decode worker at once (--pd-disaggregation).")
+                   .Add({});
+  pd_prefill_failures_ =
+      &metrics::counter_family(
+           reg, "kvgate_pd_prefill_failures_total",
+           "Prefill answers that failed (--pd-disaggregation): the decode was cut and the pair "
+           "retried, or, when the client already had the decode's answer, only counted.")
+           .Add({});
+  pd_local_prefills_ =
+      &metrics::counter_family(
+           reg, "kvgate_pd_local_prefills_total",
+           "Requests sent to their decode worker alone because it already held most of the "
+           "prompt (--pd-local-prefill-tokens, --pd-local-prefill-share): KV transfers saved.")
+           .Add({});
+  auto& in_flight = metrics::gauge_family(
+      reg, "kvgate_role_in_flight",
+      "Requests in flight on the workers of each role (regular, prefill, decode): the load each "
+      "side of a disaggregated fleet carries.");
+  auto& waiting = metrics::gauge_family(
+      reg, "kvgate_role_waiting_requests",
+      "Requests waiting in the engines' queues, summed over the workers of each role.");
+  for (size_t r = 0; r < workers::kWorkerRoleCount; ++r) {
+    const char* role = workers::worker_role_name(static_cast<workers::WorkerRole>(r));
+    role_in_flight_[r] = &in_flight.Add({{"role", role}});
+    role_waiting_[r] = &waiting.Add({{"role", role}});
+  }
+}
+
+void GatewayMetrics::sync_roles(const workers::FleetSnapshot& fleet) {
+  std::array<double, workers::kWorkerRoleCount> in_flight{}, waiting{};
+  for (const auto& w : fleet.workers) {
+    const size_t r = static_cast<size_t>(w->info()->role);
+    in_flight[r] += w->in_flight();
+    waiting[r] += w->engine_load().waiting;
+  }
+  for (size_t r = 0; r < workers::kWorkerRoleCount; ++r) {
+    role_in_flight_[r]->Set(in_flight[r]);
+    role_waiting_[r]->Set(waiting[r]);
+  }
 }
 
 void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
@@ -220,22 +273,6 @@ void GatewayMetrics::add_upstream_series(metrics::Registry& reg) {
            reg, "kvgate_upstream_vetoed_attempts_total",
            "Requests taken off a worker the liveness tracker vetoed before anything reached their "
            "client, and sent to another worker at once.")
-           .Add({});
-  pd_pairs_ = &metrics::counter_family(
-                   reg, "kvgate_pd_pairs_total",
-                   "Requests sent to a prefill and a decode worker at once (--pd-disaggregation).")
-                   .Add({});
-  pd_prefill_failures_ =
-      &metrics::counter_family(
-           reg, "kvgate_pd_prefill_failures_total",
-           "Prefill answers that failed (--pd-disaggregation): the decode was cut and the pair "
-           "retried, or, when the client already had the decode's answer, only counted.")
-           .Add({});
-  pd_local_prefills_ =
-      &metrics::counter_family(
-           reg, "kvgate_pd_local_prefills_total",
-           "Requests sent to their decode worker alone because it already held most of the "
-           "prompt (--pd-local-prefill-tokens, --pd-local-prefill-share): KV transfers saved.")
            .Add({});
   upstream_ = labelled_counters<4>(
       reg, "kvgate_upstream_connections_total",
@@ -369,8 +406,8 @@ void GatewayMetrics::publish() {
                                &stream_copied_, &pending_decisions_}) {
     (*c)->publish();
   }
-  for (ShardedHistogramPtr* h :
-       {&decision_seconds_, &ttft_, &lookup_seconds_, &pd_prefill_seconds_}) {
+  for (ShardedHistogramPtr* h : {&decision_seconds_, &ttft_, &lookup_seconds_, &pd_prefill_seconds_,
+                                 &pd_transfer_seconds_, &pd_decode_seconds_}) {
     (*h)->publish();
   }
 }

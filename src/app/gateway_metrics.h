@@ -100,6 +100,12 @@ class GatewayMetrics {
   void ttft(double seconds) { ttft_->observe(seconds); }
   // A pair's prefill exchange, from its request to the end of its answer.
   void pd_prefill_seconds(double seconds) { pd_prefill_seconds_->observe(seconds); }
+  // A streamed pair's hand-over (the prefill's end to the decode's first token) and its decode
+  // (the first token to the end).
+  void pd_streamed(double transfer_seconds, double decode_seconds) {
+    pd_transfer_seconds_->observe(transfer_seconds);
+    pd_decode_seconds_->observe(decode_seconds);
+  }
   // A decision; `pending`: its worker's depth counted blocks in flight there.
   void decision(policy::Branch b, double seconds, bool pending = false);
   // A prompt routed to a worker (its first decision), and the tokens of it the chosen worker was
@@ -146,6 +152,8 @@ class GatewayMetrics {
   void remove_worker(const std::string& url);
   // At scrape time: copies a worker's live state and totals into its series.
   void sync_worker(const workers::Worker& w);
+  // At scrape time: each role's load, summed over its workers.
+  void sync_roles(const workers::FleetSnapshot& fleet);
 
   // Index gauges, refreshed when /metrics is scraped.
   void set_index(uint64_t holders, uint64_t blocks, uint64_t memberships, uint64_t bytes);
@@ -156,6 +164,7 @@ class GatewayMetrics {
   // The constructor's steps, one group of families each.
   void add_request_series(metrics::Registry& reg, std::string_view policy_name,
                           size_t model_series_limit);
+  void add_pd_series(metrics::Registry& reg);
   void add_admission_series(metrics::Registry& reg);
   void add_pending_series(metrics::Registry& reg);
   void add_upstream_series(metrics::Registry& reg);
@@ -183,6 +192,10 @@ class GatewayMetrics {
   ShardedCounterPtr stream_copied_;
   ShardedHistogramPtr ttft_;
   ShardedHistogramPtr pd_prefill_seconds_;
+  ShardedHistogramPtr pd_transfer_seconds_;
+  ShardedHistogramPtr pd_decode_seconds_;
+  std::array<metrics::Gauge*, workers::kWorkerRoleCount> role_in_flight_{};
+  std::array<metrics::Gauge*, workers::kWorkerRoleCount> role_waiting_{};
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   std::array<metrics::Gauge*, 3> admission_by_class_{};  // by Priority

@@ -126,6 +126,10 @@ TEST_F(PdTest, BothWorkersGetTheRequestWithOneFreshRoom) {
     return metric_value(text, "kvgate_pd_prefill_seconds_count") == 3;
   })) << "three prefill exchanges timed";
   EXPECT_EQ(metric_value(text, "kvgate_pd_pairs_total"), 3);
+  EXPECT_EQ(metric_value(text, "kvgate_pd_transfer_seconds_count"), 1) << "the streamed pair";
+  EXPECT_EQ(metric_value(text, "kvgate_pd_decode_seconds_count"), 1);
+  EXPECT_GE(metric_value(text, R"(kvgate_role_in_flight{role="prefill"})"), 0);
+  EXPECT_EQ(metric_value(text, R"(kvgate_role_in_flight{role="decode"})"), 0) << "all answered";
   // kvgate_worker_state{breaker=...,health=...,liveness=...,role=...,worker=...} 1
   const auto role_shown = [&](const std::string& role, const std::string& url) {
     const std::string labels = "role=\"" + role + "\",worker=\"" + url + "\"} 1";

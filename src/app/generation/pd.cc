@@ -105,6 +105,7 @@ struct PrefillSide {
     finished.expires_at(net::steady_timer::time_point::max());
   }
   bool done = false;
+  MonoTime done_at{};                // when its answer ended (or failed)
   bool abandoned = false;            // the decode failed first: the prefill is not sent
   Status failure;                    // OK: the prefill answered and its answer ended cleanly
   http::Connection* conn = nullptr;  // while its exchange runs: cut it when the decode fails
@@ -209,7 +210,19 @@ net::awaitable<void> run_prefill(const GenerationParts& parts, Generation& g,
   }
   side.failure = std::move(failure);
   side.done = true;
+  side.done_at = parts.clock.now();
   side.finished.cancel();
+}
+
+// A streamed pair's hand-over and decode times, once both sides answered whole.
+void time_pair(const GenerationParts& parts, const Generation& g, const PrefillSide& side,
+               const Attempt& a) {
+  if (!a.done || !side.done || !side.failure.ok() || !g.first_token_at) return;
+  const MonoTime first = *g.first_token_at;
+  // A decode that began before the prefill's answer ended (SGLang's pairs run at once, and the
+  // KV can arrive before the prefill's own answer does) hid its hand-over: 0.
+  const double transfer = first > side.done_at ? to_seconds(first - side.done_at) : 0.0;
+  parts.metrics.pd_streamed(transfer, to_seconds(parts.clock.now() - first));
 }
 
 // An attempt that ends before any worker was asked: the request's body is not a JSON object.
@@ -245,6 +258,7 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
     boost::system::error_code ec;
     co_await side.finished.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
+  time_pair(parts, g, side, a);
   const bool prefill_failed = !side.failure.ok() && !side.abandoned;
   // A decode that timed out (504) waited for its room: a late prefill may be the cause even when
   // its answer came in first (the room was ready just after the decode gave up).
@@ -297,6 +311,7 @@ net::awaitable<Attempt> vllm_pair(const GenerationParts& parts, Generation& g,
   g.upstream.body = std::move(*body);
   g.upstream.body_view = {};
   Attempt a = co_await attempt(parts, g, decode, d);
+  time_pair(parts, g, side, a);
   co_return a;
 }
 

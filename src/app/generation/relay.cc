@@ -267,7 +267,8 @@ net::awaitable<void> relay_stream(const GenerationParts& parts, Generation& g, L
     co_return;
   }
   g.status = 200;
-  const double ttft = to_seconds(parts.clock.now() - g.start);
+  g.first_token_at = parts.clock.now();
+  const double ttft = to_seconds(*g.first_token_at - g.start);
   parts.metrics.ttft(ttft);
   g.record.ttft_ms = ttft * 1e3;
   co_await relay_pieces(parts, g, leg, piece);

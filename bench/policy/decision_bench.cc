@@ -13,9 +13,11 @@
 // interruption landed in: on a shared guest, ~20-40 us stalls a few hundred times a second). A
 // raw p99 well above the medians' p99 is the host's; it falls once that share is under 1%.
 // "shortcut" is the share of decisions cache_aware made among the deepest holders only, without a
-// pass over the fleet. --pending-requests N dispatches N of the requests to random workers first:
-// their prompts are credited as blocks in flight (still live while the decisions are timed), so
-// every lookup searches the credits too.
+// pass over the fleet. --pending-requests N dispatches N of the requests first: their prompts are
+// credited as blocks in flight (still live while the decisions are timed), so every lookup
+// searches the credits too. --pending-placement routed (as serving does) sends each to the worker
+// cache_aware chooses for it; random sends each to any worker, so credits make new deepest holders
+// all over the fleet (a stress no serving gateway produces: the wait rule then weighs the fleet).
 //
 // Run: build/release/bin/kvgate-bench-decision --workers 128 1024 4096 --decisions 20000
 #include <pthread.h>
@@ -84,8 +86,13 @@ std::pair<double, double> per_request(const std::vector<double>& us, size_t requ
   return {percentile(medians, 0.99), share};
 }
 
-void run(uint32_t n_workers, size_t decisions, size_t pending, index::IndexKind kind, uint64_t seed,
-         const policy::CacheAwareConfig& config) {
+struct Pending {
+  size_t requests = 0;
+  bool routed = true;  // each to the worker cache_aware chooses; false: to a random one
+};
+
+void run(uint32_t n_workers, size_t decisions, Pending pending, index::IndexKind kind,
+         uint64_t seed, const policy::CacheAwareConfig& config) {
   std::mt19937_64 rng(seed);
   ManualClock clock;
   workers::WorkerRegistry reg({}, clock);
@@ -143,18 +150,20 @@ void run(uint32_t n_workers, size_t decisions, size_t pending, index::IndexKind 
                                        : conversations[rng() % conversations.size()].first;
     requests.push_back(extend(base, 4 + rng() % 61, rng));
   }
-  for (size_t i = 0; i < pending; ++i) {  // blocks in flight, live for the config's max age
+  const auto snapshot = reg.snapshot();
+  for (size_t i = 0; i < pending.requests; ++i) {  // blocks in flight, live for the max age
     const Chain& c = requests[rng() % requests.size()];
     const policy::RouteRequest rr{.chain = c.seq,
                                   .prompt_tokens = static_cast<uint32_t>(c.seq.size() * 16),
                                   .block_size = 16,
                                   .model = "m"};
-    pol->on_dispatch(*fleet[rng() % n_workers], rr, -1);
+    int32_t to = static_cast<int32_t>(rng() % n_workers);
+    if (pending.routed) to = pol->select(rr, *snapshot, scratch).worker;
+    pol->on_dispatch(*fleet[static_cast<size_t>(to)], rr, -1);
   }
   std::vector<double> us(decisions), lookup_us(decisions);
   std::vector<index::HolderMatch> matches;
   uint64_t sum_blocks = 0;
-  const auto snapshot = reg.snapshot();
   const uint64_t shortcuts_before = scratch.shortcut_decisions;
   for (size_t i = 0; i < decisions; ++i) {
     const Chain& c = requests[i % requests.size()];
@@ -192,15 +201,20 @@ int main(int argc, char** argv) {
       "Routing decision cost of cache_aware at several fleet sizes (see the file header).");
   std::vector<uint32_t> sizes = {128, 1024, 4096};
   size_t decisions = 20000;
-  size_t pending = 0;
+  kvgate::Pending pending;
+  std::string placement = "routed";
   std::vector<std::string> kinds = {"chain"};
   uint64_t seed = 1;
   int cpu = 0;
   kvgate::policy::CacheAwareConfig config;
   app.add_option("--workers", sizes, "fleet sizes")->capture_default_str();
   app.add_option("--decisions", decisions, "timed decisions per fleet size")->capture_default_str();
-  app.add_option("--pending-requests", pending,
+  app.add_option("--pending-requests", pending.requests,
                  "requests dispatched before the timing: their prompts are blocks in flight")
+      ->capture_default_str();
+  app.add_option("--pending-placement", placement,
+                 "where those go: routed (the worker cache_aware chooses, as served) or random")
+      ->check(CLI::IsMember({"routed", "random"}))
       ->capture_default_str();
   app.add_option("--kv-index", kinds, "index backends")->capture_default_str();
   app.add_option("--seed", seed, "population seed")->capture_default_str();
@@ -209,6 +223,7 @@ int main(int argc, char** argv) {
                  "cache_aware's wait rule (0: off), as the gateway's flag")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  pending.routed = placement == "routed";
   if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);

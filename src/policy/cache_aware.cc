@@ -383,17 +383,27 @@ class CacheAwarePolicy final : public Policy {
     if (s.pending_matches.empty()) return;
     s.pending_counted = true;
     s.confirmed_matches.assign(s.matches.begin(), s.matches.end());
+    // Each credit finds its holder's match by id (hundreds of credits of a shared prompt against
+    // hundreds of matches: a search per credit was quadratic).
+    auto& slot = s.match_of_holder;
+    const auto mark = [&](HolderId h, size_t i) {
+      if (h.value() >= slot.size()) slot.resize(h.value() + 1, 0);
+      slot[h.value()] = static_cast<uint32_t>(i + 1);
+    };
+    for (size_t i = 0; i < s.matches.size(); ++i) mark(s.matches[i].holder, i);
     for (const index::HolderMatch& p : s.pending_matches) {
-      auto it = std::find_if(s.matches.begin(), s.matches.end(),
-                             [&](const index::HolderMatch& m) { return m.holder == p.holder; });
-      if (it == s.matches.end()) {
+      const uint32_t at = p.holder.value() < slot.size() ? slot[p.holder.value()] : 0;
+      if (at == 0) {
+        mark(p.holder, s.matches.size());
         s.matches.push_back(
             {.holder = p.holder, .device_depth = p.any_depth, .any_depth = p.any_depth});
       } else {
-        it->any_depth = std::max(it->any_depth, p.any_depth);
-        it->device_depth = std::max(it->device_depth, p.any_depth);
+        index::HolderMatch& m = s.matches[at - 1];
+        m.any_depth = std::max(m.any_depth, p.any_depth);
+        m.device_depth = std::max(m.device_depth, p.any_depth);
       }
     }
+    for (const index::HolderMatch& m : s.matches) slot[m.holder.value()] = 0;
   }
 
   // A candidate's matched depth and the device's part of it: a rank's are its own holder's, a

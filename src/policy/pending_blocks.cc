@@ -12,9 +12,12 @@ constexpr size_t kKeptChainCapacity = 1024;
 }  // namespace
 
 PendingBlocks::PendingBlocks(const Options& options, const Clock& clock)
-    : options_(options), clock_(clock) {
+    : options_(options),
+      clock_(clock),
+      ring_size_(std::max<uint32_t>(1, options_.max_requests)),
+      ring_mask_((ring_size_ & (ring_size_ - 1)) == 0 ? ring_size_ - 1 : 0) {
   MutexLock lock(&mu_);
-  slots_.resize(std::max<uint32_t>(1, options_.max_requests));
+  slots_.resize(ring_size_);
 }
 
 uint64_t PendingBlocks::add(WorkerId worker, HolderId holder, std::span<const SeqHash> chain) {
@@ -104,41 +107,35 @@ const PendingBlocks::Slot* PendingBlocks::live_slot(uint64_t ticket, int64_t now
   return s.ticket == ticket && s.live && s.expires_ns > now ? &s : nullptr;
 }
 
-bool PendingBlocks::covered(SeqHash block, int64_t now, absl::InlinedVector<HolderId, 8>& seen,
-                            size_t seen_before, bool collect) const {
+bool PendingBlocks::covered(SeqHash block, int64_t now, Seen& seen, bool collect) const {
   auto it = blocks_.find(block);
   if (it == blocks_.end()) return false;
-  const auto known = [&](HolderId h) {
-    const auto end = seen.begin() + static_cast<ptrdiff_t>(seen_before);
-    return std::find(seen.begin(), end, h) != end;
-  };
   bool any = false;
   for (uint64_t ticket : it->second) {
     const Slot* s = live_slot(ticket, now);
-    if (s == nullptr || known(s->holder)) continue;
+    if (s == nullptr || seen.contains(s->holder)) continue;
     any = true;
     if (!collect) break;
-    if (std::find(seen.begin(), seen.end(), s->holder) == seen.end()) seen.push_back(s->holder);
+    seen.insert(s->holder);
   }
   return any;
 }
 
 int64_t PendingBlocks::deepest_unseen(std::span<const SeqHash> chain, int64_t end, int64_t now,
-                                      absl::InlinedVector<HolderId, 8>& seen) const {
-  const size_t seen_before = seen.size();
+                                      Seen& seen) const {
   // Whether a live credit of an unseen holder covers a position is true on a prefix of them.
   int64_t lo = 0;
   int64_t hi = end;  // the first uncovered position is in [lo, hi]
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (covered(chain[static_cast<size_t>(mid)], now, seen, seen_before, /*collect=*/false)) {
+    if (covered(chain[static_cast<size_t>(mid)], now, seen, /*collect=*/false)) {
       lo = mid + 1;
     } else {
       hi = mid;
     }
   }
   if (lo == 0) return -1;
-  covered(chain[static_cast<size_t>(lo - 1)], now, seen, seen_before, /*collect=*/true);
+  covered(chain[static_cast<size_t>(lo - 1)], now, seen, /*collect=*/true);
   return lo - 1;
 }
 
@@ -147,17 +144,19 @@ void PendingBlocks::lookup(std::span<const SeqHash> chain,
   if (chain.empty() || empty()) return;
   const int64_t now = pending_ns(clock_.now());
   ReaderMutexLock lock(&mu_);
-  absl::InlinedVector<HolderId, 8> seen;
+  thread_local Seen seen;  // (its capacity kept: no allocation per lookup)
+  seen.clear();
   // Each round finds the holders whose credits reach deepest among those not found yet.
   uint32_t levels = 0;
   for (int64_t end = static_cast<int64_t>(chain.size()); end > 0 && levels < options_.depth_levels;
        ++levels) {
-    const size_t before = seen.size();
+    const size_t before = seen.order.size();
     const int64_t deepest = deepest_unseen(chain, end, now, seen);
     if (deepest < 0) break;
-    for (size_t i = before; i < seen.size(); ++i) {
-      out.push_back(
-          {.holder = seen[i], .device_depth = 0, .any_depth = static_cast<uint32_t>(deepest + 1)});
+    for (size_t i = before; i < seen.order.size(); ++i) {
+      out.push_back({.holder = seen.order[i],
+                     .device_depth = 0,
+                     .any_depth = static_cast<uint32_t>(deepest + 1)});
     }
     end = deepest;
   }

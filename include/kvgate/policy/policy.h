@@ -118,6 +118,8 @@ struct Scratch {
   std::vector<index::HolderMatch> pending_matches;
   bool pending_counted = false;
   std::vector<index::HolderMatch> confirmed_matches;
+  // By holder id: 1 + its position in `matches` while credits are merged, else 0.
+  std::vector<uint32_t> match_of_holder;
   std::mt19937_64 rng{std::random_device{}()};
 
   // cache_aware's shortcut (a decision among the deepest holders only): the workers it visits, as

@@ -28,6 +28,7 @@
 // forget take it exclusively. A lookup with no live credit takes no lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -86,9 +87,14 @@ class PendingBlocks {
   };
   using Tickets = absl::InlinedVector<uint64_t, 2>;
 
-  Slot& slot_of(uint64_t ticket) KVGATE_REQUIRES(mu_) { return slots_[ticket % slots_.size()]; }
+  // (A mask when the ring's size is a power of two, as the default's is: a division per probe
+  // was a visible share of a lookup.)
+  size_t index_of(uint64_t ticket) const {
+    return ring_mask_ != 0 ? ticket & ring_mask_ : ticket % ring_size_;
+  }
+  Slot& slot_of(uint64_t ticket) KVGATE_REQUIRES(mu_) { return slots_[index_of(ticket)]; }
   const Slot& slot_of(uint64_t ticket) const KVGATE_REQUIRES_SHARED(mu_) {
-    return slots_[ticket % slots_.size()];
+    return slots_[index_of(ticket)];
   }
   // The slot of `ticket` if the credit is live and unexpired at `now`, else null.
   const Slot* live_slot(uint64_t ticket, int64_t now) const KVGATE_REQUIRES_SHARED(mu_);
@@ -96,17 +102,40 @@ class PendingBlocks {
   // Ends expired credits from the oldest on, then the oldest live ones while `blocks` more would
   // not fit.
   void make_room_locked(int64_t now, size_t blocks) KVGATE_REQUIRES(mu_);
-  // Whether a live credit of a holder not among seen's first `seen_before` covers `block`; with
-  // `collect`, every such holder is appended to `seen` (once).
-  bool covered(SeqHash block, int64_t now, absl::InlinedVector<HolderId, 8>& seen,
-               size_t seen_before, bool collect) const KVGATE_REQUIRES_SHARED(mu_);
+  // The holders a lookup found so far, in order, and marked by holder id for a test in constant
+  // time (a shared prompt's blocks carry hundreds of credits: a linear search per credit was
+  // quadratic). Holder ids are small and dense; a new lookup's epoch unmarks them all at once.
+  struct Seen {
+    std::vector<HolderId> order;
+    std::vector<uint32_t> mark;  // by holder id: the epoch that found it
+    uint32_t epoch = 1;
+    bool contains(HolderId h) const { return h.value() < mark.size() && mark[h.value()] == epoch; }
+    void insert(HolderId h) {
+      if (h.value() >= mark.size()) mark.resize(h.value() + 1, 0);
+      mark[h.value()] = epoch;
+      order.push_back(h);
+    }
+    void clear() {
+      order.clear();
+      if (++epoch == 0) {  // wrapped: forget every mark
+        std::fill(mark.begin(), mark.end(), 0);
+        epoch = 1;
+      }
+    }
+  };
+  // Whether a live credit of a holder not in `seen` covers `block`; with `collect`, every such
+  // holder is added to `seen` (once).
+  bool covered(SeqHash block, int64_t now, Seen& seen, bool collect) const
+      KVGATE_REQUIRES_SHARED(mu_);
   // The deepest position of `chain` below `end` that a live credit of a holder not in `seen`
-  // covers (-1: none), and those holders appended to `seen`.
-  int64_t deepest_unseen(std::span<const SeqHash> chain, int64_t end, int64_t now,
-                         absl::InlinedVector<HolderId, 8>& seen) const KVGATE_REQUIRES_SHARED(mu_);
+  // covers (-1: none), and those holders added to `seen`.
+  int64_t deepest_unseen(std::span<const SeqHash> chain, int64_t end, int64_t now, Seen& seen) const
+      KVGATE_REQUIRES_SHARED(mu_);
 
   const Options options_;
   const Clock& clock_;
+  const size_t ring_size_;
+  const size_t ring_mask_;  // ring_size_ - 1 when a power of two, else 0
   mutable Mutex mu_;
   std::vector<Slot> slots_ KVGATE_GUARDED_BY(mu_);
   absl::flat_hash_map<SeqHash, Tickets> blocks_ KVGATE_GUARDED_BY(mu_);

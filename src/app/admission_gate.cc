@@ -59,6 +59,7 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
     double& mine = served_[waiter->tenant];
     if (least >= 0) mine = std::max(mine, least);
     queues_[static_cast<size_t>(who.priority)].push_back(waiter);
+    ++waited_;
   }
   // Woken by the timer (queue_timeout), by leave() handing this waiter a slot, by a better
   // class shedding it, or by the client closing its connection; which one it was is decided
@@ -193,7 +194,8 @@ AdmissionStats AdmissionGate::stats() const {
                    .refused_timeout = refused_timeout_,
                    .abandoned = abandoned_,
                    .shed = shed_,
-                   .promoted = promoted_};
+                   .promoted = promoted_,
+                   .waited = waited_};
   for (size_t c = 0; c < queues_.size(); ++c) s.queued_by_class[c] = queues_[c].size();
   return s;
 }

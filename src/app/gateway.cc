@@ -438,7 +438,8 @@ Status GatewayImpl::start() {
                        .access = access_,
                        .io = io_,
                        .generation = *generation_,
-                       .ready = [this] { return ready(*workers_.snapshot()); }});
+                       .ready = [this] { return ready(*workers_.snapshot()); },
+                       .tokenize = tokenize_handler("/tokenize")});
     if (Status s = grpc_front_->start(); !s.ok()) {
       grpc_front_.reset();
       if (metrics_server_) metrics_server_->stop(std::chrono::milliseconds(0));

@@ -123,6 +123,8 @@ class GatewayImpl {
   // tokenize_routes.cc: POST /tokenize and /detokenize (vLLM's shapes), answered here with the
   // model's tokenizer, else by a worker.
   void add_tokenize_routes();
+  // POST /tokenize's (or /detokenize's) handler: the HTTP route's, and the gRPC API's Tokenize.
+  http::Handler tokenize_handler(const char* path);
 
   GatewayConfig config_;
   const Clock& clock_;

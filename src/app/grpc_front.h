@@ -1,40 +1,39 @@
-// GrpcFront: the gateway's gRPC API (kvgate.v1.Gateway, proto/kvgate/v1/gateway.proto) on
-// --grpc-port, with grpc.health.v1.Health and server reflection.
+// GrpcFront: the gateway's gRPC APIs on --grpc-port: kvgate.v2.Gateway
+// (proto/kvgate/v2/gateway.proto, grpc_gateway_v2.h), kvgate.v1.Gateway (kept unchanged for
+// existing clients, grpc_gateway_v1.h), grpc.health.v1.Health and server reflection (gRPC's
+// v1alpha plugin, and v1 served here: grpc_reflection_v1.h).
 //
-// Generate runs the very pipeline POST /v1/completions (or, for chat messages,
-// /v1/chat/completions) runs (GenerationPipeline::serve): the call is read as a TypedRequest (its
-// prompt as token ids, text or messages; no JSON body parsed back), the engine's body written once
-// from the same fields (stream on, usage and token ids asked of the engine), and the answer comes
-// through a ResponseSink that parses the engine's SSE events once into GenerateResponse messages.
-// So routing, admission, liveness vetoes, overload shedding, retries and metrics are the HTTP
-// API's, by construction. The client cancelling, or its deadline passing, is the HTTP client
-// disconnecting: the upstream request is aborted.
+// Every generation runs the very pipeline the HTTP API runs (GenerationPipeline::serve), its
+// answer turned into gRPC messages by a ResponseSink, so routing, admission, liveness vetoes,
+// overload shedding, retries and metrics are the HTTP API's, by construction.
 //
 // Health: SERVING while /readiness would answer 200 (a routable worker, not draining), checked
 // every half second; NOT_SERVING from the moment a drain begins.
 //
-// Threading: gRPC's callback threads receive calls; each Generate's handler runs on one of the
-// gateway's executors and the call's reactor hands messages back and forth under its own lock.
-// start() and stop() from the thread that owns the gateway; drain_began() from any thread.
+// Threading: gRPC's callback threads receive calls; each generation's handler runs on one of the
+// gateway's executors. start() and stop() from the thread that owns the gateway; drain_began()
+// from any thread.
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "app/access.h"
 #include "app/generation/pipeline.h"
 #include "kvgate/core/result.h"
 #include "kvgate/http/io_pool.h"
+#include "kvgate/http/server.h"
 
 namespace grpc {
 class Server;
-}
+class Service;
+}  // namespace grpc
 
 namespace kvgate::app {
-
-class GatewayService;
 
 // What the gRPC front end uses of the gateway, and nothing else.
 struct GrpcFrontParts {
@@ -46,6 +45,8 @@ struct GrpcFrontParts {
   GenerationPipeline& generation;
   // /readiness's rule: health answers SERVING while it holds.
   std::function<bool()> ready;
+  // HTTP POST /tokenize's handler: Tokenize answers through it.
+  http::Handler tokenize;
 };
 
 class GrpcFront {
@@ -67,7 +68,8 @@ class GrpcFront {
   void watch_readiness();
 
   const GrpcFrontParts parts_;
-  std::unique_ptr<GatewayService> service_;
+  // kvgate.v1 and v2, and reflection v1 (which lists them all).
+  std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::mutex mu_;

@@ -68,20 +68,23 @@ std::optional<http::Response> answer_locally(std::string_view path, const http::
 
 }  // namespace
 
+http::Handler GatewayImpl::tokenize_handler(const char* path) {
+  return [this, path, forward = worker_answer(path)](const http::Request& req,
+                                                     http::Responder& res) -> net::awaitable<void> {
+    std::optional<http::Response> local =
+        answer_locally(path, req, tokenizers_, workers_.snapshot()->max_model_len);
+    if (!local) {
+      auto op = forward(req, res);
+      co_await std::move(op);
+      co_return;
+    }
+    (void)co_await res.send(std::move(*local));
+  };
+}
+
 void GatewayImpl::add_tokenize_routes() {
   for (const char* path : {"/tokenize", "/detokenize"}) {
-    route(http::Verb::post, path, Access::kClient,
-          [this, path, forward = worker_answer(path)](
-              const http::Request& req, http::Responder& res) -> net::awaitable<void> {
-            std::optional<http::Response> local =
-                answer_locally(path, req, tokenizers_, workers_.snapshot()->max_model_len);
-            if (!local) {
-              auto op = forward(req, res);
-              co_await std::move(op);
-              co_return;
-            }
-            (void)co_await res.send(std::move(*local));
-          });
+    route(http::Verb::post, path, Access::kClient, tokenize_handler(path));
   }
 }
 

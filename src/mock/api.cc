@@ -372,6 +372,71 @@ void write_meta_info(JsonWriter& w, const ResponseIds& ids, const ChoiceResult& 
   w.end_object();
 }
 
+// A made-up log probability of token `t` (fixed per id, so a client can check it).
+double token_logprob(TokenId t) { return -0.125 * static_cast<double>(t % 8 + 1); }
+
+// The answer's `logprobs`: null unless asked; a completion's {tokens, token_logprobs,
+// top_logprobs, text_offset} or a chat answer's {content: [{token, logprob, top_logprobs}]}, the
+// alternatives being the next ids after each token's.
+void write_logprobs(JsonWriter& w, const ApiRequest& req, std::span<const TokenId> tokens) {
+  w.key("logprobs");
+  if (!req.logprobs) {
+    w.null();
+    return;
+  }
+  std::string text;
+  auto word = [&text](TokenId t) -> const std::string& {
+    text.clear();
+    append_token_text(std::span<const TokenId>(&t, 1), &text);
+    return text;
+  };
+  const uint32_t top = *req.logprobs;
+  w.begin_object();
+  if (req.kind == ApiKind::kChat) {
+    w.key("content").begin_array();
+    for (TokenId t : tokens) {
+      w.begin_object().member("token", word(t)).member("logprob", token_logprob(t));
+      w.key("top_logprobs").begin_array();
+      for (uint32_t k = 0; k < top; ++k) {
+        w.begin_object().member("token", word(t + k)).member("logprob", token_logprob(t + k));
+        w.end_object();
+      }
+      w.end_array().end_object();
+    }
+    w.end_array().end_object();
+    return;
+  }
+  w.key("tokens").begin_array();
+  for (TokenId t : tokens) w.value(word(t));
+  w.end_array().key("token_logprobs").begin_array();
+  for (TokenId t : tokens) w.value(token_logprob(t));
+  w.end_array().key("top_logprobs").begin_array();
+  for (TokenId t : tokens) {
+    w.begin_object();
+    for (uint32_t k = 0; k < top; ++k) w.member(word(t + k), token_logprob(t + k));
+    w.end_object();
+  }
+  w.end_array().end_object();
+}
+
+// `logprobs` as the completions API (a count) or the chat API (a flag and top_logprobs) says it.
+Status read_logprobs(const object& o, ApiRequest* r) {
+  element e;
+  if (o.at_key("logprobs").get(e) != simdjson::SUCCESS || e.is_null()) return Status();
+  bool on = false;
+  if (r->kind == ApiKind::kChat && e.get(on) == simdjson::SUCCESS) {
+    if (!on) return Status();
+    auto top = read_count(o, "top_logprobs", 0);
+    if (!top.ok()) return top.status();
+    r->logprobs = *top;
+    return Status();
+  }
+  auto top = read_count(o, "logprobs", 0);
+  if (!top.ok()) return top.status();
+  r->logprobs = *top;
+  return Status();
+}
+
 // OpenAI's n: choices per prompt, each prompt then listed n times in a row (choice index
 // prompt * n + j, as vLLM numbers them).
 Status read_choices_per_prompt(const object& o, ApiRequest* r) {
@@ -467,6 +532,7 @@ Result<ApiRequest> parse_api_request(ApiKind kind, std::string_view body,
   }
   if (kind == ApiKind::kCompletion || kind == ApiKind::kChat) {
     if (Status s = read_choices_per_prompt(o, &r); !s.ok()) return s;
+    if (Status s = read_logprobs(o, &r); !s.ok()) return s;
   }
   if (r.max_tokens == 0) return bad("max_tokens must be at least 1");
   return r;
@@ -563,7 +629,7 @@ std::string render_response(const ApiRequest& req, const ResponseIds& ids,
       w.member("text", text);
     }
     if (req.return_token_ids) write_token_ids(w, choices[i].tokens);
-    w.key("logprobs").null();
+    write_logprobs(w, req, choices[i].tokens);
     write_finish(w, choices[i]);
     w.end_object();
   }
@@ -604,7 +670,7 @@ std::string render_chunk(const ApiRequest& req, const ResponseIds& ids, size_t i
     w.member("text", text);
   }
   if (req.return_token_ids) write_token_ids(w, choice.tokens);
-  w.key("logprobs").null();
+  write_logprobs(w, req, choice.tokens);
   write_finish(w, choice);
   w.end_object().end_array();
   w.end_object();

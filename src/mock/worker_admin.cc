@@ -129,6 +129,25 @@ Response Worker::faults() const {
   return Response::json(200, std::move(out));
 }
 
+void Worker::remember_body(const http::Request& req) {
+  constexpr size_t kLongest = 64 << 10;  // a huge prompt is kept cut
+  bodies_.push_back({std::string(req.path()), std::string(req.header("x-request-id")),
+                     std::string(req.body().substr(0, kLongest))});
+  while (bodies_.size() > kKeptBodies) bodies_.pop_front();
+}
+
+Response Worker::bodies() const {
+  std::string out;
+  JsonWriter w(&out);
+  w.begin_object().key("bodies").begin_array();
+  for (const auto& [path, request_id, body] : bodies_) {
+    w.begin_object().member("path", path).member("request_id", request_id);
+    w.member("body", body).end_object();
+  }
+  w.end_array().end_object();
+  return Response::json(200, std::move(out));
+}
+
 net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Responder& res) {
   const std::string_view path = req.path();
   if (req.method() == http::Verb::get) {
@@ -140,6 +159,9 @@ net::awaitable<void> Worker::serve_admin(const http::Request& req, http::Respond
       (void)co_await res.send(std::move(reply));
     } else if (path == "/admin/faults") {
       Response reply = faults();
+      (void)co_await res.send(std::move(reply));
+    } else if (path == "/admin/bodies") {
+      Response reply = bodies();
       (void)co_await res.send(std::move(reply));
     } else if (path == "/admin/pd") {
       Response reply = pd_report();

@@ -78,6 +78,7 @@ std::optional<Response> Worker::refuse_non_json(const http::Request& req) const 
 
 net::awaitable<void> Worker::serve_pooling(PoolingKind kind, const http::Request& req,
                                            http::Responder& res) {
+  remember_body(req);
   if (auto refusal = refuse_non_json(req)) {
     (void)co_await res.send(std::move(*refusal));
     co_return;
@@ -135,6 +136,7 @@ net::awaitable<void> Worker::serve_inference(ApiKind kind, const http::Request& 
                                              http::Responder& res) {
   const MonoTime arrival = Clock::real().now();
   const WallTime arrival_wall = Clock::real().wall();
+  remember_body(req);
   if (auto refusal = refuse_non_json(req)) {
     (void)co_await res.send(std::move(*refusal));
     co_return;

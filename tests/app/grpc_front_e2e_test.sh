@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The gateway's gRPC front end (--grpc-port) driven by a client no one here wrote
 # (tests/app/gateway_grpc_client.py: Debian's python3-grpcio with protoc's Python messages) beside
-# plain HTTP to the same gateway: API key, streamed and whole generations, the same routing both
-# ways, cancellation and deadlines reaching the worker, bad input, the fleet, health and
-# reflection. Then a drain: health turns NOT_SERVING while a generation still runs. Then TLS.
-# Then ten concurrent 100 MB messages: refused, and the gateway's memory stays bounded; bytes that
+# plain HTTP to the same gateway: kvgate.v1's API key, streamed and whole generations, the same
+# routing both ways, cancellation and deadlines reaching the worker, bad input, the fleet, health
+# and reflection; kvgate.v2 checked against what the engine received. Then v2's token ids against
+# mock workers in SGLang's personality. Then a drain: health turns NOT_SERVING while a generation
+# still runs. Then TLS. Then ten concurrent 100 MB messages: refused, and the gateway's memory stays bounded; bytes that
 # are no message get INVALID_ARGUMENT.
 #   bash tests/app/grpc_front_e2e_test.sh BUILD_DIR
 set -uo pipefail
@@ -21,8 +22,8 @@ fail() { echo "grpc_front_e2e_test: FAIL: $*" >&2; exit 1; }
 
 kvg_need kvgate || exit 1
 command -v protoc >/dev/null || fail "protoc is missing (tools/setup.sh installs it)"
-protoc -I "$here/proto" --python_out="$work" "$here/proto/kvgate/v1/gateway.proto" ||
-  fail "protoc could not compile the gateway's proto"
+protoc -I "$here/proto" --python_out="$work" "$here/proto/kvgate/v1/gateway.proto" \
+  "$here/proto/kvgate/v2/gateway.proto" || fail "protoc could not compile the gateway's protos"
 kvg_start_mock 2 || exit 1
 key="grpc-test-key"
 kvg_start_gateway cache_aware --grpc-port 0 --api-key "$key" --shutdown-grace-period-secs 20 ||
@@ -37,6 +38,22 @@ kvg_poll 30 routable || fail "the gateway did not route to both workers within 3
 # shellcheck disable=SC2086  # one word per URL
 "$KVG_PY" "$here/tests/app/gateway_grpc_client.py" "$work" "$addr" "$KVG_GATEWAY_URL" "$key" \
   $KVG_WORKER_URLS || fail "the client's checks failed (gateway log: $(tail -3 "$work/gateway.err"))"
+
+# kvgate.v2's token ids against mock workers in SGLang's personality: through SGLang's
+# /generate (input_ids) and through /v1/completions (the client above covered vLLM's).
+vllm_urls="$KVG_WORKER_URLS" main_gateway_pid="$KVG_GATEWAY_PID" main_gateway_url="$KVG_GATEWAY_URL"
+KVG_MOCK_NAME=mock-sglang kvg_start_mock 2 --kv-events-wire sglang || exit 1
+sglang_urls="$KVG_WORKER_URLS"
+KVG_GATEWAY_LOG=gateway-sglang kvg_start_gateway cache_aware --grpc-port 0 || exit 1
+sglang_addr="$(sed -n 's/^kvgate gRPC listening on //p' "$work/gateway-sglang.out" | head -1)"
+sglang_gateway_pid="$KVG_GATEWAY_PID"
+kvg_poll 30 routable || fail "the SGLang fleet's gateway did not route to both workers within 30 s"
+# shellcheck disable=SC2086  # one word per URL
+KVG_GRPC_ONLY=sglang "$KVG_PY" "$here/tests/app/gateway_grpc_client.py" "$work" "$sglang_addr" \
+  "$KVG_GATEWAY_URL" "" $sglang_urls ||
+  fail "the SGLang personality's checks failed (gateway log: $(tail -3 "$work/gateway-sglang.err"))"
+kill -TERM "$sglang_gateway_pid"
+KVG_WORKER_URLS="$vllm_urls" KVG_GATEWAY_PID="$main_gateway_pid" KVG_GATEWAY_URL="$main_gateway_url"
 
 # Drain: a long generation keeps the gateway draining; health says NOT_SERVING meanwhile.
 cat >"$work/drain.py" <<PY
@@ -133,13 +150,15 @@ if grew >= 100 and not os.environ.get("KVGATE_SANITIZER"):
     sys.exit("peak RSS grew by %.0f MB" % grew)
 # Bytes that are no message: INVALID_ARGUMENT on every method (not UNIMPLEMENTED).
 channel = grpc.insecure_channel("$flood_addr")
-for method in ("Tokenize", "Detokenize", "ListModels", "ListWorkers", "Generate"):
-    path = "/kvgate.v1.Gateway/" + method
-    call = (channel.unary_stream if method == "Generate" else channel.unary_unary)(
+methods = [v + m for v in ("/kvgate.v1.Gateway/", "/kvgate.v2.Gateway/")
+           for m in ("Tokenize", "Detokenize", "ListModels", "ListWorkers", "Generate")]
+for method in methods + ["/kvgate.v2.Gateway/Embed"]:
+    path = method
+    call = (channel.unary_stream if method.endswith("Generate") else channel.unary_unary)(
         path, lambda b: b, lambda b: b)
     try:
         result = call(b"\xff\xff\xff\xff not protobuf", timeout=10)
-        if method == "Generate":
+        if method.endswith("Generate"):
             list(result)
         sys.exit(method + " accepted garbage")
     except grpc.RpcError as e:

@@ -19,14 +19,16 @@ class ActiveGeneration {
 }  // namespace
 
 net::awaitable<void> GenerationPipeline::serve(ApiRoute route, const http::Request& req,
-                                               http::Responder& res, const TypedRequest* typed) {
+                                               http::Responder& res, const TypedRequest* typed,
+                                               bool name_worker) {
   Generation g(route, req, res, parts_.clock.now());
   g.typed = typed;
   g.request_id = request_id_of(req);
   // --decision-headers: the decision's text, on the answer and in the access log when asked.
   g.explain = wants_decision(parts_.decision_headers, req.header(kExplainRequestHeader));
   // (A gRPC call's answer names its worker in the message: the front reads the header.)
-  g.name_worker = parts_.config.expose_worker_header || g.explain || typed != nullptr;
+  g.name_worker =
+      parts_.config.expose_worker_header || g.explain || typed != nullptr || name_worker;
   g.record = {.method = "POST", .path = req.path(), .request_id = g.request_id};
   const ActiveGeneration active(parts_.active);
   AdmissionGate::Ticket admitted;  // the slot, held to the end

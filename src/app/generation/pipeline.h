@@ -16,9 +16,11 @@ class GenerationPipeline {
 
   // Answers `req` on `res` (every way a request can end answers it, or knows the client left).
   // With `typed`, the request is read from it and `req`'s body (then the engine's body, written
-  // from the same fields) is only forwarded. `typed` outlives the call.
+  // from the same fields) is only forwarded. `typed` outlives the call. `name_worker`: the answer
+  // names its worker whatever --expose-worker-header says (a front that reads the header; a
+  // typed request always does).
   boost::asio::awaitable<void> serve(ApiRoute route, const http::Request& req, http::Responder& res,
-                                     const TypedRequest* typed = nullptr);
+                                     const TypedRequest* typed = nullptr, bool name_worker = false);
 
  private:
   const GenerationParts parts_;

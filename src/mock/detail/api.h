@@ -59,7 +59,10 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;     // stream_options.include_usage
   bool return_token_ids = false;  // vLLM's: each choice also carries its tokens as `token_ids`
-  bool batch = false;             // /generate given a list of prompts: answer with a list
+  // Log probabilities asked for, and how many alternatives per token (completions: `logprobs`
+  // N; chat: `logprobs` true and `top_logprobs` N). Made up: a fixed value per token id.
+  std::optional<uint32_t> logprobs;
+  bool batch = false;  // /generate given a list of prompts: answer with a list
   std::optional<uint32_t> dp_rank;
   std::string model;
   BootstrapFields bootstrap;

@@ -6,6 +6,8 @@
 // start() and shutdown() may be called from any thread outside the pool.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -109,6 +111,10 @@ class Worker {
   http::Response truth() const;
   http::Response requests(const http::Request& req) const;
   http::Response faults() const;
+  // GET /admin/bodies: the last request bodies the inference and pooling routes received, as
+  // received (a client checks what reached the engine, byte for byte).
+  http::Response bodies() const;
+  void remember_body(const http::Request& req);
 
   // Prefill/decode disaggregation (worker_pd.cc).
   // GET /room/<id>?wait_ms=<ms> on the bootstrap server: the long poll a decode pulls a room with.
@@ -183,6 +189,9 @@ class Worker {
 
   // Records, oldest first; `seq` numbers them for paging.
   std::deque<Record> records_;
+  // The last kKeptBodies request bodies (path, x-request-id, body), oldest first.
+  static constexpr size_t kKeptBodies = 64;
+  std::deque<std::array<std::string, 3>> bodies_;
   uint64_t next_record_seq_ = 1;
 
   // Metrics (one registry per worker: each serves its own /metrics).

@@ -220,8 +220,10 @@ void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
   }
   auto& outcomes = metrics::counter_family(
       reg, "kvgate_admission_events_total",
-      "What the admission queue did besides admitting: shed (a waiter whose place a better class "
-      "took), promoted (admitted ahead of its class after --priority-starvation-secs).");
+      "What the admission queue did besides admitting: queued (found no free slot and waited), "
+      "shed (a waiter whose place a better class took), promoted (admitted ahead of its class "
+      "after --priority-starvation-secs).");
+  admission_waited_ = &outcomes.Add({{"event", "queued"}});
   admission_shed_ = &outcomes.Add({{"event", "shed"}});
   admission_promoted_ = &outcomes.Add({{"event", "promoted"}});
 }
@@ -535,6 +537,7 @@ void GatewayMetrics::sync_admission(const AdmissionStats& s) {
     admission_by_class_[c]->Set(static_cast<double>(s.queued_by_class[c]));
   }
   MutexLock lock(&mu_);  // scrapes of both listeners take turns at the counters
+  metrics::advance(*admission_waited_, s.waited);
   metrics::advance(*admission_shed_, s.shed);
   metrics::advance(*admission_promoted_, s.promoted);
 }

@@ -199,6 +199,7 @@ class GatewayMetrics {
   metrics::Gauge* admission_running_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   std::array<metrics::Gauge*, 3> admission_by_class_{};  // by Priority
+  metrics::Counter* admission_waited_ = nullptr;
   metrics::Counter* admission_shed_ = nullptr;
   metrics::Counter* admission_promoted_ = nullptr;
   ShardedCounterPtr pending_decisions_;

@@ -247,8 +247,10 @@ TEST_F(PriorityQueueTest, ABetterClassGoesFirstAndAFullQueueShedsTheWorst) {
     if (id == "long" || id == "crit-1" || id == "std-1" || id == "shed-1") ran.push_back(id);
   }
   EXPECT_EQ(ran, (std::vector<std::string>{"long", "crit-1", "std-1", "shed-1"}));
-  EXPECT_EQ(metric_value(gateway_->metrics_text(), "kvgate_admission_events_total{event=\"shed\"}"),
-            1);
+  const std::string m = gateway_->metrics_text();
+  EXPECT_EQ(metric_value(m, "kvgate_admission_events_total{event=\"shed\"}"), 1);
+  EXPECT_EQ(metric_value(m, "kvgate_admission_events_total{event=\"queued\"}"), 4)
+      << "shed-1, std-1, shed-2 and crit-1 waited; shed-3 was refused at once";
 }
 
 TEST_F(PriorityQueueTest, WithinAClassTheTenantServedLeastGoesNext) {

@@ -344,8 +344,8 @@ Status GatewayImpl::init() {
                        .reserved_critical = config_.reserved_critical_slots,
                        .starvation = config_.priority_starvation});
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
-  metrics_ = std::make_unique<GatewayMetrics>(
-      registry_, policy::policy_kind_name(config_.policy), config_.model_series_limit);
+  metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy),
+                                              config_.model_series_limit);
   reload_metrics_ = std::make_unique<ConfigReloadMetrics>(registry_);
   process_metrics_ = std::make_unique<metrics::ProcessMetrics>(registry_, "kvgate", build_info());
   if (Status s = init_tokenizers(); !s.ok()) return s;

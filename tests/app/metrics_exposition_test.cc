@@ -61,9 +61,19 @@ TEST_F(MetricsExpositionTest, PromtoolAcceptsItAndTheStandardSeriesAreThere) {
   ASSERT_TRUE(scraped.ok()) << scraped.status();
   EXPECT_EQ(scraped->status, 200u);
   EXPECT_EQ(promtool_check(scraped->body), "");
-  EXPECT_NE(scraped->body.find(
-                "kvgate_requests_total{model=\"mock-8b\",route=\"completions\",status=\"2xx\"} 1"),
-            std::string::npos);
+  // A request is counted as it ends, just after its answer has left: the scrape waits for it.
+  const std::string counted =
+      "kvgate_requests_total{model=\"mock-8b\",route=\"completions\",status=\"2xx\"} 1";
+  std::string seen = scraped->body;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        if (seen.find(counted) != std::string::npos) return true;
+        auto again = own.get("/metrics");
+        seen = again.ok() ? again->body : "";
+        return false;
+      },
+      std::chrono::milliseconds(5000), std::chrono::milliseconds(20)))
+      << seen.substr(std::min(seen.size(), seen.find("kvgate_requests_total")), 1200);
   auto other = own.get("/v1/models");
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(other->status, 404u) << "the metrics listener serves /metrics only";

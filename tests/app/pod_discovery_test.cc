@@ -4,10 +4,14 @@
 // must be routable within a second of its event; one that stops serving must get no new request
 // within a second while its requests in flight finish; a 410 or an API server restart loses no
 // pod; kubectl, the real client, sees the pods the gateway routes to.
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -20,6 +24,29 @@
 
 namespace kvgate::app {
 namespace {
+
+// A port every pod address can listen on: below the kernel's ephemeral range (32768 on), so no
+// socket that binds port 0 or connects out is given it, and free on every address now. The pods
+// share one port, and a first engine's ephemeral port could be taken on another address (a
+// parallel test's socket bound to all addresses) before the next engine bound it.
+uint16_t pod_port() {
+  std::mt19937 rng(std::random_device{}());
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    const auto port = static_cast<uint16_t>(20000 + rng() % 12000);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
+}
 
 using kvgate::testing::FakeApiServer;
 using kvgate::testing::FakePod;
@@ -177,8 +204,10 @@ class PodDiscoveryTest : public GatewayTest {
     unsetenv("KUBERNETES_SERVICE_PORT");
   }
 
-  // A mock engine at 127.0.0.N:port_ (the first one picks port_), `tweak` applied; its URL.
+  // A mock engine at 127.0.0.N:port_ (pod_port(), picked for the first), `tweak` applied; its
+  // URL.
   std::string start_engine(int n, const std::function<void(mock::FleetOptions&)>& tweak = {}) {
+    if (port_ == 0) port_ = pod_port();
     start_worker_with([&](mock::FleetOptions& o) {
       o.bind_address = "127.0.0." + std::to_string(n);
       if (port_ != 0) o.http_ports = {port_};

@@ -11,6 +11,7 @@
 #include "boost/beast/core/string.hpp"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/http/sse.h"
 #include "kvgate/v1/gateway.grpc.pb.h"
 
 namespace kvgate::app {
@@ -183,19 +184,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     co_return Status();
   }
   net::awaitable<Status> write(std::string_view data) override {
-    sse_.append(data);
-    size_t end;
-    while ((end = sse_.find("\n\n")) != std::string::npos) {
-      for (size_t at = 0; at < end;) {
-        const size_t eol = std::min(sse_.find('\n', at), end);
-        std::string_view line(sse_.data() + at, eol - at);
-        at = eol + 1;
-        if (line.rfind("data:", 0) != 0) continue;
-        line.remove_prefix(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-        if (line != "[DONE]") take_event(line);
-      }
-      sse_.erase(0, end + 2);
-    }
+    sse_.feed(data, [this](std::string_view event) {
+      if (event != "[DONE]") take_event(event);
+    });
     if (stream_ && (!chunk_.token_ids().empty() || !chunk_.text().empty())) {
       if (!send_chunk()) co_return absl::CancelledError("the client went away");
     }
@@ -387,7 +378,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   unsigned status_ = 0;
   bool rank_known_ = false;  // the handler named the rank (it pinned one)
   std::string error_;
-  std::string sse_;
+  http::SseParser sse_;
   simdjson::dom::parser parser_;
   v1::Chunk chunk_;        // tokens of the events parsed last
   v1::Complete complete_;  // the end, as it fills in

@@ -10,6 +10,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/beast/core/string.hpp"
 #include "kvgate/core/thread_annotations.h"
+#include "kvgate/http/sse.h"
 
 namespace kvgate::app::gateway_v2 {
 namespace net = boost::asio;
@@ -84,20 +85,10 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     co_return Status();
   }
   net::awaitable<Status> write(std::string_view data) override {
-    sse_.append(data);
     std::vector<v2::Chunk> chunks;
-    size_t end;
-    while ((end = sse_.find("\n\n")) != std::string::npos) {
-      for (size_t at = 0; at < end;) {
-        const size_t eol = std::min(sse_.find('\n', at), end);
-        std::string_view line(sse_.data() + at, eol - at);
-        at = eol + 1;
-        if (line.rfind("data:", 0) != 0) continue;
-        line.remove_prefix(line.size() > 5 && line[5] == ' ' ? 6 : 5);
-        if (line != "[DONE]") reader_.take(line, &chunks);
-      }
-      sse_.erase(0, end + 2);
-    }
+    sse_.feed(data, [&](std::string_view event) {
+      if (event != "[DONE]") reader_.take(event, &chunks);
+    });
     if (!queue(std::move(chunks))) co_return absl::CancelledError("the client went away");
     co_return Status();
   }
@@ -233,7 +224,7 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   AnswerReader reader_;
   unsigned status_ = 0;
   std::string error_;
-  std::string sse_;
+  http::SseParser sse_;
   std::string worker_;
   std::string request_id_;
   int32_t dp_rank_ = -1;  // the handler named none: the engine chose

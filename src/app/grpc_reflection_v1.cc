@@ -95,15 +95,15 @@ class ReflectionStream final
       return;
     }
     auto* out = response_.mutable_file_descriptor_response();
-    std::vector<const pb::FileDescriptor*> todo{file};
-    while (!todo.empty()) {
-      const pb::FileDescriptor* f = todo.back();
-      todo.pop_back();
+    std::vector<const pb::FileDescriptor*> unvisited{file};
+    while (!unvisited.empty()) {
+      const pb::FileDescriptor* f = unvisited.back();
+      unvisited.pop_back();
       if (!sent_.insert(f->name()).second) continue;
       pb::FileDescriptorProto proto;
       f->CopyTo(&proto);
       proto.SerializeToString(out->add_file_descriptor_proto());
-      for (int i = 0; i < f->dependency_count(); ++i) todo.push_back(f->dependency(i));
+      for (int i = 0; i < f->dependency_count(); ++i) unvisited.push_back(f->dependency(i));
     }
   }
 

@@ -16,14 +16,22 @@ AdmissionGate::Ticket& AdmissionGate::Ticket::operator=(Ticket&& o) noexcept {
   if (this != &o) {
     release();
     gate_ = o.gate_;
+    prefilling_ = o.prefilling_;
     o.gate_ = nullptr;
+    o.prefilling_ = false;
   }
   return *this;
 }
 
+void AdmissionGate::Ticket::prefill_done() {
+  if (gate_ != nullptr && prefilling_) gate_->leave(/*slot=*/false, /*prefilling=*/true);
+  prefilling_ = false;
+}
+
 void AdmissionGate::Ticket::release() {
-  if (gate_ != nullptr) gate_->leave();
+  if (gate_ != nullptr) gate_->leave(/*slot=*/true, prefilling_);
   gate_ = nullptr;
+  prefilling_ = false;
 }
 
 net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res, Applicant who) {
@@ -36,9 +44,11 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
     const bool ahead =
         std::any_of(queues_.begin(), queues_.begin() + static_cast<int>(who.priority) + 1,
                     [](const Queue& q) { return !q.empty(); });
-    if (!ahead && fits(who.priority, running_)) {
+    if (!ahead && fits(who.priority, running_) && prefill_room()) {
       ++running_;
+      if (bounds_prefills()) ++prefilling_;
       ticket->gate_ = this;
+      ticket->prefilling_ = bounds_prefills();
       co_return absl::OkStatus();
     }
     if (queued() >= options_.queue_size && !shed_for(who.priority)) {
@@ -52,12 +62,13 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
     double least = -1;
     for (const Queue& q : queues_) {
       for (const auto& w : q) {
-        const double v = served_[w->tenant];
+        const double v = shares_[w->tenant].served;
         least = least < 0 ? v : std::min(least, v);
       }
     }
-    double& mine = served_[waiter->tenant];
-    if (least >= 0) mine = std::max(mine, least);
+    Share& mine = shares_[waiter->tenant];
+    if (least >= 0) mine.served = std::max(mine.served, least);
+    ++mine.waiting;
     queues_[static_cast<size_t>(who.priority)].push_back(waiter);
     ++waited_;
   }
@@ -68,8 +79,9 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
   boost::system::error_code ec;
   co_await waiter->timer.async_wait(net::redirect_error(net::use_awaitable, ec));
   MutexLock l(&mu_);
-  if (waiter->granted) {  // leave() passed its slot on: running_ already counts this request
+  if (waiter->granted) {  // grant() counted it in running_ (and prefilling_)
     ticket->gate_ = this;
+    ticket->prefilling_ = bounds_prefills();
     co_return absl::OkStatus();
   }
   if (waiter->shed) {  // already off its queue
@@ -87,6 +99,7 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
 }
 
 bool AdmissionGate::fits(Priority p, size_t running) const {
+  if (options_.max_concurrent == 0) return true;  // only the prefill bound counts
   const size_t reserved = p == Priority::kCritical ? 0 : options_.reserved_critical;
   return running + reserved < options_.max_concurrent;
 }
@@ -99,24 +112,27 @@ size_t AdmissionGate::queued() const {
 
 size_t AdmissionGate::least_served(const Queue& q) const {
   size_t best = 0;
-  double best_served = 0;
+  Share best_share;
   for (size_t i = 0; i < q.size(); ++i) {
-    const auto it = served_.find(q[i]->tenant);
-    const double v = it == served_.end() ? 0 : it->second;
-    if (i == 0 || v < best_served) {
+    const auto it = shares_.find(q[i]->tenant);
+    const Share share = it == shares_.end() ? Share{} : it->second;
+    if (i == 0 || share.served < best_share.served ||
+        (share.served == best_share.served && share.waiting < best_share.waiting)) {
       best = i;
-      best_served = v;
+      best_share = share;
     }
   }
   return best;
 }
 
+std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::take(Queue& q, size_t i) {
+  std::shared_ptr<Waiter> w = std::move(q[i]);
+  q.erase(q.begin() + static_cast<std::ptrdiff_t>(i));
+  --shares_[w->tenant].waiting;
+  return w;
+}
+
 std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::pick(size_t running) {
-  const auto take = [&](Queue& q, size_t i) {
-    std::shared_ptr<Waiter> w = std::move(q[i]);
-    q.erase(q.begin() + static_cast<std::ptrdiff_t>(i));
-    return w;
-  };
   // Past the starvation bound: the oldest such waiter of a lower class, as if critical.
   if (options_.starvation.count() > 0 && fits(Priority::kCritical, running)) {
     const auto now = std::chrono::steady_clock::now();
@@ -144,8 +160,7 @@ bool AdmissionGate::shed_for(Priority p) {
   for (size_t c = queues_.size(); c-- > static_cast<size_t>(p) + 1;) {
     Queue& q = queues_[c];
     if (q.empty()) continue;
-    std::shared_ptr<Waiter> victim = std::move(q.back());
-    q.pop_back();
+    std::shared_ptr<Waiter> victim = take(q, q.size() - 1);
     victim->shed = true;
     ++shed_;
     wake(victim);
@@ -157,7 +172,7 @@ bool AdmissionGate::shed_for(Priority p) {
 void AdmissionGate::remove(const std::shared_ptr<Waiter>& w) {
   Queue& q = queues_[static_cast<size_t>(w->priority)];
   const auto it = std::find(q.begin(), q.end(), w);
-  if (it != q.end()) q.erase(it);
+  if (it != q.end()) take(q, static_cast<size_t>(it - q.begin()));
 }
 
 void AdmissionGate::wake(const std::shared_ptr<Waiter>& w) {
@@ -165,30 +180,44 @@ void AdmissionGate::wake(const std::shared_ptr<Waiter>& w) {
   net::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
 }
 
-void AdmissionGate::leave() {
-  std::shared_ptr<Waiter> next;
+bool AdmissionGate::prefill_room() const {
+  return !bounds_prefills() || prefilling_ < options_.prefill_capacity();
+}
+
+std::vector<std::shared_ptr<AdmissionGate::Waiter>> AdmissionGate::grant() {
+  std::vector<std::shared_ptr<Waiter>> granted;
+  while (prefill_room()) {
+    std::shared_ptr<Waiter> next = pick(running_);
+    if (next == nullptr) break;
+    ++running_;
+    if (bounds_prefills()) ++prefilling_;
+    next->granted = true;
+    granted.push_back(std::move(next));
+  }
+  return granted;
+}
+
+void AdmissionGate::leave(bool slot, bool prefilling) {
+  std::vector<std::shared_ptr<Waiter>> granted;
   {
     MutexLock l(&mu_);
-    // The slot passes to the next waiter, which stays counted in running_.
-    next = pick(running_ - 1);
-    if (next == nullptr) {
-      --running_;
-      return;
-    }
-    next->granted = true;
+    if (slot) --running_;
+    if (prefilling) --prefilling_;
+    granted = grant();
   }
-  wake(next);
+  for (const auto& w : granted) wake(w);
 }
 
 void AdmissionGate::charge(std::string_view tenant, double service) {
   if (!enabled()) return;
   MutexLock l(&mu_);
-  served_[std::string(tenant)] += service;
+  shares_[std::string(tenant)].served += service;
 }
 
 AdmissionStats AdmissionGate::stats() const {
   MutexLock l(&mu_);
   AdmissionStats s{.running = running_,
+                   .prefilling = prefilling_,
                    .queued = queued(),
                    .refused_queue_full = refused_queue_full_,
                    .refused_timeout = refused_timeout_,

@@ -392,6 +392,19 @@ void add_cache_aware_flags(CLI::App& app, GatewayConfig& c) {
          "--worker-overload-waiting-requests); 'off' disables")
       ->default_str("off")
       ->group("Routing");
+  app.add_option_function<std::string>(
+         "--worker-max-prefilling",
+         count_or_off("--worker-max-prefilling", 1, c.cache_aware.overload.prefilling_requests),
+         "Requests of this gateway that may wait for their first token at one worker. A worker "
+         "with this many is overloaded (steered around), and when every worker that takes "
+         "prompts has this many the next request waits in this gateway's queue, where "
+         "--max-concurrent-requests' class and fair-share order hold, instead of in an engine's "
+         "queue, where it would be computed beside the others. 1 keeps each engine's prompts "
+         "one at a time: what a latency-sensitive tenant needs on a saturated fleet. A whole "
+         "answer (not streamed) counts until it ends: the gateway sees no first token. 'off' "
+         "disables")
+      ->default_str("off")
+      ->group("Routing");
   app.add_flag(
          "--worker-overload-shed", c.cache_aware.shed_when_all_overloaded,
          "When every worker is overloaded, answer 503 instead of sending to the least-loaded one")

@@ -136,6 +136,10 @@ ReloadOutcome GatewayImpl::reload_locked() {
   }
   const FlagChanges changes =
       changed_flags(running_values_, next->values, live_config_, next->config);
+  // --worker-max-prefilling sized the admission gate at start: the routing rule keeps the same
+  // figure until a restart applies both.
+  next->config.cache_aware.overload.prefilling_requests =
+      live_config_.cache_aware.overload.prefilling_requests;
   const auto changed = [&](std::initializer_list<std::string_view> names) {
     return std::any_of(names.begin(), names.end(), [&](std::string_view n) {
       return std::find(changes.live.begin(), changes.live.end(), n) != changes.live.end();

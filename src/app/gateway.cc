@@ -325,6 +325,22 @@ void GatewayImpl::init_metrics_server() {
       });
 }
 
+std::function<size_t()> GatewayImpl::prefill_capacity() {
+  const std::optional<uint32_t> per_worker = config_.cache_aware.overload.prefilling_requests;
+  if (!per_worker) return {};
+  return [this, n = size_t{*per_worker}] {
+    const std::shared_ptr<const workers::FleetSnapshot> fleet = workers_.snapshot();
+    size_t takers = 0;
+    for (size_t i = 0; i < fleet->workers.size(); ++i) {
+      if (fleet->infos[i]->role != workers::WorkerRole::kDecode && fleet->workers[i]->routable()) {
+        ++takers;
+      }
+    }
+    // With none routable one request at a time goes on, to be answered by the router.
+    return std::max<size_t>(takers, 1) * n;
+  };
+}
+
 Status GatewayImpl::init() {
   if (Status s = init_access_log(); !s.ok()) return s;
   tenant_metrics_ = std::make_unique<TenantMetrics>(registry_, config_.tenant_series_limit);
@@ -342,7 +358,8 @@ Status GatewayImpl::init() {
                        .queue_size = config_.queue_size,
                        .queue_timeout = config_.queue_timeout,
                        .reserved_critical = config_.reserved_critical_slots,
-                       .starvation = config_.priority_starvation});
+                       .starvation = config_.priority_starvation,
+                       .prefill_capacity = prefill_capacity()});
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy),
                                               config_.model_series_limit);

@@ -89,6 +89,9 @@ class GatewayImpl {
   void init_generation();
   // --worker-urls, --prefill and --decode, each added with its role.
   void add_command_line_workers();
+  // The admission gate's bound on requests waiting for a first token: --worker-max-prefilling
+  // times the routable workers that take prompts (empty without the flag).
+  std::function<size_t()> prefill_capacity();
   // config_reload.cc: a reload's steps.
   ReloadOutcome reload_locked() KVGATE_REQUIRES(reload_mu_);
   void apply_static_workers(const GatewayConfig& next);

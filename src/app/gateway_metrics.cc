@@ -208,6 +208,11 @@ void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
                             reg, "kvgate_admission_running",
                             "Generation requests admitted and running (--max-concurrent-requests).")
                             .Add({});
+  admission_prefilling_ =
+      &metrics::gauge_family(reg, "kvgate_admission_prefilling",
+                             "Admitted generation requests waiting for their first token "
+                             "(--worker-max-prefilling bounds them)")
+           .Add({});
   admission_queued_ =
       &metrics::gauge_family(reg, "kvgate_admission_queued",
                              "Generation requests waiting for a slot (--queue-size).")
@@ -532,6 +537,7 @@ void GatewayMetrics::sync_pending(const policy::Policy::PendingStats& s) {
 
 void GatewayMetrics::sync_admission(const AdmissionStats& s) {
   admission_running_->Set(static_cast<double>(s.running));
+  admission_prefilling_->Set(static_cast<double>(s.prefilling));
   admission_queued_->Set(static_cast<double>(s.queued));
   for (size_t c = 0; c < admission_by_class_.size(); ++c) {
     admission_by_class_[c]->Set(static_cast<double>(s.queued_by_class[c]));

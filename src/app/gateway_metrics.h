@@ -197,6 +197,7 @@ class GatewayMetrics {
   std::array<metrics::Gauge*, workers::kWorkerRoleCount> role_in_flight_{};
   std::array<metrics::Gauge*, workers::kWorkerRoleCount> role_waiting_{};
   metrics::Gauge* admission_running_ = nullptr;
+  metrics::Gauge* admission_prefilling_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   std::array<metrics::Gauge*, 3> admission_by_class_{};  // by Priority
   metrics::Counter* admission_waited_ = nullptr;

@@ -37,7 +37,8 @@ template <bool kWithCost>
       std::max<int64_t>(f.fleet_in_flight, int64_t{f.running} + int64_t{f.waiting});
   c.load = static_cast<double>(load);
   if constexpr (kWithCost) {
-    c.overloaded = cost->overload.overloaded(f.kv_usage_ppm, f.waiting, f.fleet_in_flight);
+    c.overloaded =
+        cost->overload.overloaded(f.kv_usage_ppm, f.waiting, f.fleet_in_flight, f.prefilling);
     c.queued_tokens = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
     c.index_blocks = f.index_blocks;
     c.free_kv_tokens = free_tokens(kv_tokens, f.kv_usage_ppm);

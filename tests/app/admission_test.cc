@@ -158,8 +158,22 @@ class PriorityQueueTest : public AdmissionTest {
   // One slot held by a long request; `tweak` applied to the gateway's configuration.
   std::thread start_busy(std::atomic<unsigned>* status,
                          const std::function<void(GatewayConfig&)>& tweak = {}) {
+    start_logged({}, tweak);
+    std::thread t = send("long", "sk-x", "standard", 150, status);
+    EXPECT_TRUE(wait_until(
+        [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_running") == 1; },
+        5s));
+    return t;
+  }
+  // Tenants x and y, a worker at real speed (`worker` applied) and a gateway with one slot whose
+  // access log records the order requests end in (`tweak` applied).
+  void start_logged(const std::function<void(mock::FleetOptions&)>& worker,
+                    const std::function<void(GatewayConfig&)>& tweak) {
     std::ofstream(keys_) << "keys:\n  - {key: sk-x, tenant: x}\n  - {key: sk-y, tenant: y}\n";
-    start_worker(/*speedup=*/1);
+    start_worker_with([&](mock::FleetOptions& o) {
+      o.engine.timing.speedup = 1;
+      if (worker) worker(o);
+    });
     EXPECT_TRUE(start(0, [&](GatewayConfig& c) {
       c.max_concurrent_requests = 1;
       c.queue_size = 8;
@@ -172,21 +186,16 @@ class PriorityQueueTest : public AdmissionTest {
       };
       if (tweak) tweak(c);
     }));
-    std::thread t = send("long", "sk-x", "standard", 150, status);
-    EXPECT_TRUE(wait_until(
-        [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_running") == 1; },
-        5s));
-    return t;
   }
   // A completion with request id `id`, key `key` and class `priority`, from its own thread.
   std::thread send(std::string id, std::string key, std::string priority, int max_tokens,
-                   std::atomic<unsigned>* status) {
+                   std::atomic<unsigned>* status, bool stream = false) {
     const uint16_t port = gateway_->port();
     return std::thread([=] {
       http::SyncClient c("127.0.0.1", port);
       http::ClientRequest r{.method = http::Verb::post,
                             .target = "/v1/completions",
-                            .body = completion("request " + id, max_tokens)};
+                            .body = completion("request " + id, max_tokens, stream)};
       r.headers = {{"authorization", "Bearer " + key},
                    {"x-request-id", id},
                    {"x-kvgate-priority", priority}};
@@ -268,6 +277,41 @@ TEST_F(PriorityQueueTest, WithinAClassTheTenantServedLeastGoesNext) {
   // y arrived last but had received nothing: it goes right after x's long request.
   EXPECT_EQ(ran[0], "long");
   EXPECT_EQ(ran[1], "y-1");
+}
+
+// --worker-max-prefilling 1 on one worker: a prompt waits in the gateway's queue while another is
+// prefilled there, and goes on at that one's first token, not at its end. The queue's order holds:
+// tenant y, lifted to x's counter when it started waiting, goes before x's backlog.
+TEST_F(PriorityQueueTest, WithPrefillsBoundedThePromptAfterGoesAtTheFirstToken) {
+  start_logged(
+      [](mock::FleetOptions& o) {
+        o.engine.timing.prefill_tokens_per_s = 20;  // each prompt's prefill takes a few hundred ms
+      },
+      [](GatewayConfig& c) {
+        c.max_concurrent_requests = 0;  // no bound on requests running: only on prefills
+        c.cache_aware.overload.prefilling_requests = 1;
+      });
+  ASSERT_FALSE(HasFailure());
+  std::atomic<unsigned> st[4] = {};
+  // x's long stream: 150 tokens after its prefill, about a second.
+  std::thread long_one = send("long", "sk-x", "standard", 150, &st[0], /*stream=*/true);
+  ASSERT_TRUE(wait_until(
+      [&] { return metric_value(gateway_->metrics_text(), "kvgate_admission_prefilling") == 1; },
+      5s));
+  std::vector<std::thread> t;
+  t.push_back(send_queued("x-1", "sk-x", "standard", 1, &st[1]));
+  t.push_back(send_queued("x-2", "sk-x", "standard", 2, &st[2]));
+  t.push_back(send_queued("y-1", "sk-y", "standard", 3, &st[3]));
+  for (auto& x : t) x.join();
+  long_one.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(st[i].load(), 200u) << i;
+  ASSERT_TRUE(wait_until([&] { return order().size() >= 4; }, 5s));
+  const std::vector<std::string> ran = order();
+  EXPECT_EQ(ran, (std::vector<std::string>{"y-1", "x-1", "x-2", "long"}))
+      << "each waited for the prompt before it, not for the long answer";
+  const std::string m = gateway_->metrics_text();
+  EXPECT_EQ(metric_value(m, "kvgate_admission_prefilling"), 0);
+  EXPECT_EQ(metric_value(m, "kvgate_admission_running"), 0);
 }
 
 TEST_F(PriorityQueueTest, ReservedSlotsTakeOnlyCriticalRequests) {

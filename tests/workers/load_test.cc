@@ -30,19 +30,51 @@ TEST(Overload, TheInFlightRuleCountsTheGatewayFleet) {
   EXPECT_TRUE(is_overloaded({}, t, 4));
 }
 
+TEST(Overload, ThePrefillingRuleCountsThisReplicasPromptsWithoutAFirstToken) {
+  OverloadThresholds t;
+  EXPECT_FALSE(is_overloaded({}, t, 0, 1000));  // off by default
+  EXPECT_FALSE(OverloadRule(t).overloaded(0, 0, 0, 1000));
+  t.prefilling_requests = 1;
+  EXPECT_FALSE(is_overloaded({}, t, 50, 0)) << "requests decoding there do not count";
+  EXPECT_TRUE(is_overloaded({}, t, 1, 1));
+  EXPECT_FALSE(OverloadRule(t).overloaded(0, 0, 50, 0));
+  EXPECT_TRUE(OverloadRule(t).overloaded(0, 0, 1, 1));
+}
+
+TEST(Worker, APromptCountsAsPrefillingUntilItsFirstToken) {
+  ManualClock clock;
+  Worker w(WorkerId(1), "http://127.0.0.1:8000", {}, clock);
+  w.begin_request(std::nullopt, 100);
+  w.begin_request(std::nullopt, 0);  // a prompt found whole in the cache still waits its turn
+  EXPECT_EQ(w.routing_figures().prefilling, 2);
+  EXPECT_EQ(w.routing_figures().fleet_queued_prompt_tokens, 100u);
+  w.prefilled(100);
+  EXPECT_EQ(w.routing_figures().prefilling, 1);
+  EXPECT_EQ(w.routing_figures().fleet_queued_prompt_tokens, 0u);
+  w.prefilled(0);
+  w.end_request();
+  w.end_request();
+  EXPECT_EQ(w.routing_figures().prefilling, 0);
+  EXPECT_EQ(w.routing_figures().fleet_in_flight, 0);
+}
+
 TEST(Overload, TheIntegerRuleGivesIsOverloadedsVerdictForEveryUsage) {
   // Every KV usage a worker can report (ppm / 1e6), against thresholds on, between and beside
   // those values, with the other two rules on and off.
   const std::vector<std::optional<double>> usages = {std::nullopt, 0.0, 0.8, 0.1 + 0.2, 1e-7,
                                                      0.9999995,    1.0, 1.5, -0.1,      0.5000005};
   for (const auto& usage : usages) {
-    const OverloadThresholds t{
-        .token_usage = usage, .waiting_requests = 3, .in_flight_requests = 2};
+    const OverloadThresholds t{.token_usage = usage,
+                               .waiting_requests = 3,
+                               .in_flight_requests = 2,
+                               .prefilling_requests = 2};
     const OverloadRule rule(t);
     for (uint32_t ppm = 0; ppm <= 1'000'000; ++ppm) {
       const EngineLoad load{.waiting = ppm % 5, .kv_usage = ppm / 1e6};
       const int32_t in_flight = static_cast<int32_t>(ppm % 4) - 1;
-      ASSERT_EQ(rule.overloaded(ppm, load.waiting, in_flight), is_overloaded(load, t, in_flight))
+      const int32_t prefilling = static_cast<int32_t>(ppm % 7) - 4;
+      ASSERT_EQ(rule.overloaded(ppm, load.waiting, in_flight, prefilling),
+                is_overloaded(load, t, in_flight, prefilling))
           << "usage threshold " << usage.value_or(-1) << ", ppm " << ppm;
     }
   }

@@ -31,16 +31,25 @@ struct OverloadThresholds {
   // and, with state sync, its peers') is overloaded (nullopt: rule off). Instant, where the
   // engine's own figures arrive with its next load report.
   std::optional<uint32_t> in_flight_requests;
+  // A worker with at least this many of this replica's requests waiting for their first token is
+  // overloaded (nullopt: rule off; --worker-max-prefilling). Instant: a prompt leaves the count
+  // when its first token (or whole answer) comes back.
+  std::optional<uint32_t> prefilling_requests;
 };
 
 // The overload rule's definition (OverloadRule is the form a routing pass uses, and must agree).
-// `fleet_in_flight`: the gateway fleet's requests in flight at the worker (or rank).
+// `fleet_in_flight`: the gateway fleet's requests in flight at the worker (or rank);
+// `prefilling`: this replica's requests there without a first token.
 inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t,
-                          int32_t fleet_in_flight = 0) {
+                          int32_t fleet_in_flight = 0, int32_t prefilling = 0) {
   if (t.token_usage && load.kv_usage >= *t.token_usage) return true;
   if (t.waiting_requests && load.waiting >= *t.waiting_requests) return true;
   if (t.in_flight_requests && fleet_in_flight >= 0 &&
       static_cast<uint32_t>(fleet_in_flight) >= *t.in_flight_requests) {
+    return true;
+  }
+  if (t.prefilling_requests && prefilling >= 0 &&
+      static_cast<uint32_t>(prefilling) >= *t.prefilling_requests) {
     return true;
   }
   return false;
@@ -52,14 +61,17 @@ inline bool is_overloaded(const EngineLoad& load, const OverloadThresholds& t,
 class OverloadRule {
  public:
   explicit OverloadRule(const OverloadThresholds& t);
-  bool overloaded(uint32_t kv_usage_ppm, uint32_t waiting, int32_t fleet_in_flight) const {
-    return kv_usage_ppm >= kv_usage_ppm_ || waiting >= waiting_ || fleet_in_flight >= in_flight_;
+  bool overloaded(uint32_t kv_usage_ppm, uint32_t waiting, int32_t fleet_in_flight,
+                  int32_t prefilling = 0) const {
+    return kv_usage_ppm >= kv_usage_ppm_ || waiting >= waiting_ || fleet_in_flight >= in_flight_ ||
+           prefilling >= prefilling_;
   }
 
  private:
   uint64_t kv_usage_ppm_;  // the least usage in ppm that is overloaded (above 1e6: never)
   uint64_t waiting_;       // 2^32: never
   int64_t in_flight_;      // 2^32: never
+  int64_t prefilling_;     // 2^32: never
 };
 
 }  // namespace kvgate::workers

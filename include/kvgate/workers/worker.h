@@ -121,10 +121,13 @@ class Worker {
     line_.in_flight.fetch_add(1, std::memory_order_relaxed);
     if (rank) ranks_[slot(*rank)].in_flight.fetch_add(1, std::memory_order_relaxed);
     line_.queued_prompt_tokens.fetch_add(prompt_tokens, std::memory_order_relaxed);
+    line_.prefilling.fetch_add(1, std::memory_order_relaxed);
   }
   // The request's first token (or whole answer) came back: its prompt is no longer queued.
+  // Called once per begin_request().
   void prefilled(uint32_t prompt_tokens) {
     line_.queued_prompt_tokens.fetch_sub(prompt_tokens, std::memory_order_relaxed);
+    line_.prefilling.fetch_sub(1, std::memory_order_relaxed);
   }
   void end_request(std::optional<DpRank> rank = std::nullopt) {
     line_.in_flight.fetch_sub(1, std::memory_order_relaxed);
@@ -134,6 +137,8 @@ class Worker {
   uint64_t queued_prompt_tokens() const {
     return line_.queued_prompt_tokens.load(std::memory_order_relaxed);
   }
+  // This gateway's requests here that have not had their first token yet (in all ranks).
+  int32_t prefilling() const { return line_.prefilling.load(std::memory_order_relaxed); }
 
   // --- Peers' load (state sync between gateway replicas) ---------------------------------
   // What the other replicas have in flight here (in all and per pinned rank) and the prompt
@@ -172,6 +177,7 @@ class Worker {
     uint64_t queued_prefill_tokens = 0;
     int32_t fleet_in_flight = 0;
     uint64_t fleet_queued_prompt_tokens = 0;  // the whole worker's (0 for a rank: not kept)
+    int32_t prefilling = 0;                   // this replica's, the whole worker's (prefilling())
     uint64_t index_blocks = 0;
     uint8_t offload_tiers = 0;  // index::tier_bit of each tier but the device it keeps blocks on
     float prefill_rate = 0;     // prompt tokens per second, learned (prefill_rate())
@@ -184,6 +190,7 @@ class Worker {
         .queued_prefill_tokens = line_.total.queued_prefill_tokens.load(std::memory_order_relaxed),
         .fleet_in_flight = fleet_in_flight(),
         .fleet_queued_prompt_tokens = fleet_queued_prompt_tokens(),
+        .prefilling = prefilling(),
         .index_blocks = index_blocks(),
         .offload_tiers = offload_tiers(),
         .prefill_rate = prefill_rate()};
@@ -195,6 +202,7 @@ class Worker {
             .kv_usage_ppm = r.engine.kv_usage_ppm.load(std::memory_order_relaxed),
             .queued_prefill_tokens = r.engine.queued_prefill_tokens.load(std::memory_order_relaxed),
             .fleet_in_flight = fleet_in_flight(rank),
+            .prefilling = prefilling(),
             .index_blocks = index_blocks(rank),
             .offload_tiers = offload_tiers(),
             .prefill_rate = prefill_rate()};
@@ -315,7 +323,10 @@ class Worker {
   struct alignas(64) RoutingLine {
     std::atomic<int32_t> in_flight{0};
     std::atomic<int32_t> peer_in_flight{0};
-    std::atomic<uint64_t> queued_prompt_tokens{0};
+    // Prompt tokens of this gateway's requests here without a first token, and those requests:
+    // 32 bits each (billions of tokens waiting at one worker is not a real queue), so both fit.
+    std::atomic<uint32_t> queued_prompt_tokens{0};
+    std::atomic<int32_t> prefilling{0};
     std::atomic<uint64_t> peer_queued_prompt_tokens{0};
     std::atomic<uint64_t> index_blocks{0};
     EngineFigures total;

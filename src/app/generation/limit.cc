@@ -36,6 +36,15 @@ Priority priority_of(const Generation& g) {
   return g.caller.entry != nullptr ? g.caller.entry->priority : Priority::kStandard;
 }
 
+// Fair share counts what the fleet computes for a tenant: its prompt as soon as the request is let
+// through (so its requests still running count against it; charged at the end, a tenant with many
+// requests in flight would look under-served), its output tokens at their weight when it ends.
+void charge_prompt(const GenerationParts& parts, const Generation& g) {
+  const KeyEntry* key = g.caller.entry;
+  parts.admission.charge(key != nullptr ? std::string_view(key->tenant) : std::string_view(),
+                         static_cast<double>(g.parsed.tokens.size()));
+}
+
 }  // namespace
 
 void identify(const GenerationParts& parts, Generation& g) {
@@ -48,7 +57,10 @@ void identify(const GenerationParts& parts, Generation& g) {
 
 net::awaitable<bool> limit(const GenerationParts& parts, Generation& g) {
   const KeyEntry* key = g.caller.entry;
-  if (key == nullptr) co_return true;
+  if (key == nullptr) {
+    charge_prompt(parts, g);
+    co_return true;
+  }
   if (!key->may_use(g.parsed.model)) {
     http::Response err = error_answer(
         parts, ErrorReason::kModelNotAllowed, 404,
@@ -65,7 +77,10 @@ net::awaitable<bool> limit(const GenerationParts& parts, Generation& g) {
     tokens = key->tokens->take(prompt, now);
     if (!tokens.ok && key->requests) key->requests->charge(-1, now);  // not admitted after all
   }
-  if (requests.ok && tokens.ok) co_return true;
+  if (requests.ok && tokens.ok) {
+    charge_prompt(parts, g);
+    co_return true;
+  }
   if (key->series) key->series->rate_limited->Increment();
   const bool by_requests = !requests.ok;
   http::Response err = error_answer(
@@ -83,12 +98,10 @@ net::awaitable<bool> limit(const GenerationParts& parts, Generation& g) {
 
 void charge_output(const GenerationParts& parts, const Generation& g) {
   const KeyEntry* key = g.caller.entry;
-  if (g.status == 200) {
-    // Fair share counts what the fleet computed: the prompt, and the output at its weight.
+  if (g.completion_tokens > 0) {
     parts.admission.charge(
         key != nullptr ? std::string_view(key->tenant) : std::string_view(),
-        static_cast<double>(g.parsed.tokens.size()) +
-            parts.config.fair_share_output_weight * static_cast<double>(g.completion_tokens));
+        parts.config.fair_share_output_weight * static_cast<double>(g.completion_tokens));
   }
   if (key != nullptr && key->series && g.status != 429) {
     const TenantSeries& t = *key->series;

@@ -32,6 +32,7 @@ net::awaitable<void> GenerationPipeline::serve(ApiRoute route, const http::Reque
   g.record = {.method = "POST", .path = req.path(), .request_id = g.request_id};
   const ActiveGeneration active(parts_.active);
   AdmissionGate::Ticket admitted;  // the slot, held to the end
+  g.ticket = &admitted;
   if (co_await admit(parts_, g, &admitted) && co_await parse(parts_, g) &&
       co_await limit(parts_, g)) {
     prepare_route(parts_, g);

@@ -268,6 +268,7 @@ net::awaitable<void> relay_stream(const GenerationParts& parts, Generation& g, L
   }
   g.status = 200;
   g.first_token_at = parts.clock.now();
+  if (g.ticket != nullptr) g.ticket->prefill_done();
   const double ttft = to_seconds(*g.first_token_at - g.start);
   parts.metrics.ttft(ttft);
   g.record.ttft_ms = ttft * 1e3;

@@ -102,8 +102,10 @@ struct Generation {
   std::string decision;      // the last decision's text, when told
   unsigned status = 0;       // what the client was answered (0: nothing yet)
   std::optional<MonoTime> first_token_at;  // a stream's first piece from its worker
-  AccessRecord record;                     // its views point into this Generation and the request
-  std::string worker_url;                  // the last worker tried (record.worker views it)
+  AdmissionGate::Ticket* ticket =
+      nullptr;             // the admission slot (its prefill ends at first_token_at)
+  AccessRecord record;     // its views point into this Generation and the request
+  std::string worker_url;  // the last worker tried (record.worker views it)
   // The last attempt's prefill worker when it was a prefill/decode pair, else empty: named on the
   // answer (x-kvgate-prefill-worker) and in the access log.
   std::string prefill_url;

@@ -39,10 +39,9 @@ Priority priority_of(const Generation& g) {
 // Fair share counts what the fleet computes for a tenant: its prompt as soon as the request is let
 // through (so its requests still running count against it; charged at the end, a tenant with many
 // requests in flight would look under-served), its output tokens at their weight when it ends.
+// (identify() named the tenant in the access record.)
 void charge_prompt(const GenerationParts& parts, const Generation& g) {
-  const KeyEntry* key = g.caller.entry;
-  parts.admission.charge(key != nullptr ? std::string_view(key->tenant) : std::string_view(),
-                         static_cast<double>(g.parsed.tokens.size()));
+  parts.admission.charge(g.record.tenant, static_cast<double>(g.parsed.tokens.size()));
 }
 
 }  // namespace
@@ -99,9 +98,8 @@ net::awaitable<bool> limit(const GenerationParts& parts, Generation& g) {
 void charge_output(const GenerationParts& parts, const Generation& g) {
   const KeyEntry* key = g.caller.entry;
   if (g.completion_tokens > 0) {
-    parts.admission.charge(
-        key != nullptr ? std::string_view(key->tenant) : std::string_view(),
-        parts.config.fair_share_output_weight * static_cast<double>(g.completion_tokens));
+    parts.admission.charge(g.record.tenant, parts.config.fair_share_output_weight *
+                                                static_cast<double>(g.completion_tokens));
   }
   if (key != nullptr && key->series && g.status != 429) {
     const TenantSeries& t = *key->series;

@@ -255,6 +255,51 @@ TEST_F(PdTest, ADecodeThatTimedOutWaitingForItsRoomSendsTheRetryToAnotherPrefill
   EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_prefill_failures_total"), 0);
 }
 
+// A pair's decode that answers 504 gave up waiting for its room: the prefill may be the late one,
+// so the decode's breaker does not hear of it, however many rooms come late. Another error from
+// the decode is its own, and counts.
+class PdBreakerTest : public PdTest {
+ protected:
+  // Three requests to a pair whose decode answers `status`, through breakers that open at the
+  // second consecutive failure; how often the decode's breaker opened.
+  uint64_t decode_breaker_opened(unsigned status) {
+    RecordingWorker prefill, decode;
+    decode.set_generation_status(status);
+    GatewayConfig c = base_config();
+    c.kv_events = false;
+    c.pd_disaggregation = true;
+    c.prefill_workers = {{.url = prefill.url(), .bootstrap_port = kBootstrapPort}};
+    c.decode_workers = {decode.url()};
+    c.max_retries = 0;
+    c.breaker.consecutive_failures = 2;
+    c.breaker.open_for = std::chrono::seconds(60);
+    start_gateway(c);
+    EXPECT_TRUE(wait_routable(2));
+    auto http = client();
+    for (int i = 0; i < 3; ++i) {
+      auto r = http.post("/v1/completions", completion("a prompt " + std::to_string(i), 1, false));
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (r.ok()) {
+        EXPECT_EQ(r->status, status) << r->body;
+      }
+    }
+    const auto fleet = gateway_->registry().snapshot();
+    for (const auto& w : fleet->workers) {
+      if (w->url() == decode.url()) return w->breaker().opened_total();
+    }
+    ADD_FAILURE() << "no decode worker";
+    return 0;
+  }
+};
+
+TEST_F(PdBreakerTest, RoomsThatComeLateNeverOpenTheDecodesBreaker) {
+  EXPECT_EQ(decode_breaker_opened(504), 0u);
+}
+
+TEST_F(PdBreakerTest, TheDecodesOwnErrorsOpenItsBreaker) {
+  EXPECT_EQ(decode_breaker_opened(503), 1u);
+}
+
 // vLLM's NixlConnector pattern: the prefill first (one token, whole, asked to keep the KV for a
 // remote decode), then the decode with the client's own request and what the prefill answered.
 TEST_F(PdTest, AVllmPairGoesPrefillFirstThenDecodeWithItsTransferParams) {

@@ -249,7 +249,9 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
   net::co_spawn(executor,
                 run_prefill(parts, g, std::move(prefill), prefill_decision, g.upstream, side),
                 net::detached);
+  g.decode_waits_for_room = true;
   Attempt a = co_await attempt(parts, g, decode, d);
+  g.decode_waits_for_room = false;
   if (!side.done && !a.done) {  // the decode failed: the prefill's work is for nothing
     side.abandoned = true;
     if (side.conn != nullptr) side.conn->close();

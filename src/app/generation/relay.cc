@@ -88,7 +88,8 @@ net::awaitable<void> relay_whole(const GenerationParts& parts, Generation& g, Le
   std::string body = std::move(head.body);
   if (g.parsed.stream) body = co_await read_error_body(leg.conn());
   if (!g.parsed.stream && head.status == 200) leg.worker.liveness().note_progress();
-  leg.dispatch.set(outcome_of_status(head.status));
+  const bool room_late = g.decode_waits_for_room && head.status == 504;
+  leg.dispatch.set(room_late ? Outcome::kCancelled : outcome_of_status(head.status));
   if (head.status == 200) note_usage(parts, g, leg, body);
   if (g.remember_answer && !g.parsed.stream && head.status == 200) {
     parts.answers->submit(std::string(g.req.body()), body, /*stream=*/false);

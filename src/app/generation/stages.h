@@ -130,6 +130,10 @@ struct Generation {
   // The connection the running attempt holds (null between attempts): a prefill that fails cuts
   // its decode's exchange through it (pd.cc).
   http::Connection* live_upstream = nullptr;
+  // The running attempt is an SGLang pair's decode, which waits for its prefill's room: a 504
+  // from it (the room came too late) may be the prefill's doing, and neither breaker hears of it
+  // (PairFault::kEither).
+  bool decode_waits_for_room = false;
   std::optional<http::Response> last_answer;  // a retryable error answer, if retries run out
   Status last_failure;
 };

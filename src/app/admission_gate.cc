@@ -44,7 +44,7 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
     const bool ahead =
         std::any_of(queues_.begin(), queues_.begin() + static_cast<int>(who.priority) + 1,
                     [](const Queue& q) { return !q.empty(); });
-    if (!ahead && fits(who.priority, running_) && prefill_room()) {
+    if (!ahead && fits(who.priority, running_) && prefill_room(who.priority)) {
       ++running_;
       if (bounds_prefills()) ++prefilling_;
       ticket->gate_ = this;
@@ -150,7 +150,9 @@ std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::pick(size_t running) {
   for (size_t c = 0; c < queues_.size(); ++c) {
     Queue& q = queues_[c];
     if (q.empty()) continue;
-    if (!fits(static_cast<Priority>(c), running)) return nullptr;  // worse classes fit less
+    // (Worse classes fit less.)
+    const auto priority = static_cast<Priority>(c);
+    if (!fits(priority, running) || !prefill_room(priority)) return nullptr;
     return take(q, least_served(q));
   }
   return nullptr;
@@ -180,13 +182,17 @@ void AdmissionGate::wake(const std::shared_ptr<Waiter>& w) {
   net::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
 }
 
-bool AdmissionGate::prefill_room() const {
-  return !bounds_prefills() || prefilling_ < options_.prefill_capacity();
+bool AdmissionGate::prefill_room(Priority p) const {
+  if (!bounds_prefills()) return true;
+  const size_t capacity = options_.prefill_capacity();
+  const size_t reserved =
+      p == Priority::kCritical ? 0 : std::min(options_.reserved_critical_prefills, capacity - 1);
+  return prefilling_ + reserved < capacity;
 }
 
 std::vector<std::shared_ptr<AdmissionGate::Waiter>> AdmissionGate::grant() {
   std::vector<std::shared_ptr<Waiter>> granted;
-  while (prefill_room()) {
+  while (prefill_room(Priority::kCritical)) {
     std::shared_ptr<Waiter> next = pick(running_);
     if (next == nullptr) break;
     ++running_;

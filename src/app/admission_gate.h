@@ -16,9 +16,10 @@
 // request's prompt tokens as it is let through and its weighted output tokens when it ends; a
 // tenant that starts waiting begins at the least counter of those waiting, so idle time is not
 // banked, and of equal counters the tenant with fewer waiting goes first), first come first
-// served within a tenant. `reserved_critical` slots admit only critical requests. With the queue
-// full, a request of a better class takes the place of the newest waiter of the worst class
-// (which gets ResourceExhausted: shed); one of the worst class is refused.
+// served within a tenant. `reserved_critical` slots (and `reserved_critical_prefills` places among
+// the prefilling) admit only critical requests. With the queue full, a request of a better class
+// takes the place of the newest waiter of the worst class (which gets ResourceExhausted: shed);
+// one of the worst class is refused.
 //
 //   AdmissionGate::Ticket t;
 //   Status s = co_await gate.enter(&t, res, {.priority = p, .tenant = "team-a"});
@@ -76,6 +77,9 @@ struct AdmissionOptions {
   // take prompts. Past it the next request waits here, in its class and fair-share order, instead
   // of in an engine's queue, where it would be computed beside the others.
   std::function<size_t()> prefill_capacity;
+  // Of those places, how many only critical requests take (never all of them): a critical prompt
+  // that arrives while other classes' prompts fill the fleet starts at once, not after one of them.
+  size_t reserved_critical_prefills = 0;
 };
 
 // Who asks for a slot.
@@ -145,8 +149,8 @@ class AdmissionGate {
   // Takes the waiter at `i` off `q`.
   std::shared_ptr<Waiter> take(Queue& q, size_t i) KVGATE_REQUIRES(mu_);
   size_t queued() const KVGATE_REQUIRES(mu_);
-  // Whether one more request may be prefilling.
-  bool prefill_room() const KVGATE_REQUIRES(mu_);
+  // Whether one more request of class `p` may be prefilling.
+  bool prefill_room(Priority p) const KVGATE_REQUIRES(mu_);
   // Hands free slots to waiters, in turn; returns them to wake.
   std::vector<std::shared_ptr<Waiter>> grant() KVGATE_REQUIRES(mu_);
   static void wake(const std::shared_ptr<Waiter>& w);

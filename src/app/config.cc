@@ -289,6 +289,10 @@ Status finish_config(GatewayConfig& c) {
   }
   if (Status s = check_pd(c); !s.ok()) return s;
   if (Status s = check_discovery(c); !s.ok()) return s;
+  if (c.reserved_critical_prefills > 0 && !c.cache_aware.overload.prefilling_requests) {
+    return absl::InvalidArgumentError(
+        "--reserved-critical-prefills needs --worker-max-prefilling (the places it reserves)");
+  }
   if (c.cache_aware.balance_rel_threshold < 1.0) {
     return absl::InvalidArgumentError("--balance-rel-threshold must be >= 1");
   }

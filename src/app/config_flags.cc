@@ -405,6 +405,15 @@ void add_cache_aware_flags(CLI::App& app, GatewayConfig& c) {
          "disables")
       ->default_str("off")
       ->group("Routing");
+  app.add_option("--reserved-critical-prefills", c.reserved_critical_prefills,
+                 "Of the places --worker-max-prefilling gives (per worker, times the workers that "
+                 "take prompts), those only critical requests take, never all of them: a critical "
+                 "prompt that arrives while other classes' prompts fill the fleet starts at once "
+                 "instead of after one of them. Size it to the critical prompts computed at once "
+                 "(their rate times a prompt's time, with room); kvgate_admission_prefilling "
+                 "shows the places taken")
+      ->capture_default_str()
+      ->group("Routing");
   app.add_flag(
          "--worker-overload-shed", c.cache_aware.shed_when_all_overloaded,
          "When every worker is overloaded, answer 503 instead of sending to the least-loaded one")

@@ -359,7 +359,8 @@ Status GatewayImpl::init() {
                        .queue_timeout = config_.queue_timeout,
                        .reserved_critical = config_.reserved_critical_slots,
                        .starvation = config_.priority_starvation,
-                       .prefill_capacity = prefill_capacity()});
+                       .prefill_capacity = prefill_capacity(),
+                       .reserved_critical_prefills = config_.reserved_critical_prefills});
   if (config_.max_connections == 0) config_.max_connections = connections_for_descriptor_limit();
   metrics_ = std::make_unique<GatewayMetrics>(registry_, policy::policy_kind_name(config_.policy),
                                               config_.model_series_limit);

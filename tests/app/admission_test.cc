@@ -314,6 +314,34 @@ TEST_F(PriorityQueueTest, WithPrefillsBoundedThePromptAfterGoesAtTheFirstToken) 
   EXPECT_EQ(metric_value(m, "kvgate_admission_running"), 0);
 }
 
+// Two prefill places on one worker (--worker-max-prefilling 2), one reserved for critical: with a
+// standard prompt prefilling, the next standard one waits although a place is free, and a
+// critical one takes that place at once.
+TEST_F(PriorityQueueTest, ReservedPrefillPlacesTakeOnlyCriticalRequests) {
+  start_logged(
+      [](mock::FleetOptions& o) {
+        o.engine.timing.prefill_tokens_per_s = 2;  // each prompt prefills for a second or so
+      },
+      [](GatewayConfig& c) {
+        c.max_concurrent_requests = 0;
+        c.cache_aware.overload.prefilling_requests = 2;
+        c.reserved_critical_prefills = 1;
+        c.liveness.wedge = 0s;  // (silence that long would look like a wedged engine)
+      });
+  ASSERT_FALSE(HasFailure());
+  const auto gauge = [&](const char* name) { return metric_value(gateway_->metrics_text(), name); };
+  std::atomic<unsigned> st[3] = {};
+  std::thread long_one = send("long", "sk-x", "standard", 4, &st[0], /*stream=*/true);
+  ASSERT_TRUE(wait_until([&] { return gauge("kvgate_admission_prefilling") == 1; }, 5s));
+  std::thread second = send_queued("std-2", "sk-x", "standard", 1, &st[1]);
+  EXPECT_EQ(gauge("kvgate_admission_prefilling"), 1) << "the free place is critical's";
+  std::thread crit = send("crit", "sk-y", "critical", 4, &st[2], /*stream=*/true);
+  EXPECT_TRUE(wait_until([&] { return gauge("kvgate_admission_prefilling") == 2; }, 5s));
+  EXPECT_EQ(gauge("kvgate_admission_queued"), 1) << "std-2 still waits for the long prompt";
+  for (std::thread* t : {&long_one, &second, &crit}) t->join();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(st[i].load(), 200u) << i;
+}
+
 TEST_F(PriorityQueueTest, ReservedSlotsTakeOnlyCriticalRequests) {
   start_worker(/*speedup=*/1);
   std::ofstream(keys_) << "keys:\n  - {key: sk-x, tenant: x}\n";

@@ -361,6 +361,17 @@ TEST(Config, TheInFlightOverloadRuleIsOffUntilGivenACount) {
   EXPECT_THROW(parse({"--worker-overload-in-flight", "0"}), CLI::ValidationError);
 }
 
+TEST(Config, ReservedCriticalPrefillsNeedTheirPlaces) {
+  GatewayConfig c;
+  c.reserved_critical_prefills = 1;
+  const Status s = finish_config(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("needs --worker-max-prefilling"), std::string::npos) << s;
+  EXPECT_EQ(parse({"--reserved-critical-prefills", "1", "--worker-max-prefilling", "1"})
+                .reserved_critical_prefills,
+            1u);
+}
+
 TEST(Config, ThreadsArePinnedOnlyWhereTheLayoutAsksUnlessTold) {
   EXPECT_EQ(parse({}).pin_threads, "auto");
   EXPECT_EQ(parse({"--pin-threads", "on"}).pin_threads, "on");

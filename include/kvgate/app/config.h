@@ -134,6 +134,9 @@ struct GatewayConfig {
   // bound goes first whatever its class (0: never); fair share weighs a tenant's output tokens
   // this many times its prompt tokens (app/admission_gate.h).
   size_t reserved_critical_slots = 0;
+  // Of the places --worker-max-prefilling gives (cache_aware.overload.prefilling_requests times
+  // the workers that take prompts), those only critical requests take; never all of them.
+  size_t reserved_critical_prefills = 0;
   std::chrono::milliseconds priority_starvation{30'000};
   double fair_share_output_weight = 4;
   std::chrono::milliseconds queue_timeout{60'000};

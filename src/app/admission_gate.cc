@@ -44,7 +44,7 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
     const bool ahead =
         std::any_of(queues_.begin(), queues_.begin() + static_cast<int>(who.priority) + 1,
                     [](const Queue& q) { return !q.empty(); });
-    if (!ahead && fits(who.priority, running_) && prefill_room(who.priority)) {
+    if (!ahead && fits(who.priority, running_) && prefill_room(who.priority, prefill_places())) {
       ++running_;
       if (bounds_prefills()) ++prefilling_;
       ticket->gate_ = this;
@@ -132,7 +132,7 @@ std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::take(Queue& q, size_t i) {
   return w;
 }
 
-std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::pick(size_t running) {
+std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::pick(size_t running, size_t places) {
   // Past the starvation bound: the oldest such waiter of a lower class, as if critical.
   if (options_.starvation.count() > 0 && fits(Priority::kCritical, running)) {
     const auto now = std::chrono::steady_clock::now();
@@ -152,7 +152,7 @@ std::shared_ptr<AdmissionGate::Waiter> AdmissionGate::pick(size_t running) {
     if (q.empty()) continue;
     // (Worse classes fit less.)
     const auto priority = static_cast<Priority>(c);
-    if (!fits(priority, running) || !prefill_room(priority)) return nullptr;
+    if (!fits(priority, running) || !prefill_room(priority, places)) return nullptr;
     return take(q, least_served(q));
   }
   return nullptr;
@@ -182,18 +182,23 @@ void AdmissionGate::wake(const std::shared_ptr<Waiter>& w) {
   net::post(w->timer.get_executor(), [w] { w->timer.cancel(); });
 }
 
-bool AdmissionGate::prefill_room(Priority p) const {
+size_t AdmissionGate::prefill_places() const {
+  return bounds_prefills() ? std::max<size_t>(options_.prefill_capacity(), 1) : SIZE_MAX;
+}
+
+bool AdmissionGate::prefill_room(Priority p, size_t places) const {
   if (!bounds_prefills()) return true;
-  const size_t capacity = options_.prefill_capacity();
   const size_t reserved =
-      p == Priority::kCritical ? 0 : std::min(options_.reserved_critical_prefills, capacity - 1);
-  return prefilling_ + reserved < capacity;
+      p == Priority::kCritical ? 0 : std::min(options_.reserved_critical_prefills, places - 1);
+  return prefilling_ + reserved < places;
 }
 
 std::vector<std::shared_ptr<AdmissionGate::Waiter>> AdmissionGate::grant() {
   std::vector<std::shared_ptr<Waiter>> granted;
-  while (prefill_room(Priority::kCritical)) {
-    std::shared_ptr<Waiter> next = pick(running_);
+  // (The fleet is asked its capacity once: each asking walks it.)
+  const size_t places = prefill_places();
+  while (prefill_room(Priority::kCritical, places)) {
+    std::shared_ptr<Waiter> next = pick(running_, places);
     if (next == nullptr) break;
     ++running_;
     if (bounds_prefills()) ++prefilling_;

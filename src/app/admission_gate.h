@@ -137,8 +137,9 @@ class AdmissionGate {
   using Queue = std::vector<std::shared_ptr<Waiter>>;  // arrival order
   // Whether a request of `p` may take a slot with `running` others running.
   bool fits(Priority p, size_t running) const;
-  // The waiter to admit with `running` others running, taken off its queue; null for none.
-  std::shared_ptr<Waiter> pick(size_t running) KVGATE_REQUIRES(mu_);
+  // The waiter to admit with `running` others running and `places` among the prefilling, taken
+  // off its queue; null for none.
+  std::shared_ptr<Waiter> pick(size_t running, size_t places) KVGATE_REQUIRES(mu_);
   // The position in `q` of the waiter whose tenant has received the least service (of equals,
   // the one with the fewest requests waiting: a tenant just lifted to the others' counter goes
   // before the backlog it was lifted to).
@@ -149,8 +150,10 @@ class AdmissionGate {
   // Takes the waiter at `i` off `q`.
   std::shared_ptr<Waiter> take(Queue& q, size_t i) KVGATE_REQUIRES(mu_);
   size_t queued() const KVGATE_REQUIRES(mu_);
-  // Whether one more request of class `p` may be prefilling.
-  bool prefill_room(Priority p) const KVGATE_REQUIRES(mu_);
+  // The places among the prefilling (prefill_capacity, asked now; SIZE_MAX without a bound), and
+  // whether one more request of class `p` may take one of `places`.
+  size_t prefill_places() const KVGATE_REQUIRES(mu_);
+  bool prefill_room(Priority p, size_t places) const KVGATE_REQUIRES(mu_);
   // Hands free slots to waiters, in turn; returns them to wake.
   std::vector<std::shared_ptr<Waiter>> grant() KVGATE_REQUIRES(mu_);
   static void wake(const std::shared_ptr<Waiter>& w);

@@ -14,7 +14,6 @@ front of a worker that records what it is sent:
 
     python3 tests/app/conformance_test.py BUILD_DIR
 """
-import http.server
 import json
 import os
 import re
@@ -23,9 +22,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import jsonschema
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recording_worker  # noqa: E402
+from recording_worker import RecordingWorker, free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KEY = "sk-conformance"
@@ -38,62 +40,12 @@ def check(cond, what):
         print("conformance_test: FAIL: " + what, flush=True)
 
 
-class Recorder(http.server.ThreadingHTTPServer):
-    """A worker serving model "m" that keeps the headers of every POST it receives. A prompt of
-    "missing" is answered with the worker's own 404, worded as kvgate words its own."""
-    daemon_threads = True
-
-    def __init__(self):
-        self.posts = []
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), RecorderHandler)
-
-    def last_headers(self):
-        with self.lock:
-            return dict(self.posts[-1]) if self.posts else {}
-
-
-class RecorderHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        if self.path == "/health":
-            self.answer(200, {})
-        elif self.path == "/v1/models":
-            self.answer(200, {"object": "list",
-                              "data": [{"id": "m", "object": "model", "max_model_len": 4096}]})
-        else:
-            self.answer(404, {"error": {"message": "no such route"}})
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-        with self.server.lock:
-            self.server.posts.append({k.lower(): v for k, v in self.headers.items()})
-        if body.get("prompt") == "missing":
-            self.answer(404, {"error": {"message": "The model 'm' does not exist",
-                                        "type": "not_found_error", "param": None, "code": 404}})
-            return
-        self.answer(200, {"id": "cmpl-1", "object": "text_completion", "model": "m",
-                          "choices": [{"index": 0, "text": " ok", "finish_reason": "length"}],
-                          "usage": {"prompt_tokens": 3, "completion_tokens": 2,
-                                    "total_tokens": 5}})
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def answer_post(body, headers):
+    """A prompt of "missing" gets the worker's own 404, worded as kvgate words its own."""
+    if body and body.get("prompt") == "missing":
+        return 404, {"error": {"message": "The model 'm' does not exist",
+                               "type": "not_found_error", "param": None, "code": 404}}
+    return RecordingWorker.answer_post(body, headers)
 
 
 def raw(port, method, path, headers=(), body=b""):
@@ -125,16 +77,8 @@ def completion(prompt, model="m"):
     return json.dumps({"model": model, "prompt": prompt, "max_tokens": 2}).encode()
 
 
-def wait_for(what, cond, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    sys.exit("conformance_test: FAIL: " + what)
+def wait_for(what, cond):
+    recording_worker.wait_for(what, cond, test="conformance_test")
 
 
 def check_head_and_allow(port):
@@ -240,14 +184,14 @@ def check_access_log(path):
 
 def main():
     build = sys.argv[1]
-    worker = Recorder()
+    worker = RecordingWorker(answer_post)
     threading.Thread(target=worker.serve_forever, daemon=True).start()
     port, work = free_port(), tempfile.mkdtemp(prefix="kvgate-conformance-")
     log_path = os.path.join(work, "access.log")
     with open(log_path, "w") as out, open(os.path.join(work, "gateway.err"), "w") as err:
         gw = subprocess.Popen(
             [os.path.join(build, "bin", "kvgate"), "--host", "127.0.0.1", "--port", str(port),
-             "--worker-urls", f"http://127.0.0.1:{worker.server_address[1]}",
+             "--worker-urls", worker.url(),
              "--policy", "round_robin", "--access-log", "json", "--api-key", KEY,
              "--forward-headers", "traceparent", "x-trace-id", "openai-organization",
              "--health-check-interval-secs", "0.2"],

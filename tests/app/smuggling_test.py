@@ -10,7 +10,6 @@ smuggled one) that runs only if a parser ends the first one early.
 
     python3 tests/app/smuggling_test.py BUILD_DIR
 """
-import http.server
 import json
 import os
 import shutil
@@ -19,56 +18,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recording_worker  # noqa: E402
 import strict_framing  # noqa: E402
-
-
-class Recorder(http.server.ThreadingHTTPServer):
-    """A worker keeping the prompt of every POST it receives."""
-    daemon_threads = True
-
-    def __init__(self):
-        self.prompts = []
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), RecorderHandler)
-
-    def take(self):
-        with self.lock:
-            out, self.prompts = self.prompts, []
-        return out
-
-
-class RecorderHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        if self.path == "/health":
-            self.answer(200, {})
-        elif self.path == "/v1/models":
-            self.answer(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
-        else:
-            self.answer(404, {"error": {"message": "no such route"}})
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("content-length", 0)))
-        with self.server.lock:
-            self.server.prompts.append(prompt_of(body))
-        self.answer(200, {"object": "text_completion",
-                          "choices": [{"index": 0, "text": "x", "finish_reason": "length"}]})
+from recording_worker import RecordingWorker, free_port  # noqa: E402
 
 
 def prompt_of(body):
@@ -82,22 +37,8 @@ def prompt_of(body):
     return "unparsed:" + body[:40].decode("latin-1")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, cond, seconds=30):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if cond():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    sys.exit("smuggling_test: FAIL: " + what)
+def wait_for(what, cond):
+    recording_worker.wait_for(what, cond, test="smuggling_test")
 
 
 # Sent after every case: a server that reads the case whole answers it too and closes, one that
@@ -218,6 +159,11 @@ def cases():
     return out
 
 
+def prompts_taken(recorder):
+    """The prompts of the requests the worker received since the last call."""
+    return [prompt_of(body) for body in recorder.take_bodies()]
+
+
 def prompts_of(requests):
     return [prompt_of(body) for _method, _target, body in requests]
 
@@ -234,7 +180,7 @@ def check_case(name, data, port, nginx_port, recorder):
     expected = prompts_of(framed)
     valid = [p for p in expected if not p.startswith("unparsed:")]
     statuses = exchange(port, data)
-    seen = recorder.take()
+    seen = prompts_taken(recorder)
     failures = []
     if seen != valid:
         failures.append("%s: kvgate's worker got %s, the strict reading frames %s (%s)"
@@ -245,7 +191,7 @@ def check_case(name, data, port, nginx_port, recorder):
                         % (name, statuses, len(framed), refusal or "all read"))
     if nginx_port is not None:
         exchange(nginx_port, data)
-        by_nginx = recorder.take()
+        by_nginx = prompts_taken(recorder)
         common = min(len(by_nginx), len(expected))
         if by_nginx[:common] != expected[:common]:
             failures.append("%s: nginx framed %s, the strict reading %s"
@@ -290,7 +236,7 @@ def main():
     kvgate_bin = os.path.join(build, "bin", "kvgate")
     work = tempfile.mkdtemp(prefix="smuggling_test.")
     procs = []
-    recorder = Recorder()
+    recorder = RecordingWorker()
     threading.Thread(target=recorder.serve_forever, daemon=True).start()
     rec_url = "http://127.0.0.1:%d" % recorder.server_address[1]
     try:
@@ -311,7 +257,7 @@ def main():
             procs.append(nginx)
         else:
             print("smuggling_test: nginx is missing; comparing with the strict reading only")
-        recorder.take()
+        prompts_taken(recorder)
         failures = []
         for name, data in cases():
             failures += check_case(name, data, port, nginx_port if nginx else None, recorder)

@@ -19,6 +19,7 @@
 #include "kvgate/core/thread_annotations.h"
 #include "kvgate/events/block_bound.h"
 #include "kvgate/index/lane_pool.h"
+#include "kvgate/metrics/lazy_series.h"
 
 namespace kvgate::events {
 namespace {
@@ -27,6 +28,8 @@ using metrics::Counter;
 using metrics::Family;
 using metrics::Gauge;
 using metrics::Histogram;
+using metrics::LazyCounter;
+using metrics::PresenceGauge;
 
 constexpr const char* kDispositions[] = {"applied", "duplicate", "replayed", "dropped",
                                          "quarantined"};
@@ -164,66 +167,6 @@ struct Families {
             "than --kv-events-lag-window-secs, not counted in the apply lag.")),
         degraded_total(degraded_ranks.Add({})),
         apply_lag_all(apply_lag.Add({}, metrics::latency_buckets_seconds())) {}
-};
-
-// A counter series made at its first increment: a reason that never happens costs no series (20
-// drop reasons per rank, all at zero, used to be most of a fleet's series). add() from any thread:
-// two first increments at once both ask the family, which hands both the one series of those
-// labels. remove() after every writer let go of the holder (or worker).
-class LazyCounter {
- public:
-  LazyCounter() = default;
-  LazyCounter(Family<Counter>& family, metrics::Labels labels)
-      : family_(&family), labels_(std::move(labels)) {}
-  LazyCounter& operator=(LazyCounter&& other) noexcept {
-    family_ = other.family_;
-    labels_ = std::move(other.labels_);
-    series_.store(other.series_.exchange(nullptr), std::memory_order_relaxed);
-    return *this;
-  }
-  void add(uint64_t n) {
-    if (n == 0) return;
-    Counter* series = series_.load(std::memory_order_acquire);
-    if (series == nullptr) {
-      series = &family_->Add(labels_);
-      series_.store(series, std::memory_order_release);
-    }
-    series->Increment(static_cast<double>(n));
-  }
-  void remove() {
-    if (Counter* series = series_.exchange(nullptr)) family_->Remove(series);
-  }
-
- private:
-  Family<Counter>* family_ = nullptr;
-  metrics::Labels labels_;
-  std::atomic<Counter*> series_{nullptr};
-};
-
-// A 0/1 gauge whose series exists only while it is 1 (a holder degraded or quarantined): an
-// alert on it is the same, and a healthy fleet pays no series for it. One writer at a time.
-class PresenceGauge {
- public:
-  PresenceGauge() = default;
-  PresenceGauge(Family<Gauge>& family, metrics::Labels labels)
-      : family_(&family), labels_(std::move(labels)) {}
-  void set(bool on) {
-    if (on && series_ == nullptr) {
-      series_ = &family_->Add(labels_);
-      series_->Set(1);
-    } else if (!on) {
-      remove();
-    }
-  }
-  void remove() {
-    if (series_ != nullptr) family_->Remove(series_);
-    series_ = nullptr;
-  }
-
- private:
-  Family<Gauge>* family_ = nullptr;
-  metrics::Labels labels_;
-  Gauge* series_ = nullptr;
 };
 
 inline void add_to(Counter* c, uint64_t n) { c->Increment(static_cast<double>(n)); }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/proto_utils.h>  // SerializationTraits of protobuf messages
 
 #include <optional>
 #include <string>

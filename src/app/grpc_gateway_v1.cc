@@ -3,14 +3,13 @@
 #include <simdjson.h>
 
 #include "app/grpc_common.h"
+#include "app/grpc_stream_call.h"
 #include "app/worker_exchange.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
-#include "boost/asio/post.hpp"
 #include "boost/asio/use_awaitable.hpp"
 #include "boost/beast/core/string.hpp"
 #include "kvgate/core/json_writer.h"
-#include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/sse.h"
 #include "kvgate/v1/gateway.grpc.pb.h"
 
@@ -22,6 +21,7 @@ using rpc::encode_message;
 using rpc::error_message;
 using rpc::not_a;
 using rpc::Refused;
+using rpc::StreamCall;
 
 namespace gateway_v1 {
 
@@ -110,16 +110,13 @@ http::Request as_http_request(const GrpcFrontParts& gw, grpc::CallbackServerCont
 }
 
 // One Generate call: the gRPC stream on one side, the generation handler's Responder on the
-// other. gRPC takes one write at a time; the handler never waits for it: tokens that arrive while
-// a write is in flight join one queued chunk, sent when the write completes (so a slow client
-// gets fewer, larger chunks and the call holds at most the generation's own tokens). The end of
-// the call (Complete and OK, or an error status) goes out after the last chunk.
-class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
-                           public http::ResponseSink,
+// other. Tokens that arrive while a write is in flight join the one queued chunk
+// (rpc::StreamCall).
+class GenerateCall final : public StreamCall<v1::GenerateResponse>,
                            public std::enable_shared_from_this<GenerateCall> {
  public:
   GenerateCall(net::io_context& ctx, v1::GenerateRequest r)
-      : executor_(ctx.get_executor()),
+      : StreamCall(ctx.get_executor()),
         stream_(r.stream()),
         return_text_(r.return_text()),
         request_(std::move(r)) {
@@ -139,34 +136,14 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       }
       call->complete();
     };
-    net::co_spawn(executor_, body(shared_from_this(), generation, std::move(request)),
+    net::co_spawn(executor(), body(shared_from_this(), generation, std::move(request)),
                   net::detached);
   }
 
   // ---- gRPC's side ----
-  void OnWriteDone(bool ok) override {
-    Next next;
-    {
-      MutexLock lock(&mu_);
-      if (!ok) gone_ = true;
-      next = next_write();
-    }
-    start(next);
-  }
-  void OnCancel() override {
-    std::function<void()> on_gone;
-    {
-      MutexLock lock(&mu_);
-      gone_ = true;
-      on_gone = std::move(on_gone_);
-    }
-    if (on_gone) net::post(executor_, std::move(on_gone));
-  }
   void OnDone() override { self_.reset(); }
 
   // ---- the handler's side (ResponseSink) ----
-  net::any_io_executor executor() const override { return executor_; }
-
   net::awaitable<Status> send(http::Response response) override {
     status_ = response.status;
     read_headers(response.headers);
@@ -193,86 +170,19 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     co_return Status();
   }
   net::awaitable<Status> finish() override { co_return Status(); }
-  void watch(std::function<void()> on_gone) override {
-    MutexLock lock(&mu_);
-    if (gone_) {
-      net::post(executor_, std::move(on_gone));
-    } else {
-      on_gone_ = std::move(on_gone);
-    }
-  }
-  void unwatch() override {
-    MutexLock lock(&mu_);
-    on_gone_ = nullptr;
-  }
 
  private:
-  // What to hand gRPC next: a chunk, the last message with the status, or the status alone.
-  struct Next {
-    enum Kind { kNothing, kChunk, kLast, kFinish } kind = kNothing;
-  };
-
-  // Under mu_, with no write in flight: takes the queued chunk, else the end if it is ready.
-  Next next_write() KVGATE_REQUIRES(mu_) {
-    writing_ = false;
-    if (ended_) return {};
-    if (gone_ && ending_) {
-      ended_ = true;
-      return {Next::kFinish};
-    }
-    if (has_queued_ && !gone_) {
-      *in_flight_.mutable_chunk() = std::move(queued_);
-      queued_.Clear();
-      has_queued_ = false;
-      writing_ = true;
-      return {Next::kChunk};
-    }
-    if (!ending_) return {};
-    ended_ = true;
-    if (final_status_.ok() && !gone_) {
-      *in_flight_.mutable_complete() = std::move(final_);
-      return {Next::kLast};
-    }
-    return {Next::kFinish};
-  }
-  void start(const Next& next) {
-    switch (next.kind) {
-      case Next::kNothing:
-        break;
-      case Next::kChunk:
-        encode_message(in_flight_, &in_flight_bytes_);
-        StartWrite(&in_flight_bytes_);
-        break;
-      case Next::kLast:
-        encode_message(in_flight_, &in_flight_bytes_);
-        StartWriteAndFinish(&in_flight_bytes_, grpc::WriteOptions(), grpc::Status::OK);
-        break;
-      case Next::kFinish:
-        Finish(gone_status());
-        break;
-    }
-  }
-  grpc::Status gone_status() {
-    MutexLock lock(&mu_);
-    return gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call")
-                 : final_status_;
-  }
-
-  // Queues chunk_ (joined to one still waiting) and starts a write when none is in flight;
-  // false once the client is gone.
-  bool send_chunk() {
-    Next next;
-    {
-      MutexLock lock(&mu_);
-      if (gone_) return false;
-      queued_.mutable_token_ids()->Add(chunk_.token_ids().begin(), chunk_.token_ids().end());
-      queued_.mutable_text()->append(chunk_.text());
-      has_queued_ = true;
-      if (!writing_) next = next_write();
-    }
-    chunk_.Clear();
-    start(next);
+  bool join(v1::Chunk& last, const v1::Chunk& next) const override {
+    last.mutable_token_ids()->Add(next.token_ids().begin(), next.token_ids().end());
+    last.mutable_text()->append(next.text());
     return true;
+  }
+
+  // Queues chunk_ (joined to one still waiting); false once the client is gone.
+  bool send_chunk() {
+    std::vector<v1::Chunk> one(1);
+    one[0].Swap(&chunk_);
+    return queue(std::move(one));
   }
 
   void read_headers(std::span<const http::Header> headers) {
@@ -355,18 +265,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     }
     if (!complete_.has_usage()) complete_.mutable_usage();
     if (!rank_known_) complete_.set_dp_rank(-1);
-    Next next;
-    {
-      MutexLock lock(&mu_);
-      final_ = std::move(complete_);
-      final_status_ = std::move(status);
-      ending_ = true;
-      if (!writing_) next = next_write();
-    }
-    start(next);
+    end(std::move(complete_), std::move(status));
   }
 
-  const net::any_io_executor executor_;
   const bool stream_;
   const bool return_text_;
   // The call's request, read by the pipeline as a TypedRequest (views into it).
@@ -382,19 +283,6 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   simdjson::dom::parser parser_;
   v1::Chunk chunk_;        // tokens of the events parsed last
   v1::Complete complete_;  // the end, as it fills in
-  // Shared with gRPC's reactions.
-  Mutex mu_;
-  bool gone_ KVGATE_GUARDED_BY(mu_) = false;
-  bool ended_ KVGATE_GUARDED_BY(mu_) = false;    // the last message or status was handed over
-  bool writing_ KVGATE_GUARDED_BY(mu_) = false;  // in_flight_ is gRPC's until OnWriteDone
-  bool has_queued_ KVGATE_GUARDED_BY(mu_) = false;
-  bool ending_ KVGATE_GUARDED_BY(mu_) = false;  // final_ and final_status_ are set
-  v1::Chunk queued_ KVGATE_GUARDED_BY(mu_);
-  v1::Complete final_ KVGATE_GUARDED_BY(mu_);
-  grpc::Status final_status_ KVGATE_GUARDED_BY(mu_);
-  v1::GenerateResponse in_flight_;
-  grpc::ByteBuffer in_flight_bytes_;  // in_flight_ serialized, gRPC's until OnWriteDone
-  std::function<void()> on_gone_ KVGATE_GUARDED_BY(mu_);
 };
 
 // Every method takes its request as bytes and decodes it here: gRPC's own decoding answers a

@@ -1,31 +1,25 @@
 // A v2 Generate call: the gRPC stream on one side, the generation pipeline's Responder on the
 // other (grpc_generate_v2.h).
-#include <deque>
-
 #include "app/grpc_common.h"
 #include "app/grpc_generate_v2.h"
+#include "app/grpc_stream_call.h"
 #include "app/worker_exchange.h"
 #include "boost/asio/co_spawn.hpp"
 #include "boost/asio/detached.hpp"
-#include "boost/asio/post.hpp"
 #include "boost/beast/core/string.hpp"
-#include "kvgate/core/thread_annotations.h"
 #include "kvgate/http/sse.h"
 
 namespace kvgate::app::gateway_v2 {
 namespace net = boost::asio;
 namespace {
 
-// gRPC takes one write at a time; the handler never waits for it: chunks that arrive while a
-// write is in flight queue, a choice's tokens joined into its last queued chunk (so a slow client
-// gets fewer, larger chunks and the call holds at most the generation's own tokens). The end of
-// the call (Complete and OK, or an error status) goes out after the last chunk.
-class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
-                           public http::ResponseSink,
+// A choice's tokens join its last queued chunk while that chunk waits for a write
+// (rpc::StreamCall).
+class GenerateCall final : public rpc::StreamCall<v2::GenerateResponse>,
                            public std::enable_shared_from_this<GenerateCall> {
  public:
   GenerateCall(net::io_context& ctx, const v2::GenerateRequest& r)
-      : executor_(ctx.get_executor()),
+      : StreamCall(ctx.get_executor()),
         reader_(r.stream(), r.return_text(), r.engine_api() == v2::ENGINE_API_SGLANG_GENERATE) {}
 
   // Runs the pipeline; the call owns itself until gRPC is done with it.
@@ -39,33 +33,13 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       }
       self->complete();
     };
-    net::co_spawn(executor_, body(shared_from_this(), generation, std::move(call)), net::detached);
+    net::co_spawn(executor(), body(shared_from_this(), generation, std::move(call)), net::detached);
   }
 
   // ---- gRPC's side ----
-  void OnWriteDone(bool ok) override {
-    Next next;
-    {
-      MutexLock lock(&mu_);
-      if (!ok) gone_ = true;
-      next = next_write();
-    }
-    start(next);
-  }
-  void OnCancel() override {
-    std::function<void()> on_gone;
-    {
-      MutexLock lock(&mu_);
-      gone_ = true;
-      on_gone = std::move(on_gone_);
-    }
-    if (on_gone) net::post(executor_, std::move(on_gone));
-  }
   void OnDone() override { self_.reset(); }
 
   // ---- the handler's side (ResponseSink) ----
-  net::any_io_executor executor() const override { return executor_; }
-
   net::awaitable<Status> send(http::Response response) override {
     status_ = response.status;
     read_headers(response.headers);
@@ -93,86 +67,13 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     co_return Status();
   }
   net::awaitable<Status> finish() override { co_return Status(); }
-  void watch(std::function<void()> on_gone) override {
-    MutexLock lock(&mu_);
-    if (gone_) {
-      net::post(executor_, std::move(on_gone));
-    } else {
-      on_gone_ = std::move(on_gone);
-    }
-  }
-  void unwatch() override {
-    MutexLock lock(&mu_);
-    on_gone_ = nullptr;
-  }
 
  private:
-  enum class Next { kNothing, kChunk, kLast, kFinish };
-
-  // Under mu_, with no write in flight: the next queued chunk, else the end if it is ready.
-  Next next_write() KVGATE_REQUIRES(mu_) {
-    writing_ = false;
-    if (ended_) return Next::kNothing;
-    if (gone_ && ending_) {
-      ended_ = true;
-      return Next::kFinish;
+  bool join(v2::Chunk& last, const v2::Chunk& next) const override {
+    if (last.index() != next.index() || last.finish_reason() != v2::FINISH_REASON_UNSPECIFIED) {
+      return false;
     }
-    if (!queued_.empty() && !gone_) {
-      *in_flight_.mutable_chunk() = std::move(queued_.front());
-      queued_.pop_front();
-      writing_ = true;
-      return Next::kChunk;
-    }
-    if (!ending_) return Next::kNothing;
-    ended_ = true;
-    if (final_status_.ok() && !gone_) {
-      *in_flight_.mutable_complete() = std::move(final_);
-      return Next::kLast;
-    }
-    return Next::kFinish;
-  }
-  void start(Next next) {
-    switch (next) {
-      case Next::kNothing:
-        break;
-      case Next::kChunk:
-        rpc::encode_message(in_flight_, &in_flight_bytes_);
-        StartWrite(&in_flight_bytes_);
-        break;
-      case Next::kLast:
-        rpc::encode_message(in_flight_, &in_flight_bytes_);
-        StartWriteAndFinish(&in_flight_bytes_, grpc::WriteOptions(), grpc::Status::OK);
-        break;
-      case Next::kFinish:
-        Finish(end_status());
-        break;
-    }
-  }
-  grpc::Status end_status() {
-    MutexLock lock(&mu_);
-    return gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled the call")
-                 : final_status_;
-  }
-
-  // Queues `chunks` and starts a write when none is in flight; false once the client is gone.
-  bool queue(std::vector<v2::Chunk> chunks) {
-    if (chunks.empty()) return true;
-    Next next = Next::kNothing;
-    {
-      MutexLock lock(&mu_);
-      if (gone_) return false;
-      for (v2::Chunk& c : chunks) {
-        const bool joins = !queued_.empty() && queued_.back().index() == c.index() &&
-                           queued_.back().finish_reason() == v2::FINISH_REASON_UNSPECIFIED;
-        if (joins) {
-          merge_chunk(queued_.back(), c);
-        } else {
-          queued_.push_back(std::move(c));
-        }
-      }
-      if (!writing_) next = next_write();
-    }
-    start(next);
+    merge_chunk(last, next);
     return true;
   }
 
@@ -207,18 +108,9 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     done.set_worker(worker_);
     done.set_request_id(request_id_);
     done.set_dp_rank(dp_rank_);
-    Next next = Next::kNothing;
-    {
-      MutexLock lock(&mu_);
-      final_ = std::move(done);
-      final_status_ = std::move(status);
-      ending_ = true;
-      if (!writing_) next = next_write();
-    }
-    start(next);
+    end(std::move(done), std::move(status));
   }
 
-  const net::any_io_executor executor_;
   std::shared_ptr<GenerateCall> self_;  // until OnDone
   // The handler's side: only its coroutine touches these.
   AnswerReader reader_;
@@ -228,18 +120,6 @@ class GenerateCall final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   std::string worker_;
   std::string request_id_;
   int32_t dp_rank_ = -1;  // the handler named none: the engine chose
-  // Shared with gRPC's reactions.
-  Mutex mu_;
-  bool gone_ KVGATE_GUARDED_BY(mu_) = false;
-  bool ended_ KVGATE_GUARDED_BY(mu_) = false;    // the last message or status was handed over
-  bool writing_ KVGATE_GUARDED_BY(mu_) = false;  // in_flight_ is gRPC's until OnWriteDone
-  bool ending_ KVGATE_GUARDED_BY(mu_) = false;   // final_ and final_status_ are set
-  std::deque<v2::Chunk> queued_ KVGATE_GUARDED_BY(mu_);
-  v2::Complete final_ KVGATE_GUARDED_BY(mu_);
-  grpc::Status final_status_ KVGATE_GUARDED_BY(mu_);
-  v2::GenerateResponse in_flight_;
-  grpc::ByteBuffer in_flight_bytes_;  // in_flight_ serialized, gRPC's until OnWriteDone
-  std::function<void()> on_gone_ KVGATE_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -98,10 +98,19 @@ net::awaitable<Status> AdmissionGate::enter(Ticket* ticket, http::Responder& res
   co_return absl::DeadlineExceededError("waited the gateway's queue timeout for a free slot");
 }
 
+namespace {
+
+// Whether one more request of class `p` finds a place of `total`, `taken` taken and `reserved`
+// kept for critical requests.
+bool room_for(Priority p, size_t taken, size_t reserved, size_t total) {
+  return taken + (p == Priority::kCritical ? 0 : reserved) < total;
+}
+
+}  // namespace
+
 bool AdmissionGate::fits(Priority p, size_t running) const {
   if (options_.max_concurrent == 0) return true;  // only the prefill bound counts
-  const size_t reserved = p == Priority::kCritical ? 0 : options_.reserved_critical;
-  return running + reserved < options_.max_concurrent;
+  return room_for(p, running, options_.reserved_critical, options_.max_concurrent);
 }
 
 size_t AdmissionGate::queued() const {
@@ -188,9 +197,9 @@ size_t AdmissionGate::prefill_places() const {
 
 bool AdmissionGate::prefill_room(Priority p, size_t places) const {
   if (!bounds_prefills()) return true;
-  const size_t reserved =
-      p == Priority::kCritical ? 0 : std::min(options_.reserved_critical_prefills, places - 1);
-  return prefilling_ + reserved < places;
+  // (Never every place: a reserve past the fleet's capacity would starve the other classes.)
+  return room_for(p, prefilling_, std::min(options_.reserved_critical_prefills, places - 1),
+                  places);
 }
 
 std::vector<std::shared_ptr<AdmissionGate::Waiter>> AdmissionGate::grant() {

@@ -27,8 +27,7 @@ net::awaitable<bool> admit(const GenerationParts& parts, Generation& g,
   identify(parts, g);
   if (!parts.admission.enabled()) co_return true;
   // Named first: g++ 12 may destroy a temporary inside a co_await twice.
-  Applicant who{.priority = g.priority};
-  if (g.caller.entry != nullptr) who.tenant = g.caller.entry->tenant;
+  const Applicant who{.priority = g.priority, .tenant = g.record.tenant};
   const Status entered = co_await parts.admission.enter(ticket, g.res, who);
   if (entered.ok()) co_return true;
   if (absl::IsCancelled(entered)) {  // the client left while queued

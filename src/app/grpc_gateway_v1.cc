@@ -180,9 +180,9 @@ class GenerateCall final : public StreamCall<v1::GenerateResponse>,
 
   // Queues chunk_ (joined to one still waiting); false once the client is gone.
   bool send_chunk() {
-    std::vector<v1::Chunk> one(1);
-    one[0].Swap(&chunk_);
-    return queue(std::move(one));
+    const bool queued = queue(std::span(&chunk_, 1));
+    chunk_.Clear();
+    return queued;
   }
 
   void read_headers(std::span<const http::Header> headers) {

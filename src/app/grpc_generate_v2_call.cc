@@ -46,7 +46,7 @@ class GenerateCall final : public rpc::StreamCall<v2::GenerateResponse>,
     if (response.status == 200) {
       std::vector<v2::Chunk> chunks;
       reader_.take(response.body, &chunks);  // a worker that answered whole
-      if (!queue(std::move(chunks))) co_return absl::CancelledError("the client went away");
+      if (!queue(chunks)) co_return absl::CancelledError("the client went away");
     } else {
       error_ = rpc::error_message(response.body);
     }
@@ -63,7 +63,7 @@ class GenerateCall final : public rpc::StreamCall<v2::GenerateResponse>,
     sse_.feed(data, [&](std::string_view event) {
       if (event != "[DONE]") reader_.take(event, &chunks);
     });
-    if (!queue(std::move(chunks))) co_return absl::CancelledError("the client went away");
+    if (!queue(chunks)) co_return absl::CancelledError("the client went away");
     co_return Status();
   }
   net::awaitable<Status> finish() override { co_return Status(); }

@@ -18,9 +18,9 @@
 
 #include <deque>
 #include <functional>
+#include <span>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "app/grpc_common.h"
 #include "boost/asio/any_io_executor.hpp"
@@ -77,8 +77,9 @@ class StreamCall : public grpc::ServerWriteReactor<grpc::ByteBuffer>, public htt
   // Whether `next` joins `last` (a queued chunk no write has taken yet); if so, merges it in.
   virtual bool join(Chunk& last, const Chunk& next) const = 0;
 
-  // Queues `chunks` and starts a write when none is in flight; false once the client is gone.
-  bool queue(std::vector<Chunk> chunks) {
+  // Queues `chunks` (their elements moved) and starts a write when none is in flight; false once
+  // the client is gone.
+  bool queue(std::span<Chunk> chunks) {
     if (chunks.empty()) return true;
     Next next = Next::kNothing;
     {

@@ -109,6 +109,7 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
     if (!r.branch.empty()) w.member("branch", r.branch);
     if (!r.decision.empty()) w.member("decision", r.decision);
     if (r.ttft_ms >= 0) w.member("ttft_ms", thousandths(r.ttft_ms));
+    if (r.queued_ms >= 0) w.member("queued_ms", thousandths(r.queued_ms));
     if (r.prompt_tokens >= 0) w.member("prompt_tokens", r.prompt_tokens);
     if (r.completion_tokens >= 0) w.member("completion_tokens", r.completion_tokens);
     if (r.attempts > 0) w.member("attempts", r.attempts);
@@ -138,6 +139,10 @@ std::string AccessLog::line(AccessLogFormat format, const AccessRecord& r) {
     } else {
       out.push_back('-');
     }
+  }
+  if (r.queued_ms >= 0) {
+    out.append(" queued_ms=");
+    append_number(out, r.queued_ms);
   }
   out.append(" duration_ms=");
   append_number(out, r.duration_ms);

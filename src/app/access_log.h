@@ -47,6 +47,7 @@ struct AccessRecord {
   std::string_view branch;    // the policy's branch (routed)
   std::string_view decision;  // the x-kvgate-decision text (app/decision_report.h), the last try's
   double ttft_ms = -1;        // streams: to the first byte from the worker
+  double queued_ms = -1;      // the wait in the admission queue (-1: no queue, or not admitted)
   uint32_t attempts = 0;
   std::string_view tenant;         // its key's tenant (--api-keys-file), "" for none
   std::string_view priority;       // its class (critical, standard, sheddable), "" before admission

@@ -591,7 +591,8 @@ void add_logging_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--access-log", c.access_log,
                  "One line per answered request on stdout (the log stays on stderr): off, text "
                  "or json. Generation requests carry model, worker, rank, matched blocks, "
-                 "decision time, TTFT, duration, attempts and request id; json adds the time, "
+                 "decision time, TTFT, the wait in the admission queue, duration, attempts and "
+                 "request id; json adds the time, "
                  "the client's address and the prompt and completion tokens")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "text", "json"}))

@@ -228,6 +228,14 @@ void GatewayMetrics::add_admission_series(metrics::Registry& reg) {
       "What the admission queue did besides admitting: queued (found no free slot and waited), "
       "shed (a waiter whose place a better class took), promoted (admitted ahead of its class "
       "after --priority-starvation-secs).");
+  auto& waits = metrics::histogram_family(
+      reg, "kvgate_admission_wait_seconds",
+      "Time an admitted generation request spent in the admission queue, by class (0 for one "
+      "admitted at once; --max-concurrent-requests, --worker-max-prefilling).");
+  for (size_t c = 0; c < admission_wait_.size(); ++c) {
+    admission_wait_[c] = sharded(waits, {{"class", priority_name(static_cast<Priority>(c))}},
+                                 metrics::request_buckets_seconds());
+  }
   admission_waited_ = &outcomes.Add({{"event", "queued"}});
   admission_shed_ = &outcomes.Add({{"event", "shed"}});
   admission_promoted_ = &outcomes.Add({{"event", "promoted"}});
@@ -417,6 +425,7 @@ void GatewayMetrics::publish() {
                                  &pd_transfer_seconds_, &pd_decode_seconds_}) {
     (*h)->publish();
   }
+  for (ShardedHistogramPtr& h : admission_wait_) h->publish();
 }
 
 namespace {

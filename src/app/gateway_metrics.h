@@ -98,6 +98,10 @@ class GatewayMetrics {
   void request_done(ApiRoute route, unsigned status, double seconds, size_t model_slot);
   void error(ErrorReason reason) { errors_[static_cast<size_t>(reason)]->add(); }
   void ttft(double seconds) { ttft_->observe(seconds); }
+  // An admitted request's wait in the admission queue.
+  void admission_wait(Priority p, double seconds) {
+    admission_wait_[static_cast<size_t>(p)]->observe(seconds);
+  }
   // A pair's prefill exchange, from its request to the end of its answer.
   void pd_prefill_seconds(double seconds) { pd_prefill_seconds_->observe(seconds); }
   // A streamed pair's hand-over (the prefill's end to the decode's first token) and its decode
@@ -200,6 +204,7 @@ class GatewayMetrics {
   metrics::Gauge* admission_prefilling_ = nullptr;
   metrics::Gauge* admission_queued_ = nullptr;
   std::array<metrics::Gauge*, 3> admission_by_class_{};  // by Priority
+  std::array<ShardedHistogramPtr, 3> admission_wait_;    // by Priority
   metrics::Counter* admission_waited_ = nullptr;
   metrics::Counter* admission_shed_ = nullptr;
   metrics::Counter* admission_promoted_ = nullptr;

@@ -22,6 +22,7 @@ AccessRecord generation() {
           .matched_blocks = 12,
           .decision_us = 4.25,
           .ttft_ms = 35.06,
+          .queued_ms = 120.5,
           .attempts = 2,
           .prompt_tokens = 1200,
           .completion_tokens = 40};
@@ -30,7 +31,7 @@ AccessRecord generation() {
 TEST(AccessLog, TextLineForAGeneration) {
   EXPECT_EQ(AccessLog::line(AccessLogFormat::kText, generation()),
             "POST /v1/completions 200 model=m worker=http://w:8000 rank=1 matched=12 "
-            "decision_us=4.2 ttft_ms=35.1 duration_ms=812.4 attempts=2 id=abc\n");
+            "decision_us=4.2 ttft_ms=35.1 queued_ms=120.5 duration_ms=812.4 attempts=2 id=abc\n");
 }
 
 TEST(AccessLog, TextLineForAnotherRouteLeavesOutWhatDoesNotApply) {
@@ -52,6 +53,7 @@ TEST(AccessLog, JsonLineParsesWithEveryField) {
   EXPECT_EQ(doc["rank"].get_int64().value(), 1);
   EXPECT_EQ(doc["matched_blocks"].get_uint64().value(), 12u);
   EXPECT_DOUBLE_EQ(doc["ttft_ms"].get_double().value(), 35.06);
+  EXPECT_DOUBLE_EQ(doc["queued_ms"].get_double().value(), 120.5);
   EXPECT_EQ(doc["request_id"].get_string().value(), "abc");
   EXPECT_EQ(doc["client"].get_string().value(), "10.1.2.3");
   EXPECT_EQ(doc["prompt_tokens"].get_int64().value(), 1200);
@@ -63,9 +65,11 @@ TEST(AccessLog, JsonLineParsesWithEveryField) {
   // A stream-less answer has no TTFT; an unrouted one no decision.
   AccessRecord bare = generation();
   bare.ttft_ms = -1;
+  bare.queued_ms = -1;
   bare.routed = false;
   const std::string b = AccessLog::line(AccessLogFormat::kJson, bare);
   EXPECT_EQ(b.find("ttft_ms"), std::string::npos) << b;
+  EXPECT_EQ(b.find("queued_ms"), std::string::npos) << b;
   EXPECT_EQ(b.find("decision_us"), std::string::npos) << b;
 }
 

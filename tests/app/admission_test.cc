@@ -183,6 +183,7 @@ class PriorityQueueTest : public AdmissionTest {
       c.access_log_sink = [this](std::string_view line) {
         std::lock_guard lock(log_mu_);
         order_.push_back(request_id_in(line));
+        lines_.emplace_back(line);
       };
       if (tweak) tweak(c);
     }));
@@ -225,12 +226,21 @@ class PriorityQueueTest : public AdmissionTest {
     std::lock_guard lock(log_mu_);
     return order_;
   }
+  // The access log's line of request `id` ("" if none).
+  std::string line_of(std::string_view id) {
+    std::lock_guard lock(log_mu_);
+    for (const std::string& l : lines_) {
+      if (request_id_in(l) == id) return l;
+    }
+    return "";
+  }
 
   std::string keys_ = (std::filesystem::temp_directory_path() /
                        ("kvgate-admission-keys-" + std::to_string(getpid()) + ".yaml"))
                           .string();
   std::mutex log_mu_;
   std::vector<std::string> order_;
+  std::vector<std::string> lines_;
 };
 
 TEST_F(PriorityQueueTest, ABetterClassGoesFirstAndAFullQueueShedsTheWorst) {
@@ -260,6 +270,14 @@ TEST_F(PriorityQueueTest, ABetterClassGoesFirstAndAFullQueueShedsTheWorst) {
   EXPECT_EQ(metric_value(m, "kvgate_admission_events_total{event=\"shed\"}"), 1);
   EXPECT_EQ(metric_value(m, "kvgate_admission_events_total{event=\"queued\"}"), 4)
       << "shed-1, std-1, shed-2 and crit-1 waited; shed-3 was refused at once";
+  // Each admitted request's wait, by class: the refused ones are not among them.
+  EXPECT_EQ(metric_value(m, "kvgate_admission_wait_seconds_count{class=\"critical\"}"), 1);
+  EXPECT_EQ(metric_value(m, "kvgate_admission_wait_seconds_count{class=\"standard\"}"), 2);
+  EXPECT_EQ(metric_value(m, "kvgate_admission_wait_seconds_count{class=\"sheddable\"}"), 1);
+  EXPECT_GT(metric_value(m, "kvgate_admission_wait_seconds_sum{class=\"critical\"}"), 0);
+  // The access log says how long each waited: crit-1 waited for the long request.
+  EXPECT_NE(line_of("crit-1").find("\"queued_ms\":"), std::string::npos) << line_of("crit-1");
+  EXPECT_EQ(line_of("shed-3").find("queued_ms"), std::string::npos) << line_of("shed-3");
 }
 
 TEST_F(PriorityQueueTest, WithinAClassTheTenantServedLeastGoesNext) {

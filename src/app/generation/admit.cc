@@ -29,7 +29,12 @@ net::awaitable<bool> admit(const GenerationParts& parts, Generation& g,
   // Named first: g++ 12 may destroy a temporary inside a co_await twice.
   const Applicant who{.priority = g.priority, .tenant = g.record.tenant};
   const Status entered = co_await parts.admission.enter(ticket, g.res, who);
-  if (entered.ok()) co_return true;
+  if (entered.ok()) {
+    const double waited = to_seconds(parts.clock.now() - g.start);
+    parts.metrics.admission_wait(g.priority, waited);
+    g.record.queued_ms = waited * 1e3;
+    co_return true;
+  }
   if (absl::IsCancelled(entered)) {  // the client left while queued
     parts.metrics.error(ErrorReason::kClientAbort);
     g.status = 499;

@@ -14,7 +14,9 @@ Dispatch::Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteReq
       streamed_(streamed),
       rank_(rank),
       queued_tokens_(static_cast<uint32_t>(std::min<uint64_t>(queued_tokens, UINT32_MAX))) {
-  if (streamed_ && w_.prefill_meter().learning()) {  // (what prefilled() samples)
+  // (What prefilled() samples. A dispatch with no prompt to compute there, a pair's decode,
+  // teaches no rate.)
+  if (streamed_ && queued_tokens_ > 0 && w_.prefill_meter().learning()) {
     const workers::Worker::RoutingFigures f =
         rank_ ? w_.routing_figures(*rank_) : w_.routing_figures();
     queued_ahead_ = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
@@ -37,7 +39,8 @@ Dispatch::~Dispatch() {
 void Dispatch::prefilled() {
   if (prefilled_) return;
   // (A whole answer's time is its decode's too: only a stream's first token times the prefill.)
-  if (streamed_) w_.note_prefill(queued_ahead_ + queued_tokens_, w_.clock().now() - dispatched_);
+  if (streamed_ && queued_tokens_ > 0)
+    w_.note_prefill(queued_ahead_ + queued_tokens_, w_.clock().now() - dispatched_);
   release_queue();
 }
 

@@ -351,6 +351,19 @@ void add_pd_flags(CLI::App& app, GatewayConfig& c) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(kGroup);
+  app.add_option(
+         "--pd-local-prefill-wait-ratio", c.pd_local_prefill_wait_ratio,
+         "Likewise when the decode worker would start the answer sooner: its expected "
+         "wait (its own queued prefill and the prompt's tokens it lacks) is under this "
+         "times the pair's (the prefill worker's queue and the tokens it lacks). Relieves "
+         "a saturated prefill side with idle decode capacity. 0: never; 1: whichever is "
+         "sooner (a tie keeps the pair); below 1 keeps more pairs, whose decode streams no "
+         "prefill interrupts. A decode worker at the overload thresholds "
+         "(--worker-overload-token-usage, --worker-overload-waiting-requests) takes none this "
+         "way")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0))
+      ->group(kGroup);
   add_policy_flag(app, "--prefill-policy", c.prefill_policy,
                   "How the prefill worker is chosen (cache_aware: where the prompt's prefix is "
                   "cached, from the prefill workers' KV events; or any --policy name)",

@@ -170,12 +170,13 @@ void GatewayMetrics::add_pd_series(metrics::Registry& reg) {
            "Prefill answers that failed (--pd-disaggregation): the decode was cut and the pair "
            "retried, or, when the client already had the decode's answer, only counted.")
            .Add({});
-  pd_local_prefills_ =
-      &metrics::counter_family(
-           reg, "kvgate_pd_local_prefills_total",
-           "Requests sent to their decode worker alone because it already held most of the "
-           "prompt (--pd-local-prefill-tokens, --pd-local-prefill-share): KV transfers saved.")
-           .Add({});
+  auto& local = metrics::counter_family(
+      reg, "kvgate_pd_local_prefills_total",
+      "Requests sent to their decode worker alone, no KV transferred, by reason: held (it "
+      "already held most of the prompt: --pd-local-prefill-tokens, --pd-local-prefill-share) or "
+      "sooner (it would start the answer sooner than a pair: --pd-local-prefill-wait-ratio).");
+  pd_local_prefills_held_ = &local.Add({{"reason", "held"}});
+  pd_local_prefills_sooner_ = &local.Add({{"reason", "sooner"}});
   auto& in_flight = metrics::gauge_family(
       reg, "kvgate_role_in_flight",
       "Requests in flight on the workers of each role (regular, prefill, decode): the load each "

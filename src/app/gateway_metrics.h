@@ -136,7 +136,10 @@ class GatewayMetrics {
   void pd_pair() { pd_pairs_->Increment(); }
   void pd_prefill_failed() { pd_prefill_failures_->Increment(); }
   // The decider sent a request to its decode worker alone: a KV transfer saved.
-  void pd_local_prefill() { pd_local_prefills_->Increment(); }
+  // `sooner`: for the wait (--pd-local-prefill-wait-ratio), else for the cache it holds.
+  void pd_local_prefill(bool sooner) {
+    (sooner ? pd_local_prefills_sooner_ : pd_local_prefills_held_)->Increment();
+  }
   // A worker's liveness changed (control path).
   void liveness_transition(const workers::LivenessTransition& t);
   // At scrape time, first: brings the request path's series up to date.
@@ -217,7 +220,8 @@ class GatewayMetrics {
   metrics::Counter* vetoed_attempts_ = nullptr;
   metrics::Counter* pd_pairs_ = nullptr;
   metrics::Counter* pd_prefill_failures_ = nullptr;
-  metrics::Counter* pd_local_prefills_ = nullptr;
+  metrics::Counter* pd_local_prefills_held_ = nullptr;
+  metrics::Counter* pd_local_prefills_sooner_ = nullptr;
   std::array<metrics::Counter*, 4> upstream_{};  // connect, reuse, expired, closed_by_peer
   ShardedCounterPtr lookups_;
   ShardedHistogramPtr lookup_seconds_;

@@ -307,8 +307,11 @@ TEST(Config, PrefillAndDecodeFlagsSayWhatIsWrong) {
   EXPECT_NE(refused({"--pd-disaggregation", "--pd-local-prefill-tokens", "64"})
                 .find("--pd-protocol vllm"),
             std::string::npos);
+  EXPECT_NE(refused({"--pd-disaggregation", "--pd-local-prefill-wait-ratio", "1"})
+                .find("--pd-protocol vllm"),
+            std::string::npos);
   EXPECT_EQ(refused({"--vllm-pd-disaggregation", "--pd-local-prefill-tokens", "64",
-                     "--pd-local-prefill-share", "0.9"}),
+                     "--pd-local-prefill-share", "0.9", "--pd-local-prefill-wait-ratio", "1"}),
             "");
 }
 

@@ -4,6 +4,11 @@
 // decode and the client gets one clean error. vLLM's: the prefill first, then the decode with the
 // prefill's kv_transfer_params. Roles come from the command line or POST /workers and show in
 // /workers and /metrics.
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <thread>
+
 #include "app/gateway_fixture.h"
 #include "support/faulty_worker.h"
 #include "support/recording_worker.h"
@@ -51,15 +56,39 @@ bool received(const RecordingWorker& w, size_t n) {
   });
 }
 
+// A client's request on its own thread, joined at the end of the scope after `release` (which
+// lets any held worker answer), so a failed assertion never leaves it running.
+class Background {
+ public:
+  Background(std::function<Result<http::ClientResponse>()> send, std::function<void()> release)
+      : release_(std::move(release)), thread_([this, send = std::move(send)] {
+          answer = send();
+          done = true;
+        }) {}
+  ~Background() { join(); }
+  void join() {
+    if (!thread_.joinable()) return;
+    release_();
+    thread_.join();
+  }
+  std::optional<Result<http::ClientResponse>> answer;  // once done
+  std::atomic<bool> done{false};
+
+ private:
+  std::function<void()> release_;
+  std::thread thread_;
+};
+
 class PdTest : public GatewayTest {
  protected:
   void start_pd(const std::string& prefill, const std::string& decode, uint32_t retries = 2,
                 GatewayConfig::PdProtocol protocol = GatewayConfig::PdProtocol::kSglang,
-                uint16_t bootstrap_port = kBootstrapPort) {
+                uint16_t bootstrap_port = kBootstrapPort, double local_wait_ratio = 0) {
     GatewayConfig c = base_config();
     c.kv_events = false;
     c.pd_disaggregation = true;
     c.pd_protocol = protocol;
+    c.pd_local_prefill_wait_ratio = local_wait_ratio;
     c.prefill_workers = {{.url = prefill, .bootstrap_port = bootstrap_port}};
     c.decode_workers = {decode};
     c.max_retries = retries;
@@ -359,6 +388,172 @@ TEST_F(PdTest, AVllmPrefillWithoutTransferParamsFailsThePairAndTheDecodeIsNotAsk
   EXPECT_EQ(r->status, 502u) << r->body;
   EXPECT_NE(r->body.find("kv_transfer_params"), std::string::npos) << r->body;
   for (const auto& q : decode.requests()) EXPECT_NE(q.method, http::Verb::post) << q.body;
+}
+
+// The decider by load (--pd-local-prefill-wait-ratio 1): on an idle fleet a request goes as a
+// pair (a tie keeps the pair); with the prefill worker busy on another prompt, the idle decode
+// worker would start sooner, so the next request goes to it alone and nothing is transferred.
+TEST_F(PdTest, ARequestGoesToItsDecodeAloneWhenThePrefillsQueueWouldMakeItWait) {
+  RecordingWorker prefill, decode;
+  prefill.set_whole_answer(
+      R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x",)"
+      R"("finish_reason":"length"}],"kv_transfer_params":{"remote_engine_id":"engine-p"}})");
+  start_pd(prefill.url(), decode.url(), 2, GatewayConfig::PdProtocol::kVllm, kBootstrapPort,
+           /*local_wait_ratio=*/1);
+  const auto posts = [](const RecordingWorker& w) {
+    std::vector<std::string> bodies;
+    for (const auto& q : w.requests()) {
+      if (q.method == http::Verb::post) bodies.push_back(q.body);
+    }
+    return bodies;
+  };
+  prefill.hold_generations(true);
+  Background first(
+      [&] {
+        return client().post("/v1/completions",
+                             completion("the first prompt of several words", 3, false));
+      },
+      [&] { prefill.hold_generations(false); });
+  ASSERT_TRUE(received(prefill, 1)) << "an idle fleet's first request goes as a pair";
+
+  auto http = client();
+  http::ClientRequest explained{.method = http::Verb::post,
+                                .target = "/v1/completions",
+                                .body = completion("a second prompt", 3, false)};
+  explained.headers.emplace_back("x-kvgate-explain", "1");
+  auto alone = http.request(explained);
+  first.join();
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(alone->status, 200u) << alone->body;
+  const std::string decision(alone->header("x-kvgate-decision"));
+  EXPECT_NE(decision.find("local prefill: sooner on the decode worker"), std::string::npos)
+      << decision;
+  ASSERT_TRUE(first.answer && first.answer->ok());
+  EXPECT_EQ((*first.answer)->status, 200u) << (*first.answer)->body;
+
+  const auto p = posts(prefill);
+  const auto d = posts(decode);
+  ASSERT_EQ(p.size(), 1u) << "the second request never reached the prefill worker";
+  ASSERT_EQ(d.size(), 2u);
+  const auto to_decode = [&](std::string_view prompt) {
+    for (const auto& b : d) {
+      if (b.find(prompt) != std::string::npos) return b;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(to_decode("a second prompt").find("kv_transfer_params"), std::string::npos)
+      << "served whole by the decode: " << to_decode("a second prompt");
+  EXPECT_NE(to_decode("the first prompt").find("engine-p"), std::string::npos)
+      << "the pair's decode got the prefill's params: " << to_decode("the first prompt");
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metric_value(metrics->body, R"(kvgate_pd_local_prefills_total{reason="sooner"})"), 1);
+  EXPECT_EQ(metric_value(metrics->body, R"(kvgate_pd_local_prefills_total{reason="held"})"), 0);
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 1);
+}
+
+// A decode worker at the overload thresholds (here its KV pool 95% used, as its engine reports)
+// takes no prompt alone for the wait: the second request goes as a pair too, though the prefill
+// worker is busy.
+TEST_F(PdTest, ADecodeWorkerWithAFullKvPoolTakesNoPromptAloneForTheWait) {
+  RecordingWorker prefill, decode;
+  prefill.set_whole_answer(
+      R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x",)"
+      R"("finish_reason":"length"}],"kv_transfer_params":{"remote_engine_id":"engine-p"}})");
+  decode.set_metrics(
+      "vllm:num_requests_running{engine=\"0\",model_name=\"mock-8b\"} 3.0\n"
+      "vllm:num_requests_waiting{engine=\"0\",model_name=\"mock-8b\"} 0.0\n"
+      "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"mock-8b\"} 0.95\n");
+  start_pd(prefill.url(), decode.url(), 2, GatewayConfig::PdProtocol::kVllm, kBootstrapPort,
+           /*local_wait_ratio=*/1);
+  auto http = client();
+  ASSERT_TRUE(testing::wait_until([&] {
+    auto listed = http.get("/workers");
+    return listed.ok() && listed->body.find(R"("kv_usage":0.9)") != std::string::npos;
+  })) << "the decode worker's load was never read";
+  prefill.hold_generations(true);
+  Background first(
+      [&] { return client().post("/v1/completions", completion("the first prompt", 3, false)); },
+      [&] { prefill.hold_generations(false); });
+  ASSERT_TRUE(received(prefill, 1));
+  Background second(
+      [&] { return client().post("/v1/completions", completion("a second prompt", 3, false)); },
+      [&] { prefill.hold_generations(false); });
+  EXPECT_TRUE(received(prefill, 2)) << "the second request went to the full decode worker alone";
+  first.join();
+  second.join();
+  for (const Background* b : {&first, &second}) {
+    ASSERT_TRUE(b->answer && b->answer->ok());
+    EXPECT_EQ((*b->answer)->status, 200u) << (*b->answer)->body;
+  }
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(metric_value(metrics->body, R"(kvgate_pd_local_prefills_total{reason="sooner"})"), 0);
+  EXPECT_EQ(metric_value(metrics->body, "kvgate_pd_pairs_total"), 2);
+}
+
+// A pair whose decode failed is tried again; when the retry goes to a decode worker alone, it
+// carries the client's body, not the failed pair's transfer params (blocks already pulled).
+TEST_F(PdTest, ARetryOnADecodeAloneCarriesNoParamsOfTheFailedPair) {
+  RecordingWorker prefill, decode_a, decode_b;
+  prefill.set_whole_answer(
+      R"({"id":"cmpl-p","object":"text_completion","choices":[{"index":0,"text":"x",)"
+      R"("finish_reason":"length"}],"kv_transfer_params":{"remote_engine_id":"engine-p"}})");
+  GatewayConfig c = base_config();
+  c.kv_events = false;
+  c.pd_disaggregation = true;
+  c.pd_protocol = GatewayConfig::PdProtocol::kVllm;
+  c.pd_local_prefill_wait_ratio = 1;
+  c.prefill_workers = {{.url = prefill.url()}};
+  c.decode_workers = {decode_a.url(), decode_b.url()};
+  c.max_retries = 2;
+  start_gateway(c);
+  ASSERT_TRUE(wait_routable(3));
+  const auto holds = [](const RecordingWorker& w, std::string_view prompt) {
+    for (const auto& q : w.requests()) {
+      if (q.method == http::Verb::post && q.body.find(prompt) != std::string::npos) return true;
+    }
+    return false;
+  };
+  // The pair's decode is held where it landed.
+  const auto release_all = [&] {
+    for (RecordingWorker* w : {&prefill, &decode_a, &decode_b}) w->hold_generations(false);
+  };
+  decode_a.hold_generations(true);
+  decode_b.hold_generations(true);
+  Background bravo(
+      [&] { return client().post("/v1/completions", completion("bravo prompt", 3, false)); },
+      release_all);
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return holds(decode_a, "bravo prompt") || holds(decode_b, "bravo prompt"); }));
+  RecordingWorker& failing = holds(decode_a, "bravo prompt") ? decode_a : decode_b;
+  RecordingWorker& serving = &failing == &decode_a ? decode_b : decode_a;
+  // Another prompt keeps the prefill worker busy, so the retry is sooner on a decode alone.
+  prefill.hold_generations(true);
+  Background xray(
+      [&] { return client().post("/v1/completions", completion("xray prompt", 3, false)); },
+      release_all);
+  ASSERT_TRUE(testing::wait_until([&] { return holds(prefill, "xray prompt"); }));
+  serving.hold_generations(false);
+  failing.set_generation_status(503);
+  failing.hold_generations(false);
+  // The retry needs no prefill: it is answered while the prefill worker still holds the other.
+  EXPECT_TRUE(testing::wait_until([&] { return bravo.done.load(); }));
+  bravo.join();
+  xray.join();
+  const auto& retried = bravo.answer;
+
+  ASSERT_TRUE(retried && retried->ok());
+  EXPECT_EQ((*retried)->status, 200u) << (*retried)->body;
+  EXPECT_EQ((*retried)->header("x-kvgate-worker"), serving.url());
+  for (const auto& q : serving.requests()) {
+    if (q.method != http::Verb::post || q.body.find("bravo prompt") == std::string::npos) continue;
+    EXPECT_EQ(q.body.find("kv_transfer_params"), std::string::npos) << q.body;
+  }
+  auto http = client();
+  auto metrics = http.get("/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GE(metric_value(metrics->body, R"(kvgate_pd_local_prefills_total{reason="sooner"})"), 1);
 }
 
 // An engine that says which protocol it speaks is spoken to in it, whatever the fleet's flag: a

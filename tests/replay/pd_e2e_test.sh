@@ -8,8 +8,8 @@
 #   prefill workers' records' (joined by request id; the decodes count received blocks as cached),
 #   its oracle is the prefill process's, shares are over the prefill workers and match their
 #   records.
-#   vLLM's protocol with the decider (--decode-policy cache_aware, --pd-local-prefill-share 0.5):
-#   pairs + computed alone = answered, the gateway's kvgate_pd_local_prefills_total and the decode
+#   vLLM's protocol with the decider (--decode-policy cache_aware, --pd-local-prefill-share 0.5,
+#   --pd-local-prefill-wait-ratio 1): pairs + computed alone = answered, the gateway's kvgate_pd_local_prefills_total and the decode
 #   workers' own records agree with the replay's count, and the decode workers made one KV
 #   transfer per pair.
 #
@@ -66,7 +66,8 @@ leg() {  # name protocol gateway-flags...
 }
 
 leg sglang sglang
-leg vllm vllm --decode-policy cache_aware --pd-local-prefill-share 0.5
+leg vllm vllm --decode-policy cache_aware --pd-local-prefill-share 0.5 \
+  --pd-local-prefill-wait-ratio 1
 
 "$KVG_PY" - "$work" <<'PY' || fail "report invariants"
 import csv, json, re, sys
@@ -127,8 +128,9 @@ check(p.get("decode_alone") == alone, f"vllm: {p.get('decode_alone')} alone, the
 check(alone > 0, "vllm: the decider sent some request to its decode worker alone")
 transfers = sum(x["transfers"] for x in pd.values())
 check(transfers == p.get("pairs"), f"vllm: {transfers} KV transfers for {p.get('pairs')} pairs")
-print(f"vllm: {p.get('pairs')} pairs, {p.get('decode_alone')} computed by a decode alone, "
-      f"{transfers} transfers")
+held = metric(metrics, r'kvgate_pd_local_prefills_total\{reason="held"\}')
+print(f"vllm: {p.get('pairs')} pairs, {p.get('decode_alone')} computed by a decode alone "
+      f"({held:.0f} holding most of the prompt, {alone - held:.0f} sooner), {transfers} transfers")
 for b in bad[:20]:
     print("  violated:", b)
 sys.exit(1 if bad else 0)

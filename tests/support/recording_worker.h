@@ -2,7 +2,8 @@
 // tests that check what the gateway sends a worker: credentials, forwarded fields, bodies. It
 // answers like a small OpenAI server: GET /health 200, GET /v1/models one model, any POST a
 // one-token completion (an SSE stream of one event and [DONE] when the body asks for a stream),
-// or the error set_generation_status() asks for; any other GET 404.
+// or the error set_generation_status() asks for (or none yet, while hold_generations()); any other
+// GET 404.
 //
 // Threading: its server runs on its own pool; requests() may be called from any thread.
 #pragma once
@@ -71,6 +72,14 @@ class RecordingWorker {
     std::lock_guard<std::mutex> l(mu_);
     whole_answer_ = std::move(body);
   }
+  // While held, generations are received (and recorded) but not answered: an engine with a
+  // queue. Released, every held one is answered.
+  void hold_generations(bool held) { held_ = held; }
+  // GET /metrics answers this Prometheus text (else 404): the engine's load as vLLM reports it.
+  void set_metrics(std::string text) {
+    std::lock_guard<std::mutex> l(mu_);
+    metrics_ = std::move(text);
+  }
   // GET /server_info answers this body (else 404, as an engine without the route).
   void set_server_info(std::string body) {
     std::lock_guard<std::mutex> l(mu_);
@@ -93,15 +102,19 @@ class RecordingWorker {
       received_.push_back(std::move(r));
     }
     const std::string_view path = req.path();
-    if (req.method() == http::Verb::get && path == "/server_info") {
-      std::string info;
+    if (req.method() == http::Verb::get && (path == "/server_info" || path == "/metrics")) {
+      // What a test set for the route (JSON for /server_info, Prometheus text for /metrics), else
+      // 404 as an engine without it.
+      const bool info = path == "/server_info";
+      std::string body;
       {
         std::lock_guard<std::mutex> l(mu_);
-        info = server_info_;
+        body = info ? server_info_ : metrics_;
       }
       // (Named first: g++ 12 mishandles a temporary inside co_await.)
-      http::Response out = info.empty() ? http::Response::error(404, "no such route")
-                                        : http::Response::json(200, std::move(info));
+      http::Response out = body.empty() ? http::Response::error(404, "no such route")
+                           : info       ? http::Response::json(200, std::move(body))
+                                        : http::Response::text(200, std::move(body));
       (void)co_await res.send(std::move(out));
       co_return;
     }
@@ -114,6 +127,12 @@ class RecordingWorker {
               : http::Response::error(404, "no such route");
       (void)co_await res.send(std::move(out));
       co_return;
+    }
+    while (held_.load()) {  // (a test's hold: polled, the worker has nothing else to do)
+      boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor);
+      timer.expires_after(std::chrono::milliseconds(5));
+      boost::system::error_code ec;
+      co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
     }
     if (const unsigned status = generation_status_.load(); status != 200) {
       if (const int64_t ms = error_delay_ms_.load(); ms > 0) {
@@ -147,12 +166,14 @@ class RecordingWorker {
   const std::string model_;
   std::atomic<unsigned> generation_status_{200};
   std::atomic<int64_t> error_delay_ms_{0};
+  std::atomic<bool> held_{false};
   http::IoPool pool_{1};
   std::unique_ptr<http::Server> server_;
   mutable std::mutex mu_;
   std::vector<Received> received_;
   std::string whole_answer_;  // guarded by mu_
   std::string server_info_;   // guarded by mu_
+  std::string metrics_;       // guarded by mu_
 };
 
 }  // namespace kvgate::testing

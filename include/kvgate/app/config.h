@@ -201,6 +201,12 @@ struct GatewayConfig {
   // kv_both can; SGLang's decode workers cannot (refused with --pd-protocol sglang).
   uint32_t pd_local_prefill_tokens = 0;
   double pd_local_prefill_share = 0;
+  // The decider by load: a request also goes to its decode worker alone when that worker's
+  // expected wait before the first token (its own queued prefill and the prompt's tokens it does
+  // not hold) is under this times the pair's (the prefill worker's queue and the tokens it does
+  // not hold). 0: off; 1: whichever starts sooner; below 1 favours the pair, whose decode streams
+  // no prefill interrupts.
+  double pd_local_prefill_wait_ratio = 0;
 
   // Kubernetes pod discovery (app/pod_discovery.h): workers are the serving pods the selectors
   // match (a label selector as kubectl takes it; in a disaggregated fleet one per role), at

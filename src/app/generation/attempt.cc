@@ -53,8 +53,11 @@ net::awaitable<Attempt> attempt(const GenerationParts& parts, Generation& g,
   const uint64_t confirmed =
       predicted_cached_tokens(d.matched_blocks - d.pending_blocks, tokens, g.block_size);
   policy::Policy& policy = parts.decode_policy != nullptr ? *parts.decode_policy : parts.policy;
-  Dispatch dispatch(worker, policy, g.route_request, g.parsed.stream, rank, tokens - predicted,
-                    tokens - confirmed);
+  // A pair's decode computes none of the prompt (its prefill worker does): nothing queues there
+  // for it. (Its first token still waits for the prefill: the liveness rule's allowance stays.)
+  const bool paired = !g.prefill_url.empty();
+  Dispatch dispatch(worker, policy, g.route_request, g.parsed.stream, rank,
+                    paired ? 0 : tokens - predicted, tokens - confirmed);
   const net::any_io_executor executor = co_await net::this_coro::executor;
   VetoWatch veto(worker, executor);
   // A breaker's trial goes out on a fresh connection: a pooled one the worker closed while idle

@@ -4,7 +4,9 @@
 // still run there). When no worker is left the client gets the last worker's error answer, or
 // what went wrong.
 #include <algorithm>
+#include <cstdio>
 #include <random>
+#include <string>
 
 #include "app/cache_report.h"
 #include "app/generation/stages.h"
@@ -80,6 +82,21 @@ struct Choice {
   const policy::Decision& cache_decision() const { return prefill ? prefill_d : d; }
 };
 
+// Why the decode worker serves a request alone, for x-kvgate-decision and /debug/route.
+std::string explain_local_prefill(const LocalPrefill& local, uint64_t prompt_tokens) {
+  if (local.reason == LocalPrefill::Reason::kHeld) {
+    return "the decode worker holds " + std::to_string(local.held_tokens) + " of " +
+           std::to_string(prompt_tokens) + " prompt tokens";
+  }
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "sooner on the decode worker (expected wait %.0f ms, holding %llu of %llu prompt "
+                "tokens) than as a pair (%.0f ms)",
+                local.local_wait_ms, static_cast<unsigned long long>(local.held_tokens),
+                static_cast<unsigned long long>(prompt_tokens), local.pair_wait_ms);
+  return text;
+}
+
 Choice choose(const GenerationParts& parts, Generation& g) {
   Choice c;
   if (parts.decode_policy != nullptr) {
@@ -95,13 +112,12 @@ Choice choose(const GenerationParts& parts, Generation& g) {
       g.decision += "; decode: " + g.fleet->workers[c.d.worker]->url();
       g.record.decision = g.decision;
     }
-    if (const std::optional<uint64_t> held = local_prefill(parts, g, c.d)) {
-      // The decode worker holds most of the prompt: it prefills the rest, nothing is moved.
-      parts.metrics.pd_local_prefill();
+    if (const std::optional<LocalPrefill> local = local_prefill(parts, g, c.prefill_d, c.d)) {
+      // The decode worker prefills the prompt itself, nothing is moved.
+      parts.metrics.pd_local_prefill(local->reason == LocalPrefill::Reason::kSooner);
       c.prefill.reset();
       if (g.explain) {
-        g.decision += "; local prefill: the decode worker holds " + std::to_string(*held) + " of " +
-                      std::to_string(g.parsed.tokens.size()) + " prompt tokens";
+        g.decision += "; local prefill: " + explain_local_prefill(*local, g.parsed.tokens.size());
         g.record.decision = g.decision;
       }
     }

@@ -30,6 +30,7 @@
 #include "boost/asio/use_awaitable.hpp"
 #include "kvgate/core/json_writer.h"
 #include "kvgate/core/log.h"
+#include "kvgate/workers/load.h"
 
 namespace kvgate::app {
 namespace net = boost::asio;
@@ -225,6 +226,33 @@ void time_pair(const GenerationParts& parts, const Generation& g, const PrefillS
   parts.metrics.pd_streamed(transfer, to_seconds(parts.clock.now() - first));
 }
 
+// The upstream request's body while one pair runs: the pair's own (with its bootstrap room or
+// transfer params), the request's own again when the pair ends, so a retry, as a pair or on a
+// decode worker alone, starts from the client's body and never carries an old pair's fields.
+class PairBody {
+ public:
+  explicit PairBody(http::ClientRequest& upstream)
+      : upstream_(upstream), body_(std::move(upstream.body)), view_(upstream.body_view) {}
+  ~PairBody() {
+    upstream_.body = std::move(body_);
+    upstream_.body_view = view_;
+  }
+  PairBody(const PairBody&) = delete;
+  PairBody& operator=(const PairBody&) = delete;
+  // What the pair's bodies are made from: the request's own upstream body (the client's, with the
+  // gateway's own changes such as the usage it asks for).
+  std::string_view own() const { return view_.empty() ? std::string_view(body_) : view_; }
+  void set(std::string body) {
+    upstream_.body = std::move(body);
+    upstream_.body_view = {};
+  }
+
+ private:
+  http::ClientRequest& upstream_;
+  std::string body_;
+  std::string_view view_;
+};
+
 // An attempt that ends before any worker was asked: the request's body is not a JSON object.
 Attempt not_an_object() {
   Attempt a;
@@ -239,11 +267,11 @@ net::awaitable<Attempt> sglang_pair(const GenerationParts& parts, Generation& g,
                                     workers::Worker& decode, const policy::Decision& d,
                                     PairFault* fault) {
   const std::shared_ptr<const workers::WorkerInfo> info = prefill->info();
+  PairBody pair_body(g.upstream);
   std::optional<std::string> body =
-      with_bootstrap(g.req.body(), prefill->host(), info->bootstrap_port, g.parsed.batch);
+      with_bootstrap(pair_body.own(), prefill->host(), info->bootstrap_port, g.parsed.batch);
   if (!body) co_return not_an_object();
-  g.upstream.body = std::move(*body);
-  g.upstream.body_view = {};
+  pair_body.set(std::move(*body));
   const net::any_io_executor executor = co_await net::this_coro::executor;
   PrefillSide side(executor);
   net::co_spawn(executor,
@@ -281,8 +309,9 @@ net::awaitable<Attempt> vllm_pair(const GenerationParts& parts, Generation& g,
                                   std::shared_ptr<workers::Worker> prefill,
                                   const policy::Decision& prefill_decision, workers::Worker& decode,
                                   const policy::Decision& d, PairFault* fault) {
+  PairBody pair_body(g.upstream);
   std::optional<std::string> prefill_body =
-      vllm_prefill_body(g.req.body(), g.route == ApiRoute::kChatCompletions);
+      vllm_prefill_body(pair_body.own(), g.route == ApiRoute::kChatCompletions);
   if (!prefill_body) co_return not_an_object();
   http::ClientRequest to_prefill = g.upstream;
   to_prefill.body = std::move(*prefill_body);
@@ -308,10 +337,9 @@ net::awaitable<Attempt> vllm_pair(const GenerationParts& parts, Generation& g,
   }
   static constexpr std::string_view kReplaced[] = {"kv_transfer_params"};
   std::optional<std::string> body =
-      with_members(g.req.body(), "\"kv_transfer_params\":" + params, kReplaced);
+      with_members(pair_body.own(), "\"kv_transfer_params\":" + params, kReplaced);
   if (!body) co_return not_an_object();
-  g.upstream.body = std::move(*body);
-  g.upstream.body_view = {};
+  pair_body.set(std::move(*body));
   Attempt a = co_await attempt(parts, g, decode, d);
   time_pair(parts, g, side, a);
   co_return a;
@@ -338,35 +366,91 @@ net::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generation& g,
   co_return a;
 }
 
-std::optional<uint64_t> local_prefill(const GenerationParts& parts, const Generation& g,
-                                      const policy::Decision& d) {
-  const GatewayConfig& c = parts.config;
-  if ((c.pd_local_prefill_tokens == 0 && c.pd_local_prefill_share <= 0) || parts.index == nullptr ||
-      g.chain.empty() || d.worker < 0) {
-    return std::nullopt;
-  }
+namespace {
+
+// The blocks of the prompt's chain the decode worker `d` chose (its rank when pinned) holds: a
+// cache-aware decode policy's own figure, else the KV index's.
+uint32_t decode_held_blocks(const GenerationParts& parts, const Generation& g,
+                            const policy::Decision& d) {
   const workers::WorkerInfo& info = *g.fleet->infos[d.worker];
-  uint32_t depth = d.matched_blocks;  // a cache-aware decode policy's own figure
-  if (depth == 0 && !info.holders.empty()) {
-    thread_local std::vector<index::HolderMatch> matches;
-    matches.clear();
-    parts.index->lookup(g.chain, matches);
-    for (const index::HolderMatch& m : matches) {
-      for (size_t h = 0; h < info.holders.size(); ++h) {
-        const bool rank_ok = d.rank < 0 || (h < info.holder_ranks.size() &&
-                                            info.holder_ranks[h] == static_cast<DpRank>(d.rank));
-        if (info.holders[h] == m.holder && rank_ok) depth = std::max(depth, m.any_depth);
-      }
+  uint32_t depth = d.matched_blocks;
+  if (depth != 0 || info.holders.empty() || parts.index == nullptr || g.chain.empty()) return depth;
+  thread_local std::vector<index::HolderMatch> matches;
+  matches.clear();
+  parts.index->lookup(g.chain, matches);
+  for (const index::HolderMatch& m : matches) {
+    for (size_t h = 0; h < info.holders.size(); ++h) {
+      const bool rank_ok = d.rank < 0 || (h < info.holder_ranks.size() &&
+                                          info.holder_ranks[h] == static_cast<DpRank>(d.rank));
+      if (info.holders[h] == m.holder && rank_ok) depth = std::max(depth, m.any_depth);
     }
   }
+  return depth;
+}
+
+// The routing figures of worker `w`, or of its rank `rank` when pinned (>= 0).
+workers::Worker::RoutingFigures figures_of(const workers::Worker& w, int32_t rank) {
+  return rank >= 0 ? w.routing_figures(static_cast<DpRank>(rank)) : w.routing_figures();
+}
+
+// Expected milliseconds before a worker with figures `f` starts a prompt of which it lacks
+// `uncached` tokens: its queued prefill (the engine's count or this gateway fleet's, whichever is
+// more) and those tokens, at its prefill rate (the learned one with --measured-prefill-rate, else
+// the prior).
+double expected_wait_ms(const GenerationParts& parts, const workers::Worker::RoutingFigures& f,
+                        uint64_t uncached) {
+  const policy::CacheAwareConfig& cost = parts.config.cache_aware;
+  const double rate = cost.measured_prefill_rate && f.prefill_rate > 0
+                          ? static_cast<double>(f.prefill_rate)
+                          : cost.prefill_tokens_per_second;
+  const uint64_t queued = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
+  return static_cast<double>(queued + uncached) / std::max(rate, 1.0) * 1e3;
+}
+
+}  // namespace
+
+std::optional<LocalPrefill> local_prefill(const GenerationParts& parts, const Generation& g,
+                                          const policy::Decision& prefill_d,
+                                          const policy::Decision& d) {
+  const GatewayConfig& c = parts.config;
+  const bool by_cache = c.pd_local_prefill_tokens > 0 || c.pd_local_prefill_share > 0;
+  const bool by_wait = c.pd_local_prefill_wait_ratio > 0;
+  if (!(by_cache || by_wait) || d.worker < 0 || prefill_d.worker < 0) return std::nullopt;
   const uint64_t prompt = g.parsed.tokens.size();
-  const uint64_t cached = std::min<uint64_t>(uint64_t{depth} * g.block_size, prompt);
-  const uint64_t uncached = prompt - cached;
+  const auto tokens_of = [&](uint32_t blocks) {
+    return std::min<uint64_t>(uint64_t{blocks} * g.block_size, prompt);
+  };
+  LocalPrefill local;
+  local.held_tokens = tokens_of(decode_held_blocks(parts, g, d));
+  const uint64_t uncached = prompt - local.held_tokens;
   const bool few_left = c.pd_local_prefill_tokens > 0 && uncached <= c.pd_local_prefill_tokens;
   const bool most_held = c.pd_local_prefill_share > 0 && prompt > 0 &&
-                         static_cast<double>(cached) >= c.pd_local_prefill_share * double(prompt);
-  if (cached == 0 || !(few_left || most_held)) return std::nullopt;
-  return cached;
+                         static_cast<double>(local.held_tokens) >=
+                             c.pd_local_prefill_share * static_cast<double>(prompt);
+  if (local.held_tokens > 0 && (few_left || most_held)) {
+    local.reason = LocalPrefill::Reason::kHeld;
+    return local;
+  }
+  if (!by_wait) return std::nullopt;
+  const workers::Worker::RoutingFigures decode = figures_of(*g.fleet->workers[d.worker], d.rank);
+  // A decode worker at the overload thresholds (its KV pool nearly full, or requests waiting in
+  // its engine) takes no prompt alone for the wait: its KV room is for its pairs' transfers, which
+  // an engine without room refuses or makes wait.
+  const workers::OverloadRule overload(c.cache_aware.overload);
+  if (overload.overloaded(decode.kv_usage_ppm, decode.waiting, decode.fleet_in_flight,
+                          decode.prefilling)) {
+    return std::nullopt;
+  }
+  local.local_wait_ms = expected_wait_ms(parts, decode, uncached);
+  local.pair_wait_ms =
+      expected_wait_ms(parts, figures_of(*g.fleet->workers[prefill_d.worker], prefill_d.rank),
+                       prompt - tokens_of(prefill_d.matched_blocks));
+  // (Strictly sooner: on an idle fleet the pair wins the tie, its decode streams undisturbed.)
+  if (!(local.local_wait_ms < c.pd_local_prefill_wait_ratio * local.pair_wait_ms)) {
+    return std::nullopt;
+  }
+  local.reason = LocalPrefill::Reason::kSooner;
+  return local;
 }
 
 }  // namespace kvgate::app

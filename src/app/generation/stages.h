@@ -178,11 +178,23 @@ boost::asio::awaitable<Attempt> pd_attempt(const GenerationParts& parts, Generat
                                            workers::Worker& decode, const policy::Decision& d,
                                            PairFault* fault);
 
-// pd.cc: the decider. The prompt tokens the decode worker `d` chose (its rank when pinned) holds,
-// from the KV index, when they are enough for it to prefill the rest itself
-// (--pd-local-prefill-tokens, --pd-local-prefill-share); nullopt when the pair should run.
-std::optional<uint64_t> local_prefill(const GenerationParts& parts, const Generation& g,
-                                      const policy::Decision& d);
+// pd.cc: the decider. Whether the decode worker `d` chose (its rank when pinned) serves the
+// request alone, prefilling what it lacks itself, and why; nullopt when the pair should run
+// (`prefill_d`: the prefill worker chosen for it).
+struct LocalPrefill {
+  enum class Reason {
+    kHeld,    // it holds most of the prompt (--pd-local-prefill-tokens, --pd-local-prefill-share)
+    kSooner,  // it would start sooner than the pair (--pd-local-prefill-wait-ratio)
+  };
+  Reason reason = Reason::kHeld;
+  uint64_t held_tokens = 0;  // of the prompt, on the decode worker (from the KV index)
+  // kSooner: the expected waits before the first token, alone and as a pair.
+  double local_wait_ms = 0;
+  double pair_wait_ms = 0;
+};
+std::optional<LocalPrefill> local_prefill(const GenerationParts& parts, const Generation& g,
+                                          const policy::Decision& prefill_d,
+                                          const policy::Decision& d);
 
 // account.cc: `r` to the client, with the request's id (and decision when told).
 boost::asio::awaitable<void> reply(Generation& g, http::Response r);

@@ -19,7 +19,7 @@ Dispatch::Dispatch(workers::Worker& w, policy::Policy& p, const policy::RouteReq
   if (streamed_ && queued_tokens_ > 0 && w_.prefill_meter().learning()) {
     const workers::Worker::RoutingFigures f =
         rank_ ? w_.routing_figures(*rank_) : w_.routing_figures();
-    queued_ahead_ = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
+    queued_ahead_ = f.queued_ahead();
     dispatched_ = w_.clock().now();
   }
   w_.begin_request(rank_, queued_tokens_);

@@ -243,8 +243,7 @@ static Status check_pd(const GatewayConfig& c) {
   for (const auto& url : c.decode_workers) {
     if (auto a = workers::parse_worker_url(url); !a.ok()) return a.status();
   }
-  const bool local = c.pd_local_prefill_tokens > 0 || c.pd_local_prefill_share > 0 ||
-                     c.pd_local_prefill_wait_ratio > 0;
+  const bool local = c.pd_local_prefill_by_cache() || c.pd_local_prefill_by_wait();
   if (local && c.pd_protocol != GatewayConfig::PdProtocol::kVllm) {
     return absl::InvalidArgumentError(
         "--pd-local-prefill-tokens, --pd-local-prefill-share and --pd-local-prefill-wait-ratio "

@@ -217,8 +217,8 @@ void add_pd_flags(CLI::App& app, FleetOptions& o, RawFlags& raw) {
       ->check(CLI::PositiveNumber)
       ->group(pd);
   app.add_option("--pd-transfer-timeout-ms", raw.pd_transfer_timeout_ms,
-                 "Decode: fail a request whose room is not ready within this (divided by "
-                 "--speedup)")
+                 "Decode: fail a request whose room is not ready, or that finds no KV room "
+                 "for its blocks, within this (divided by --speedup)")
       ->check(CLI::PositiveNumber)
       ->group(pd);
   app.add_option("--pd-transfer-ms-per-block", raw.pd_transfer_ms_per_block,

@@ -202,7 +202,7 @@ void Worker::arm_load_timer() {
 }
 
 void Worker::push_load(Rank& r, MonoTime now) {
-  const EngineLoad l = r.engine.load();
+  const EngineLoad l = rank_load(r);
   events::LoadRecord rec;
   rec.running = l.running;
   rec.waiting = l.waiting;
@@ -221,7 +221,10 @@ void Worker::shutdown() {
                           pause_timer_.cancel();
                           listener_timer_.cancel();
                           load_timer_.cancel();
-                          for (auto& r : ranks_) r->timer.cancel();
+                          for (auto& r : ranks_) {
+                            r->timer.cancel();
+                            for (net::steady_timer* t : r->room_waiters) t->cancel();
+                          }
                           for (auto& [key, p] : parts_) {
                             p->finished = true;
                             p->aborted = true;
@@ -260,8 +263,15 @@ void Worker::kick(Rank& r) {
   });
 }
 
+EngineLoad Worker::rank_load(const Rank& r) {
+  EngineLoad l = r.engine.load();
+  l.waiting += static_cast<uint32_t>(r.room_waiters.size());
+  return l;
+}
+
 void Worker::on_step_done(Rank& r) {
   r.stepping = false;
+  for (net::steady_timer* t : r.room_waiters) t->cancel();
   const StepOutput& out = r.engine.finish_step(r.step_end);
   for (const TokenOutput& t : out.tokens) {
     auto it = parts_.find(part_key(r.index, t.id));

@@ -37,7 +37,7 @@ Response Worker::load_report() const {
   uint64_t running = 0, waiting = 0, used = 0, blocks = 0, queued = 0;
   std::vector<EngineLoad> loads;
   for (const auto& r : ranks_) {
-    loads.push_back(r->engine.load());
+    loads.push_back(rank_load(*r));
     const EngineLoad& l = loads.back();
     running += l.running;
     waiting += l.waiting;
@@ -130,7 +130,7 @@ Response Worker::server_info() const {
 Response Worker::metrics() {
   for (auto& rp : ranks_) {
     Rank& r = *rp;
-    EngineLoad l = r.engine.load();
+    EngineLoad l = rank_load(r);
     r.running->Set(l.running);
     r.waiting->Set(l.waiting);
     r.kv_usage->Set(l.kv_usage());

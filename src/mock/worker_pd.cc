@@ -476,7 +476,7 @@ net::awaitable<std::optional<Response>> Worker::receive_prefill(ApiRequest& api,
   if (stopping_) co_return Response::error(503, "engine shutting down", "service_unavailable");
   if (pull.failure) co_return pd_failure(*pull.failure, pull.message);
   const std::string name = "room " + std::to_string(*b.room);
-  co_return co_await take_over(pull.prompt, pull.blocks, pull.block_size, name, api, r);
+  co_return co_await take_over(pull.prompt, pull.blocks, pull.block_size, name, api, deadline, r);
 }
 
 net::awaitable<std::optional<Response>> Worker::receive_remote_prefill(ApiRequest& api, Rank& r) {
@@ -499,13 +499,14 @@ net::awaitable<std::optional<Response>> Worker::receive_remote_prefill(ApiReques
   if (stopping_) co_return Response::error(503, "engine shutting down", "service_unavailable");
   if (pull.failure) co_return pd_failure(*pull.failure, pull.message);
   const std::string name = "the blocks of engine " + *kv.engine_id;
-  co_return co_await take_over(pull.prompt, pull.blocks, pull.block_size, name, api, r);
+  co_return co_await take_over(pull.prompt, pull.blocks, pull.block_size, name, api, deadline, r);
 }
 
 net::awaitable<std::optional<Response>> Worker::take_over(const std::vector<TokenId>& pulled,
                                                           uint32_t blocks, uint32_t block_size,
                                                           std::string_view name,
-                                                          const ApiRequest& api, Rank& r) {
+                                                          const ApiRequest& api, MonoTime deadline,
+                                                          Rank& r) {
   const std::vector<TokenId>& prompt = api.prompts.front();
   if (pulled != prompt) {
     co_return pd_failure(
@@ -526,7 +527,8 @@ net::awaitable<std::optional<Response>> Worker::take_over(const std::vector<Toke
     co_await transfer.async_wait(net::redirect_error(net::use_awaitable, ec));
   }
   if (stopping_) co_return Response::error(503, "engine shutting down", "service_unavailable");
-  auto stored = r.engine.import_prefix(prompt, blocks);
+  Result<uint32_t> stored = co_await import_when_room(prompt, blocks, deadline, r);
+  if (stopping_) co_return Response::error(503, "engine shutting down", "service_unavailable");
   if (!stored.ok())
     co_return pd_failure(PdFailure::kPoolFull, std::string(stored.status().message()));
   // The received blocks are announced as this engine's own, so a gateway's index learns them.
@@ -537,6 +539,29 @@ net::awaitable<std::optional<Response>> Worker::take_over(const std::vector<Toke
   pd_stats_.blocks_transferred.add(moved);
   pd_stats_.blocks_skipped.add(held);
   co_return std::nullopt;
+}
+
+net::awaitable<Result<uint32_t>> Worker::import_when_room(const std::vector<TokenId>& prompt,
+                                                          uint32_t blocks, MonoTime deadline,
+                                                          Rank& r) {
+  Result<uint32_t> stored = r.engine.import_prefix(prompt, blocks);
+  // Only running requests free blocks: with none running, waiting would only end at the deadline.
+  while (!stored.ok() && absl::IsResourceExhausted(stored.status()) && !stopping_ &&
+         (r.engine.load().running > 0 || paused_) && Clock::real().now() < deadline) {
+    net::steady_timer room(ctx_);
+    room.expires_at(deadline);
+    r.room_waiters.push_back(&room);
+    boost::system::error_code ec;
+    co_await room.async_wait(net::redirect_error(net::use_awaitable, ec));
+    std::erase(r.room_waiters, &room);
+    if (stopping_) break;
+    stored = r.engine.import_prefix(prompt, blocks);
+  }
+  if (!stored.ok() && Clock::real().now() >= deadline) {
+    co_return absl::ResourceExhaustedError(std::string(stored.status().message()) +
+                                           " within the transfer timeout");
+  }
+  co_return stored;
 }
 
 Response Worker::pd_report() const {

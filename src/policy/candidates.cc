@@ -39,12 +39,11 @@ template <bool kWithCost>
   if constexpr (kWithCost) {
     c.overloaded =
         cost->overload.overloaded(f.kv_usage_ppm, f.waiting, f.fleet_in_flight, f.prefilling);
-    c.queued_tokens = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
+    c.queued_tokens = f.queued_ahead();
     c.index_blocks = f.index_blocks;
     c.free_kv_tokens = free_tokens(kv_tokens, f.kv_usage_ppm);
     c.offload_weight = cost->offload_weight[f.offload_tiers & (CostRules::kTierSets - 1)];
-    c.prefill_rate = cost->measured_prefill_rate && f.prefill_rate > 0 ? f.prefill_rate
-                                                                       : cost->prior_prefill_rate;
+    c.prefill_rate = f.priced_prefill_rate(cost->measured_prefill_rate, cost->prior_prefill_rate);
   } else {
     c.offload_weight = 1;
     c.prefill_rate = 0;

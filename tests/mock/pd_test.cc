@@ -64,6 +64,8 @@ class PdTest : public ::testing::Test {
     ASSERT_TRUE(pf.ok()) << pf.status();
     prefill_ = std::move(*pf);
     FleetOptions d = small_fleet(1);
+    d.engine.num_blocks = decode_blocks_;
+    d.engine.timing.speedup = decode_speedup_;
     d.pd.role = PdRole::kDecode;
     d.pd.transfer_timeout = transfer_timeout;
     d.pd.decode_local_prefill = decode_local_prefill;
@@ -144,6 +146,8 @@ class PdTest : public ::testing::Test {
 
   std::unique_ptr<Fleet> prefill_;
   std::unique_ptr<Fleet> decode_;
+  uint32_t decode_blocks_ = 2048;
+  double decode_speedup_ = 100;
 };
 
 TEST_F(PdTest, PairAnswersAndTheDecodeReceivesOnlyTheBlocksItLacks) {
@@ -485,6 +489,57 @@ TEST_F(PdTest, DecodeServesARequestWithoutAnyPdFieldWhole) {
   auto streamed =
       p.post("/v1/completions", with_kv("{\"prompt\":\"hi\",\"stream\":true}", kRemoteDecode));
   EXPECT_EQ(streamed.status, 400u) << streamed.body;
+}
+
+// vLLM keeps a transferred request waiting while its decode has too few free blocks: it imports
+// once a running request frees them, and fails only at the transfer timeout.
+TEST_F(PdTest, ATransferWaitsForKvRoomUntilTheTransferTimeout) {
+  decode_blocks_ = 20;
+  decode_speedup_ = 1;  // real durations: a 200-token decode runs ~1.2 s, the timeout is 3 s
+  start(std::chrono::milliseconds(600'000), std::chrono::milliseconds(3'000));
+  // A long request served whole on the decode: 2 blocks and more once it has its first token.
+  http::ClientResponse long_answer;
+  std::thread running([&] {
+    long_answer = Http(decode_port()).post("/v1/completions", completion(prompt_ids(16, 30), 200));
+  });
+  Http d(decode_port());
+  ASSERT_TRUE(
+      wait_until([&] { return Json(d.get("/load").body)["used_blocks"].get_uint64().value() >= 2; },
+                 kFleetWait));
+  // Frozen with those blocks held: a 19-block transfer finds 18 free at most.
+  d.post("/admin/fault/pause", "{\"paused\":true}");
+  const auto prompt = prompt_ids(304, 31);
+  auto transfer = [&](http::ClientResponse* out) {
+    auto p =
+        Http(prefill_port()).post("/v1/completions", with_kv(completion(prompt, 1), kRemoteDecode));
+    ASSERT_EQ(p.status, 200u) << p.body;
+    const std::string params = std::string(simdjson::minify(Json(p.body)["kv_transfer_params"]));
+    *out = Http(decode_port()).post("/v1/completions", with_kv(completion(prompt, 2), params));
+  };
+  auto waiting = [&] { return Json(d.get("/load").body)["waiting"].get_uint64().value(); };
+
+  http::ClientResponse late;
+  std::thread first([&] { transfer(&late); });
+  ASSERT_TRUE(wait_until([&] { return waiting() == 1; }, kFleetWait));  // counted as waiting
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 0u);  // waiting for room, not in the engine
+  first.join();  // the 3 s timeout passes while the decode stays frozen
+  EXPECT_EQ(late.status, 503u) << late.body;
+  EXPECT_NE(late.body.find("within the transfer timeout"), std::string::npos) << late.body;
+  EXPECT_EQ(pd_stat(decode_port(), "failures", "pool_full"), 1u);
+  EXPECT_EQ(waiting(), 0u);
+
+  http::ClientResponse served;
+  std::thread second([&] { transfer(&served); });
+  ASSERT_TRUE(wait_until([&] { return waiting() == 1; }, kFleetWait));
+  d.post("/admin/fault/pause", "{\"paused\":false}");  // the long request runs to its end
+  second.join();
+  running.join();
+  EXPECT_EQ(long_answer.status, 200u) << long_answer.body;
+  ASSERT_EQ(served.status, 200u) << served.body;
+  // All 19 blocks received; a prompt hit whole recomputes its last token, so its last block.
+  EXPECT_EQ(usage(served, "cached_tokens"), 288u);
+  EXPECT_EQ(pd_stat(decode_port(), "transfers"), 1u);
+  EXPECT_EQ(pd_stat(decode_port(), "failures", "pool_full"), 1u);
 }
 
 }  // namespace

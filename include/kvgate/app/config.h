@@ -207,6 +207,10 @@ struct GatewayConfig {
   // not hold). 0: off; 1: whichever starts sooner; below 1 favours the pair, whose decode streams
   // no prefill interrupts.
   double pd_local_prefill_wait_ratio = 0;
+  bool pd_local_prefill_by_cache() const {
+    return pd_local_prefill_tokens > 0 || pd_local_prefill_share > 0;
+  }
+  bool pd_local_prefill_by_wait() const { return pd_local_prefill_wait_ratio > 0; }
 
   // Kubernetes pod discovery (app/pod_discovery.h): workers are the serving pods the selectors
   // match (a label selector as kubectl takes it; in a disaggregated fleet one per role), at

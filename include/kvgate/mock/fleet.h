@@ -43,13 +43,13 @@ struct PdOptions {
   // Every duration below is divided by the timing model's speedup, as engine times are.
   // A prefill frees a ready room no decode pulled within this.
   std::chrono::milliseconds room_timeout{30'000};
-  // A decode waits this long for its room to be ready before failing the request.
+  // A decode waits this long for its room to be ready, and for KV room to receive it, before
+  // failing the request.
   std::chrono::milliseconds transfer_timeout{10'000};
   // Moving one block's KV from the prefill to the decode: a 16-token block of an 8B model is
   // 2 MiB (128 KiB per token), ~42 us over a 400 Gb/s RDMA link.
-  Duration transfer_per_block =
-      std::chrono::microseconds(50);  // Decode: a request carrying no PD field at all (neither
-                                      // SGLang's bootstrap fields nor vLLM's
+  Duration transfer_per_block = std::chrono::microseconds(50);
+  // Decode: a request carrying no PD field at all (neither SGLang's bootstrap fields nor vLLM's
   // kv_transfer_params) is served whole, prefill included, as vLLM's kv_both engines do; a
   // gateway may send a prompt the decode mostly caches straight there. False: such a request is
   // refused (400), as an engine that cannot prefill would.

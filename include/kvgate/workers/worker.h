@@ -11,6 +11,7 @@
 // alone with release and read by routable()/vetoed() with acquire.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -181,6 +182,17 @@ class Worker {
     uint64_t index_blocks = 0;
     uint8_t offload_tiers = 0;  // index::tier_bit of each tier but the device it keeps blocks on
     float prefill_rate = 0;     // prompt tokens per second, learned (prefill_rate())
+
+    // The prompt tokens a new request queues behind: the engine's count or this gateway fleet's,
+    // whichever is more (the engine's lags by a load report, the fleet's misses other clients).
+    uint64_t queued_ahead() const {
+      return std::max(queued_prefill_tokens, fleet_queued_prompt_tokens);
+    }
+    // The rate a prompt is priced at: the learned one when `measured` asks for it and one has
+    // been learned, else `prior`.
+    float priced_prefill_rate(bool measured, float prior) const {
+      return measured && prefill_rate > 0 ? prefill_rate : prior;
+    }
   };
   RoutingFigures routing_figures() const {
     return {

@@ -400,11 +400,9 @@ workers::Worker::RoutingFigures figures_of(const workers::Worker& w, int32_t ran
 double expected_wait_ms(const GenerationParts& parts, const workers::Worker::RoutingFigures& f,
                         uint64_t uncached) {
   const policy::CacheAwareConfig& cost = parts.config.cache_aware;
-  const double rate = cost.measured_prefill_rate && f.prefill_rate > 0
-                          ? static_cast<double>(f.prefill_rate)
-                          : cost.prefill_tokens_per_second;
-  const uint64_t queued = std::max(f.queued_prefill_tokens, f.fleet_queued_prompt_tokens);
-  return static_cast<double>(queued + uncached) / std::max(rate, 1.0) * 1e3;
+  const double rate = f.priced_prefill_rate(cost.measured_prefill_rate,
+                                            static_cast<float>(cost.prefill_tokens_per_second));
+  return static_cast<double>(f.queued_ahead() + uncached) / std::max(rate, 1.0) * 1e3;
 }
 
 }  // namespace
@@ -413,8 +411,8 @@ std::optional<LocalPrefill> local_prefill(const GenerationParts& parts, const Ge
                                           const policy::Decision& prefill_d,
                                           const policy::Decision& d) {
   const GatewayConfig& c = parts.config;
-  const bool by_cache = c.pd_local_prefill_tokens > 0 || c.pd_local_prefill_share > 0;
-  const bool by_wait = c.pd_local_prefill_wait_ratio > 0;
+  const bool by_cache = c.pd_local_prefill_by_cache();
+  const bool by_wait = c.pd_local_prefill_by_wait();
   if (!(by_cache || by_wait) || d.worker < 0 || prefill_d.worker < 0) return std::nullopt;
   const uint64_t prompt = g.parsed.tokens.size();
   const auto tokens_of = [&](uint32_t blocks) {

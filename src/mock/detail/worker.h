@@ -136,10 +136,16 @@ class Worker {
                                                                                Rank& r);
   // Both decodes' end: the pulled prompt checked against the request's, the blocks this rank
   // lacks waited for and imported as if computed, announced, counted. `name` names the transfer
-  // in errors.
+  // in errors. A rank with too few free blocks keeps the request waiting (as vLLM does) until
+  // running requests free enough or `deadline` passes.
   boost::asio::awaitable<std::optional<http::Response>> take_over(
       const std::vector<TokenId>& pulled, uint32_t blocks, uint32_t block_size,
-      std::string_view name, const ApiRequest& api, Rank& r);
+      std::string_view name, const ApiRequest& api, MonoTime deadline, Rank& r);
+  boost::asio::awaitable<Result<uint32_t>> import_when_room(const std::vector<TokenId>& prompt,
+                                                            uint32_t blocks, MonoTime deadline,
+                                                            Rank& r);
+  // A rank's engine load with the decodes waiting for KV room counted as waiting requests.
+  static EngineLoad rank_load(const Rank& r);
   // A transfer failure counted, as the error answer it becomes.
   http::Response pd_failure(PdFailure reason, std::string_view message);
   // The prefill's part computed its prompt: its room is ready.

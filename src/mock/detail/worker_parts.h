@@ -60,6 +60,9 @@ struct Worker::Rank {
   uint64_t drop_next = 0;
   Duration publish_delay{0};
   bool deferred_clear = false;
+  // Decodes whose transfer waits for KV room on this rank (vLLM keeps such a request waiting
+  // until running ones free blocks): each timer is cancelled at every step's end, to look again.
+  std::vector<boost::asio::steady_timer*> room_waiters;
   std::optional<bool> deferred_restart;  // value: clear the cache too
   uint64_t restarts = 0;
   std::vector<events::WireEvent> scratch;

@@ -7,11 +7,11 @@
 #   alone), from a decode worker, naming a prefill worker; the report's cached tokens are the
 #   prefill workers' records' (joined by request id; the decodes count received blocks as cached),
 #   its oracle is the prefill process's, shares are over the prefill workers and match their
-#   records.
+#   records, and the routing split (routed/oracle) covers every pair.
 #   vLLM's protocol with the decider (--decode-policy cache_aware, --pd-local-prefill-share 0.5,
 #   --pd-local-prefill-wait-ratio 1): pairs + computed alone = answered, the gateway's kvgate_pd_local_prefills_total and the decode
-#   workers' own records agree with the replay's count, and the decode workers made one KV
-#   transfer per pair.
+#   workers' own records agree with the replay's count, the decode workers made one KV
+#   transfer per pair, and the routing split covers the pairs only.
 #
 #   tests/replay/pd_e2e_test.sh BUILD_DIR        (ctest runs it as replay_pd_e2e_test)
 set -uo pipefail
@@ -119,6 +119,8 @@ for u in urls["prefill"]:
             if m["status"] == "finished" and m.get("request_id", "").startswith("replay-"))
     check(s["workers"][u]["requests"] == n, f"sglang: {u} computed {s['workers'][u]['requests']}, recorded {n}")
 check(metric(metrics, "kvgate_pd_pairs_total") == 120, "sglang: the gateway counted 120 pairs")
+routing = s["oracle"].get("routing", {})
+check(routing.get("requests") == 120, f"sglang: the routing split covers every pair: {routing}")
 print(f"sglang: 120 pairs, hit/oracle {hit:.3f}, prefix reuse {s['prefix_reuse']['ratio']:.3f}")
 
 # vLLM with the decider.
@@ -131,6 +133,11 @@ check(p.get("decode_alone") == alone, f"vllm: {p.get('decode_alone')} alone, the
 check(alone > 0, "vllm: the decider sent some request to its decode worker alone")
 transfers = sum(x["transfers"] for x in pd.values())
 check(transfers == p.get("pairs"), f"vllm: {transfers} KV transfers for {p.get('pairs')} pairs")
+# (Only a pair ran on a worker the event oracle follows: a decode worker's own figure is not
+# comparable to the prefill workers' oracle.)
+routing = s["oracle"].get("routing", {})
+check(routing.get("requests") == p.get("pairs"),
+      f"vllm: the routing split covers the {p.get('pairs')} pairs only: {routing}")
 held = metric(metrics, r'kvgate_pd_local_prefills_total\{reason="held"\}')
 print(f"vllm: {p.get('pairs')} pairs, {p.get('decode_alone')} computed by a decode alone "
       f"({held:.0f} holding most of the prompt, {alone - held:.0f} sooner), {transfers} transfers")

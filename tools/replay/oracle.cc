@@ -75,6 +75,9 @@ class EventOracle::Impl {
   }
 
   const std::string& worker_url(uint32_t w) const { return urls_.at(w); }
+  bool follows(std::string_view url) const {
+    return std::find(urls_.begin(), urls_.end(), url) != urls_.end();
+  }
 
   OracleStats stats() const {
     OracleStats s;
@@ -123,6 +126,7 @@ uint64_t EventOracle::lookup(std::span<const TokenId> prompt,
 const std::string& EventOracle::worker_url(uint32_t worker) const {
   return impl_->worker_url(worker);
 }
+bool EventOracle::follows(std::string_view url) const { return impl_->follows(url); }
 OracleStats EventOracle::stats() const { return impl_->stats(); }
 uint32_t EventOracle::block_size() const { return impl_->block_size(); }
 

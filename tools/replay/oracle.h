@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvgate/core/block_hash.h"
@@ -69,6 +70,9 @@ class EventOracle {
                   std::vector<WorkerTokens>* per_worker = nullptr) const;
   // The URL of a worker index lookup() reported.
   const std::string& worker_url(uint32_t worker) const;
+  // Whether `url` is one of the workers whose streams this oracle follows (a disaggregated
+  // fleet's decode workers are not).
+  bool follows(std::string_view url) const;
   OracleStats stats() const;
   uint32_t block_size() const;
 

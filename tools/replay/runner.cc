@@ -149,10 +149,11 @@ class Runner::Run {
       rec.error = "the row has no hash ids";
     } else {
       co_await exchange(rec, req, ctx, i % targets_.size(), sent);
-      if (rec.oracle_tokens && !rec.worker.empty()) {
-        // The figure of the holder the request ran on (a pair's prefill): its rank's when the
-        // gateway said which, else the worker's best rank's.
-        const std::string& ran_on = rec.prefill_worker.empty() ? rec.worker : rec.prefill_worker;
+      // The figure of the holder the request ran on (a pair's prefill): its rank's when the
+      // gateway said which, else the worker's best rank's. A request a decode worker computed
+      // alone ran on no worker the oracle follows, and has none.
+      const std::string& ran_on = rec.prefill_worker.empty() ? rec.worker : rec.prefill_worker;
+      if (rec.oracle_tokens && !rec.worker.empty() && r_.oracle_->follows(ran_on)) {
         uint32_t routed = 0;
         for (const WorkerTokens& w : per_worker) {
           if (r_.oracle_->worker_url(w.worker) != ran_on) continue;

